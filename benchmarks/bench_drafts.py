@@ -1,0 +1,43 @@
+"""What one drafted character costs, absolutely and as c (in single target passes), and how big drafts are."""
+
+from .common import THREADS, DRAFTS, costs, draft, draft_character, fix_threads
+
+
+class DraftCharacter:
+    params = ([THREADS], DRAFTS)
+    param_names = ["threads", "draft"]
+
+    def setup(self, threads, name):
+        fix_threads()
+        self.call = draft_character(name)
+
+    def time_draft_character(self, threads, name):
+        self.call()
+
+
+class DraftCost:
+    """c = one drafted character / one single-position target pass, from round-robin samples."""
+
+    params = ([THREADS], DRAFTS)
+    param_names = ["threads", "draft"]
+
+    def setup(self, threads, name):
+        draft(name)
+
+    def track_c(self, threads, name):
+        return costs().c(name)
+
+    track_c.unit = "target passes"
+
+
+class DraftSize:
+    params = DRAFTS
+    param_names = ["draft"]
+
+    def setup(self, name):
+        self.draft = draft(name)
+
+    def track_weight_bytes(self, name):
+        return self.draft.weight_bytes()
+
+    track_weight_bytes.unit = "bytes"

@@ -1,0 +1,36 @@
+"""The target's forward pass: one position (a decoding step) and k+1 positions (a verify pass)."""
+
+import torch
+
+from .common import THREADS, COST_CONTEXT, fix_threads, target
+
+
+class TargetPass:
+    params = ([THREADS], [1, 2, 3, 5, 9])
+    param_names = ["threads", "positions"]
+
+    def setup(self, threads, positions):
+        fix_threads()
+        self.model = target()
+        self.pos = len(COST_CONTEXT) - 1
+        with torch.inference_mode():
+            self.model(torch.tensor([COST_CONTEXT]), 0)
+        self.x = torch.tensor([COST_CONTEXT[-1:] * positions])
+
+    def time_forward(self, threads, positions):
+        with torch.inference_mode():
+            self.model(self.x, self.pos)
+
+
+class VerifyGrowth:
+    """T(k+1) / T(1): how much a verify pass costs over a single step (it divides every speedup)."""
+
+    params = ([THREADS], [2, 3, 5, 9])
+    param_names = ["threads", "positions"]
+    unit = "x single pass"
+
+    def track_verify_over_single(self, threads, positions):
+        from .common import costs
+
+        c = costs()
+        return c.verify_pass_us[positions] / c.target_pass_us

@@ -1,0 +1,50 @@
+"""specdec: does speculative decoding make generation faster on this machine, by how much, and why?
+
+    import specdec
+    target = specdec.load_target()
+    draft = specdec.make_draft("bigram", target)
+    out = specdec.speculative_generate(target, draft, prompt="ROMEO:", chars=200, k=4, seed=0)
+    out.text, out.stats.acceptance, out.stats.chars_per_pass
+"""
+
+from .corpus import VocabularyError, decode, encode, vocabulary
+from .decode import Generation, GenerationStats, generate, speculative_generate
+from .drafts import DRAFTS, WRITEUP_DRAFTS, Draft, UnknownDraftError, make_draft
+from .exactness import verify
+from .model import GPT, ContextOverflowError, GPTConfig
+from .sampling import accept_reject
+from .stats import expected_length, optimal_k, predicted_speedup, refined_speedup, summarize
+from .train import CheckpointError, load_checkpoint, load_target, save_checkpoint, train
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "CheckpointError",
+    "ContextOverflowError",
+    "DRAFTS",
+    "Draft",
+    "GPT",
+    "GPTConfig",
+    "Generation",
+    "GenerationStats",
+    "UnknownDraftError",
+    "VocabularyError",
+    "WRITEUP_DRAFTS",
+    "accept_reject",
+    "decode",
+    "encode",
+    "expected_length",
+    "generate",
+    "load_checkpoint",
+    "load_target",
+    "make_draft",
+    "optimal_k",
+    "predicted_speedup",
+    "refined_speedup",
+    "save_checkpoint",
+    "speculative_generate",
+    "summarize",
+    "train",
+    "verify",
+    "vocabulary",
+]

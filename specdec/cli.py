@@ -1,0 +1,262 @@
+"""The `specdec` command: train, info, generate, verify, report, compare.
+
+Every bad argument ends in one line on stderr and exit code 2 (argparse's convention), never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from . import train as _train
+
+
+class UsageError(Exception):
+    """Bad input from the user: printed as one line, exit code 2."""
+
+
+def _cmd_train(args) -> int:
+    from .model import GPTConfig
+
+    tc = _train.TrainConfig(steps=args.steps, seed=args.seed, batch=args.batch, threads=args.threads)
+    if args.steps < 1:
+        raise UsageError(f"--steps must be at least 1, got {args.steps}")
+    teacher = None
+    if args.draft == "small":
+        cfg = _train.SMALL_CONFIG
+        teacher = _train.load_target(args.teacher)
+    else:
+        cfg = GPTConfig()
+    model, meta = _train.train(cfg, tc, teacher=teacher, log=_train._main_log)
+    out = args.out or _train.shipped_path(args.draft or "target")
+    sha = _train.save_checkpoint(model, meta, out)
+    print(f"wrote {out} (sha256 {sha[:12]}, val loss {meta['val_loss']:.4f}, {meta['train_seconds']:.0f}s)")
+    return 0
+
+
+def _log(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def _target(args):
+    return _train.load_target(args.checkpoint)
+
+
+def _drafts_arg(names: list[str] | None) -> list[str]:
+    from .drafts import DRAFTS
+
+    names = names or list(DRAFTS)
+    for n in names:
+        if n not in DRAFTS:
+            raise UsageError(f"unknown draft {n!r} (available: {', '.join(DRAFTS)})")
+    return names
+
+
+def _ks_arg(ks: list[int] | None, default) -> list[int]:
+    ks = ks or list(default)
+    for k in ks:
+        if k < 1:
+            raise UsageError(f"k must be at least 1, got {k}")
+    return ks
+
+
+def _cmd_info(args) -> int:
+    import json
+
+    import torch
+
+    from .quantize import float32_bytes
+
+    target = _target(args)
+    meta = target.meta
+    info = {
+        "params": target.num_params(),
+        "weight_bytes_float32": float32_bytes(target),
+        "vocab_size": target.config.vocab_size,
+        "context": target.config.context,
+        "config": target.config.to_dict(),
+        "val_loss": meta.get("val_loss"),
+        "train_steps": meta.get("steps"),
+        "train_seconds": meta.get("train_seconds"),
+        "checkpoint": meta["path"],
+        "checkpoint_sha256": meta["sha256"],
+        "torch_version": torch.__version__,
+        "threads": torch.get_num_threads(),
+    }
+    if args.json:
+        print(json.dumps(info))
+    else:
+        for key, value in info.items():
+            print(f"{key:22} {value}")
+    return 0
+
+
+def _cmd_generate(args) -> int:
+    import json
+
+    import torch
+
+    from .decode import generate, speculative_generate
+    from .drafts import make_draft
+
+    if args.draft is None and args.k is not None:
+        raise UsageError("-k needs --draft (the draft that proposes the k characters)")
+    if args.temperature < 0:
+        raise UsageError(f"--temperature must be >= 0, got {args.temperature}")
+    torch.set_num_threads(args.threads)
+    target = _target(args)
+    if args.draft is None:
+        out = generate(target, args.prompt, args.chars, args.seed, args.temperature)
+    else:
+        k = 4 if args.k is None else args.k
+        if k < 1:
+            raise UsageError(f"-k must be at least 1, got {k}")
+        draft = make_draft(_drafts_arg([args.draft])[0], target)
+        out = speculative_generate(target, draft, args.prompt, args.chars, k, args.seed, args.temperature)
+    st = out.stats
+    if args.json:
+        print(json.dumps({"prompt": args.prompt, "text": out.text, "draft": args.draft, **st.to_dict()}))
+        return 0
+    print(args.prompt + out.text)
+    print("---")
+    line = f"chars {st.chars}  target passes {st.target_passes}  chars per pass {st.chars_per_pass:.2f}"
+    if args.draft:
+        line += (f"  draft {args.draft} k {st.k}  acceptance {st.acceptance:.3f}  drafted {st.drafted}"
+                 f"  accepted {st.accepted}  draft calls {st.draft_calls}"
+                 f"  accepted per round (0..k) {st.accepted_per_position}")
+    print(line)
+    return 0
+
+
+def _cmd_verify(args) -> int:
+    import json
+
+    from . import exactness
+    from .drafts import make_draft
+
+    if args.k < 1:
+        raise UsageError(f"-k must be at least 1, got {args.k}")
+    if args.samples < 100:
+        raise UsageError(f"--samples must be at least 100, got {args.samples}")
+    target = _target(args)
+    drafts = {n: make_draft(n, target) for n in _drafts_arg(args.draft)}
+    rows = exactness.verify(target, drafts, k=args.k, samples=args.samples, seed=args.seed)
+    if args.json:
+        print(json.dumps([{key: r[key] for key in ("draft", "k", "samples", "tv", "baseline_tv", "p_value")}
+                          | {"baseline_tv_max": r["baseline_tv_max"]} for r in rows]))
+        return 0
+    print(f"{'draft':14} {'k':>2} {'samples':>8} {'TV':>8} {'baseline TV':>12} {'p-value':>8}")
+    for r in rows:
+        print(f"{r['draft']:14} {r['k']:>2} {r['samples']:>8} {r['tv']:>8.4f} {r['baseline_tv']:>12.4f} "
+              f"{r['p_value']:>8.3f}")
+    return 0
+
+
+def _cmd_report(args) -> int:
+    import torch
+
+    from . import report
+
+    if args.threads < 1:
+        raise UsageError(f"--threads must be at least 1, got {args.threads}")
+    if args.pairs is not None and args.pairs < 1:
+        raise UsageError(f"--pairs must be at least 1, got {args.pairs}")
+    if args.device == "cuda" and not torch.cuda.is_available():
+        raise UsageError("--device cuda: no CUDA device is available here (allowed: cpu)")
+    drafts = _drafts_arg(args.drafts)
+    ks = _ks_arg(args.ks, report.DEFAULT_KS)
+    target = _target(args)
+    doc = report.measure(target, drafts, ks, quick=args.quick, pairs=args.pairs, threads=args.threads,
+                         device=args.device, chars=args.chars, seed=args.seed, log=_log)
+    text = report.tables(doc)
+    print(text)
+    for path in report.write(doc, args.out, text):
+        _log(f"wrote {path}")
+    return 0
+
+
+def _cmd_compare(args) -> int:
+    from . import compare
+
+    try:
+        a, b = compare.load(args.a), compare.load(args.b)
+    except (OSError, ValueError, KeyError) as exc:
+        raise UsageError(str(exc)) from None
+    text, worse = compare.compare(a, b)
+    print(text)
+    return 1 if worse else 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="specdec", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("train", help="train the target (or the small draft) deterministically")
+    p.add_argument("--steps", type=int, default=_train.TrainConfig.steps)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--batch", type=int, default=_train.TrainConfig.batch)
+    p.add_argument("--threads", type=int, default=_train.TrainConfig.threads)
+    p.add_argument("--out", default=None, help="checkpoint path (default: the package's shipped one)")
+    p.add_argument("--draft", choices=["small"], default=None, help="train a draft instead of the target")
+    p.add_argument("--teacher", default=None, help="target checkpoint to distil the draft from")
+    p.set_defaults(func=_cmd_train)
+
+    def with_checkpoint(p):
+        p.add_argument("--checkpoint", default=None, help="target checkpoint (default: the shipped one)")
+        return p
+
+    p = with_checkpoint(sub.add_parser("info", help="the target: parameters, bytes, validation loss, checkpoint"))
+    p.add_argument("--json", action="store_true", help="one JSON object")
+    p.set_defaults(func=_cmd_info)
+
+    p = with_checkpoint(sub.add_parser("generate", help="generate text, target-only or speculative"))
+    p.add_argument("--prompt", default="ROMEO:")
+    p.add_argument("--chars", type=int, default=200)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--temperature", type=float, default=1.0, help="0 is greedy")
+    p.add_argument("--draft", default=None, help="speculative decoding with this draft")
+    p.add_argument("-k", type=int, default=None, help="characters drafted per round (default 4)")
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=_cmd_generate)
+
+    p = with_checkpoint(sub.add_parser("verify", help="exactness: TV and chi-square of speculative draws"))
+    p.add_argument("--draft", action="append", default=None, help="a draft (repeatable; default all)")
+    p.add_argument("-k", type=int, default=4)
+    p.add_argument("--samples", type=int, default=20_000)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--json", action="store_true", help="a JSON list of rows")
+    p.set_defaults(func=_cmd_verify)
+
+    p = with_checkpoint(sub.add_parser("report", help="measure everything here; tables, report.json, figure"))
+    p.add_argument("--quick", action="store_true", help="fewer pairs and draws (under a minute)")
+    p.add_argument("--out", default="specdec-report", help="folder for report.md, report.json, speedup.png")
+    p.add_argument("--threads", type=int, default=1, help="torch threads while timing (recorded)")
+    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    p.add_argument("--drafts", nargs="+", default=None, help="drafts to measure (default all)")
+    p.add_argument("--ks", nargs="+", type=int, default=None, help="k values (default 1 2 4 8)")
+    p.add_argument("--pairs", type=int, default=None, help="alternated pairs per speedup row")
+    p.add_argument("--chars", type=int, default=200)
+    p.add_argument("--seed", type=int, default=0)
+    p.set_defaults(func=_cmd_report)
+
+    p = sub.add_parser("compare", help="compare two report.json files; exit 1 if a draft cost got worse")
+    p.add_argument("a", help="the baseline report.json")
+    p.add_argument("b", help="the new report.json")
+    p.set_defaults(func=_cmd_compare)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except (UsageError, ValueError, _train.CheckpointError) as exc:
+        parser.exit(2, f"specdec {args.command}: error: {exc}\n")
+    except KeyboardInterrupt:
+        parser.exit(130, "specdec: interrupted; results already written are intact\n")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,151 @@
+"""Target-only and speculative generation, both counting what they pay: target passes and draft calls.
+
+Target-only: the prompt's prefill gives the first character's distribution and is its pass; every later
+character costs one single-position pass. N characters, N passes.
+
+Speculative: each round the draft proposes k characters and the target scores the pending tokens plus the k
+drafts in one pass. The first round's pass is the prompt's prefill with the drafts appended, so even the first
+generated character goes through the draft and the rule, and target passes = rounds. After the rule, the
+target's position moves back to just before the emitted character (the rejected drafts' cache entries are
+overwritten later, never read), and the draft is told how much of the sequence is still valid. The last round
+drafts at most the characters still needed minus one, so exactly `chars` characters come out with no waste.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+import torch
+
+from . import corpus, sampling
+from .drafts import Draft
+from .model import GPT
+
+
+@dataclass
+class GenerationStats:
+    chars: int = 0  # characters generated
+    target_passes: int = 0  # forward calls of the target (the prefill included)
+    draft_calls: int = 0  # rounds in which the draft was asked to propose
+    drafted: int = 0  # characters the draft proposed (one draft step each)
+    accepted: int = 0  # drafted characters the rule kept
+    k: int = 0  # characters drafted per full round (0 for target-only generation)
+    accepted_per_position: list[int] = field(default_factory=list)  # rounds by accepted count, 0..k
+
+    @property
+    def acceptance(self) -> float:
+        """Accepted / drafted characters (vLLM's and llama.cpp's convention); 0 when nothing was drafted."""
+        return self.accepted / self.drafted if self.drafted else 0.0
+
+    @property
+    def chars_per_pass(self) -> float:
+        """Generated characters per target pass: 1 + k * acceptance when every round drafts k."""
+        return self.chars / self.target_passes if self.target_passes else 0.0
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "acceptance": self.acceptance, "chars_per_pass": self.chars_per_pass}
+
+
+@dataclass
+class Generation:
+    text: str  # the generated characters only (the prompt excluded)
+    stats: GenerationStats
+    prompt: str = ""
+
+
+def check_request(target: GPT, prompt: str, chars: int, k: int = 0, temperature: float = 1.0) -> list[int]:
+    """Validate a generation request; return the prompt's ids. Raises ValueError with a one-line message."""
+    if not prompt:
+        raise ValueError("the prompt is empty; give at least one character (e.g. '\\n')")
+    ids = corpus.encode(prompt)
+    if chars < 1:
+        raise ValueError(f"chars must be at least 1, got {chars}")
+    context = target.config.context
+    if len(ids) + k + 1 > context:  # one round (prompt + k drafts + bonus) must fit in the context
+        raise ValueError(
+            f"k={k} overflows the context of {context} after a {len(ids)}-character prompt; "
+            f"allowed: 1 <= k <= {context - len(ids) - 1}"
+        )
+    if len(ids) + chars > context:
+        raise ValueError(
+            f"prompt ({len(ids)} chars) + chars ({chars}) = {len(ids) + chars} exceeds the context of "
+            f"{context}; allowed: chars <= {context - len(ids)}"
+        )
+    if temperature < 0:
+        raise ValueError(f"temperature must be >= 0, got {temperature}")
+    return ids
+
+
+def _ensure_cache(model: GPT) -> None:
+    if model.cache_batch < 1:
+        model.setup_cache(1)
+
+
+@torch.inference_mode()
+def generate(target: GPT, prompt: str, chars: int, seed: int = 0, temperature: float = 1.0) -> Generation:
+    """Generate `chars` characters with the target alone: one target pass per character."""
+    tokens = check_request(target, prompt, chars, temperature=temperature)
+    _ensure_cache(target)
+    rng = np.random.default_rng(seed)
+    dev = target.device
+    n_prompt = len(tokens)
+    stats = GenerationStats()
+    pos = 0
+    for _ in range(chars):
+        logits = target(torch.tensor([tokens[pos:]], device=dev), pos)[0, -1]  # (V,)
+        pos = len(tokens)
+        tokens.append(sampling.sample(sampling.probs(logits, temperature), rng))
+        stats.target_passes += 1
+    stats.chars = chars
+    return Generation(corpus.decode(tokens[n_prompt:]), stats, prompt)
+
+
+@torch.inference_mode()
+def speculative_generate(
+    target: GPT,
+    draft: Draft,
+    prompt: str,
+    chars: int,
+    k: int,
+    seed: int = 0,
+    temperature: float = 1.0,
+) -> Generation:
+    """Generate `chars` characters by speculative decoding with `draft` proposing k per round.
+
+    The output distribution is exactly the target's, whatever the draft (see `sampling.accept_reject`).
+    """
+    if k < 1:
+        raise ValueError(f"k must be at least 1, got {k}")
+    tokens = check_request(target, prompt, chars, k=k, temperature=temperature)
+    _ensure_cache(target)
+    draft.reset()
+    rng = np.random.default_rng(seed)
+    dev = target.device
+    n_prompt = len(tokens)
+    stats = GenerationStats(k=k, accepted_per_position=[0] * (k + 1))
+    pos = 0  # tokens already in the target's cache
+    while (left := chars - (len(tokens) - n_prompt)) > 0:
+        kr = min(k, left - 1)  # never draft past the end: the round emits up to kr + 1 characters
+        if kr > 0:
+            drafted, q = draft.propose(tokens, kr, rng, temperature)
+            stats.draft_calls += 1
+        else:
+            drafted, q = [], None
+        logits = target(torch.tensor([tokens[pos:] + drafted], device=dev), pos)[0, -(kr + 1) :]  # (kr + 1, V)
+        stats.target_passes += 1
+        p = sampling.probs(logits, temperature)
+        if kr > 0:
+            n_acc, nxt = sampling.accept_reject(p, q, drafted, rng)
+        else:
+            n_acc, nxt = 0, sampling.sample(p[0], rng)
+        tokens.extend(drafted[:n_acc])
+        tokens.append(nxt)
+        pos = len(tokens) - 1  # move back: only the emitted character is not yet in the cache
+        draft.rollback(pos)
+        stats.drafted += kr
+        stats.accepted += n_acc
+        if kr > 0:
+            stats.accepted_per_position[n_acc] += 1
+    stats.chars = chars
+    return Generation(corpus.decode(tokens[n_prompt:]), stats, prompt)

@@ -1,0 +1,182 @@
+"""The `Draft` interface and the drafts: bigram table, rounded int8/int4 copies of the target, and more.
+
+A draft proposes k characters after a context, returning them with the distributions q it sampled them
+from (the accept/reject rule needs q). A draft that keeps state (a KV cache) tracks how many tokens of the
+sequence it has consumed; after a round the loop calls `rollback(n)` to say that only the first n tokens of
+the sequence are still valid, and the next `propose` feeds whatever it has not seen yet. Rolling back is
+moving the position back, exactly as for the target.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import torch
+
+from . import corpus, quantize, sampling
+from .model import GPT
+
+
+class UnknownDraftError(ValueError):
+    """A draft name that `make_draft` does not know."""
+
+
+class Draft:
+    """Interface: propose k characters; keep and roll back any state. Subclasses set `name`."""
+
+    name = "draft"
+
+    def reset(self) -> None:
+        """Forget any sequence: the next propose starts a new one."""
+
+    def rollback(self, n_valid: int) -> None:
+        """Only the first n_valid tokens of the sequence remain valid."""
+
+    def propose(
+        self, tokens: list[int], k: int, rng: np.random.Generator, temperature: float
+    ) -> tuple[list[int], np.ndarray]:
+        """k drafted ids after `tokens`, with q: (k, V) the distributions each was sampled from."""
+        raise NotImplementedError
+
+    def weight_bytes(self) -> int:
+        """Bytes the draft's weights take stored as the draft would store them (packed where quantized)."""
+        raise NotImplementedError
+
+
+class TableDraft(Draft):
+    """A draft whose next-character distribution is looked up from the last character(s): no state.
+
+    Subclasses implement `_dist(tokens)` and set `history` (how many trailing characters it reads);
+    sampling and the k-step loop are shared.
+    """
+
+    history = 1
+
+    def _dist(self, tokens: list[int]) -> np.ndarray:
+        raise NotImplementedError
+
+    def propose(self, tokens, k, rng, temperature):
+        ctx = list(tokens[-self.history :])  # only the tail matters: no copy of the whole sequence
+        out = []
+        qs = np.empty((k, len(corpus.vocabulary())))
+        for i in range(k):
+            q = sampling.temper(self._dist(ctx), temperature)
+            x = sampling.sample(q, rng)
+            qs[i] = q
+            out.append(x)
+            ctx.append(x)
+        return out, qs
+
+
+class BigramDraft(TableDraft):
+    """q(next | previous character), counted on the training split with add-one smoothing."""
+
+    name = "bigram"
+
+    def __init__(self):
+        self.table = _bigram_table()  # (V, V) float64, rows sum to 1
+
+    def _dist(self, tokens):
+        return self.table[tokens[-1]]
+
+    def weight_bytes(self) -> int:
+        return self.table.size * 4  # stored as float32
+
+
+@functools.lru_cache(maxsize=1)
+def _bigram_table() -> np.ndarray:
+    ids = corpus.split_ids("train").astype(np.int64)
+    V = len(corpus.vocabulary())
+    counts = np.bincount(ids[:-1] * V + ids[1:], minlength=V * V).reshape(V, V) + 1.0
+    return counts / counts.sum(1, keepdims=True)
+
+
+class ModelDraft(Draft):
+    """A transformer draft with its own KV cache: rounded copies of the target, or a smaller model."""
+
+    def __init__(self, name: str, model: GPT, weight_bytes: int):
+        self.name = name
+        self.model = model.eval()
+        self.model.setup_cache(1)
+        self._bytes = weight_bytes
+        self.pos = 0  # tokens of the current sequence already in this draft's cache
+
+    def reset(self) -> None:
+        self.pos = 0
+
+    def rollback(self, n_valid: int) -> None:
+        self.pos = min(self.pos, n_valid)
+
+    @torch.inference_mode()
+    def propose(self, tokens, k, rng, temperature):
+        dev = self.model.device
+        # First step: feed everything not yet seen (the whole prompt in round one, then 1 or 2 tokens).
+        logits = self.model(torch.tensor([tokens[self.pos :]], device=dev), self.pos)[0, -1]
+        self.pos = len(tokens)
+        out = []
+        qs = np.empty((k, logits.shape[-1]))
+        for i in range(k):
+            q = sampling.probs(logits, temperature)
+            x = sampling.sample(q, rng)
+            qs[i] = q
+            out.append(x)
+            if i < k - 1:  # the last draft is never fed: the target's bonus/residual follows it
+                logits = self.model(torch.tensor([[x]], device=dev), self.pos)[0, -1]
+                self.pos += 1
+        return out, qs
+
+    def weight_bytes(self) -> int:
+        return self._bytes
+
+
+def _int8(target: GPT, **_) -> Draft:
+    return ModelDraft("int8", quantize.rounded_copy(target, 8), quantize.packed_bytes(target, 8))
+
+
+def _int4(target: GPT, **_) -> Draft:
+    return ModelDraft("int4", quantize.rounded_copy(target, 4), quantize.packed_bytes(target, 4))
+
+
+def _int8_dynamic(target: GPT, **_) -> Draft:
+    return ModelDraft("int8-dynamic", quantize.dynamic_int8(target), quantize.packed_bytes(target, 8))
+
+
+def _small(target: GPT, checkpoint=None, **_) -> Draft:
+    from .train import load_checkpoint, shipped_path
+
+    model, _meta = load_checkpoint(checkpoint or shipped_path("small"))
+    return ModelDraft("small", model, quantize.float32_bytes(model))
+
+
+def _bigram(target: GPT, **_) -> Draft:
+    return BigramDraft()
+
+
+def _ngram(target: GPT, order: int | None = None, **_) -> Draft:
+    from .ngram import DEFAULT_ORDER, NgramDraft
+
+    return NgramDraft(order or DEFAULT_ORDER)
+
+
+# name -> factory(target, **options). The first three are the write-up's; the rest go beyond it.
+DRAFTS = {
+    "bigram": _bigram,
+    "int8": _int8,
+    "int4": _int4,
+    "ngram": _ngram,
+    "small": _small,
+    "int8-dynamic": _int8_dynamic,
+}
+WRITEUP_DRAFTS = ("bigram", "int8", "int4")
+
+
+def make_draft(name: str, target: GPT, **options) -> Draft:
+    """A fresh draft by name for `target`; options: `order` for ngram, `checkpoint` for small."""
+    try:
+        factory = DRAFTS[name]
+    except KeyError:
+        raise UnknownDraftError(
+            f"unknown draft {name!r} (available: {', '.join(DRAFTS)})"
+        ) from None
+    return factory(target, **options)

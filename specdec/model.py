@@ -1,0 +1,152 @@
+"""The target: a small GPT-style character transformer with a preallocated KV cache.
+
+Model -> Block -> Attention / MLP, nothing deeper. `forward(idx, pos)` runs any number of new positions
+starting at the explicit offset `pos`, writing their keys and values into the cache at pos..pos+T-1 and
+attending to everything before them. The cache has no notion of a "length": the caller owns the position, and
+rejecting drafted characters is simply calling the next forward at an earlier `pos` -- entries past it are
+overwritten before anything reads them, because attention only ever reads positions < pos + T.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+@dataclass(frozen=True)
+class GPTConfig:
+    vocab_size: int = 84  # distinct characters of the corpus
+    context: int = 256  # positions with a trained embedding; the KV cache holds this many
+    n_layer: int = 3  # transformer blocks
+    n_head: int = 4  # attention heads per block
+    n_embd: int = 128  # residual stream width; head size is n_embd // n_head
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+class ContextOverflowError(ValueError):
+    """More positions than the model has position embeddings (and cache slots) for."""
+
+
+class Attention(nn.Module):
+    def __init__(self, cfg: GPTConfig):
+        super().__init__()
+        if cfg.n_embd % cfg.n_head:
+            raise ValueError(f"n_embd {cfg.n_embd} is not a multiple of n_head {cfg.n_head}")
+        self.n_head = cfg.n_head
+        self.qkv = nn.Linear(cfg.n_embd, 3 * cfg.n_embd, bias=False)
+        self.proj = nn.Linear(cfg.n_embd, cfg.n_embd, bias=False)
+        self.k_cache: torch.Tensor | None = None  # (B, n_head, context, head_size) once set up
+        self.v_cache: torch.Tensor | None = None
+
+    def forward(self, x: torch.Tensor, pos: int | None, mask: torch.Tensor | None) -> torch.Tensor:
+        B, T, C = x.shape
+        q, k, v = self.qkv(x).split(C, dim=2)
+        # (B, T, C) -> (B, n_head, T, head_size)
+        q = q.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+        k = k.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+        v = v.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+        if pos is None:  # training: the whole window at once, no cache
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        else:
+            self.k_cache[:B, :, pos : pos + T] = k
+            self.v_cache[:B, :, pos : pos + T] = v
+            k = self.k_cache[:B, :, : pos + T]
+            v = self.v_cache[:B, :, : pos + T]
+            # One attention path whatever T is: a single position and a (k+1)-position verify pass cost
+            # the same kernel, so the verify pass stays close to a single pass. mask: (T, pos + T) bool.
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        return self.proj(y.transpose(1, 2).reshape(B, T, C))
+
+
+class MLP(nn.Module):
+    def __init__(self, cfg: GPTConfig):
+        super().__init__()
+        self.fc = nn.Linear(cfg.n_embd, 4 * cfg.n_embd, bias=False)
+        self.proj = nn.Linear(4 * cfg.n_embd, cfg.n_embd, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.proj(F.gelu(self.fc(x), approximate="tanh"))
+
+
+class Block(nn.Module):
+    def __init__(self, cfg: GPTConfig):
+        super().__init__()
+        self.ln1 = nn.LayerNorm(cfg.n_embd)
+        self.attn = Attention(cfg)
+        self.ln2 = nn.LayerNorm(cfg.n_embd)
+        self.mlp = MLP(cfg)
+
+    def forward(self, x: torch.Tensor, pos: int | None, mask: torch.Tensor | None) -> torch.Tensor:
+        x = x + self.attn(self.ln1(x), pos, mask)
+        return x + self.mlp(self.ln2(x))
+
+
+class GPT(nn.Module):
+    def __init__(self, cfg: GPTConfig):
+        super().__init__()
+        self.config = cfg
+        self.wte = nn.Embedding(cfg.vocab_size, cfg.n_embd)
+        self.wpe = nn.Embedding(cfg.context, cfg.n_embd)
+        self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layer))
+        self.ln_f = nn.LayerNorm(cfg.n_embd)
+        self.lm_head = nn.Linear(cfg.n_embd, cfg.vocab_size, bias=False)
+        # Preallocated so that a decoding step slices instead of allocating: positions 0..context-1 and the
+        # causal mask (context, context), True where attention is allowed.
+        self.register_buffer("positions", torch.arange(cfg.context), persistent=False)
+        causal = torch.ones(cfg.context, cfg.context, dtype=torch.bool).tril()
+        self.register_buffer("causal", causal, persistent=False)
+        self.cache_batch = 0
+        self.apply(self._init_weights)
+        for name, p in self.named_parameters():  # GPT-2's scaled init of the residual projections
+            if name.endswith("proj.weight"):
+                nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * cfg.n_layer))
+
+    @staticmethod
+    def _init_weights(module: nn.Module) -> None:
+        if isinstance(module, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(module.weight, mean=0.0, std=0.02)
+
+    @property
+    def device(self) -> torch.device:
+        return self.wte.weight.device
+
+    def num_params(self) -> int:
+        return sum(p.numel() for p in self.parameters())
+
+    def setup_cache(self, batch: int = 1) -> None:
+        """Allocate the KV cache once: (batch, n_head, context, head_size) keys and values per block."""
+        cfg = self.config
+        p = self.wte.weight
+        shape = (batch, cfg.n_head, cfg.context, cfg.n_embd // cfg.n_head)
+        for block in self.blocks:
+            block.attn.k_cache = torch.zeros(shape, dtype=p.dtype, device=p.device)
+            block.attn.v_cache = torch.zeros(shape, dtype=p.dtype, device=p.device)
+        self.cache_batch = batch
+
+    def forward(self, idx: torch.Tensor, pos: int | None = None) -> torch.Tensor:
+        """Logits (B, T, vocab) for token ids idx (B, T).
+
+        pos=None: a training window from position 0 without the cache. pos=t: idx holds positions t..t+T-1
+        of a sequence whose positions < t are already in the cache.
+        """
+        B, T = idx.shape
+        start = 0 if pos is None else pos
+        if start + T > self.config.context:
+            raise ContextOverflowError(
+                f"positions {start}..{start + T - 1} exceed the context of {self.config.context}"
+            )
+        mask = None
+        if pos is not None:
+            if B > self.cache_batch:
+                raise RuntimeError(f"batch {B} exceeds the KV cache's {self.cache_batch}: call setup_cache")
+            mask = self.causal[pos : pos + T, : pos + T]
+        x = self.wte(idx) + self.wpe(self.positions[start : start + T])
+        for block in self.blocks:
+            x = block(x, pos, mask)
+        return self.lm_head(self.ln_f(x))

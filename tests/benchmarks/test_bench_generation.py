@@ -1,0 +1,69 @@
+"""pytest-benchmark suite: a quick local A/B of passes, draft characters and generation.
+
+    pytest tests/benchmarks --benchmark-autosave                 # save a run
+    pytest tests/benchmarks --benchmark-compare                  # compare with the last saved run
+    pytest tests/benchmarks --benchmark-group-by=group           # draft x k side by side (the default)
+
+Under `--benchmark-disable` (as in CI) each body runs once, untimed, so the suite is also a smoke test.
+Threads are fixed to 1 by the session fixture; `extra_info` records them with acceptance and passes.
+"""
+
+import numpy as np
+import pytest
+import torch
+
+import specdec
+
+PROMPT, CHARS, SEED = "ROMEO:", 200, 0
+DRAFTS = list(specdec.DRAFTS)
+KS = [1, 2, 4, 8]
+CONTEXT = specdec.encode("KING HENRY:\nOnce more unto the breach, dear friends, once more;\nOr close the wall up")
+
+
+@pytest.mark.parametrize("positions", [1, 2, 3, 5, 9])
+def test_target_pass(benchmark, target, positions):
+    benchmark.group = "target pass by positions"
+    pos = len(CONTEXT) - 1
+    with torch.inference_mode():
+        target(torch.tensor([CONTEXT]), 0)
+        x = torch.tensor([CONTEXT[-1:] * positions])
+        logits = benchmark(target, x, pos)
+    benchmark.extra_info.update(positions=positions, threads=torch.get_num_threads())
+    assert logits.shape == (1, positions, 84)
+
+
+@pytest.mark.parametrize("draft", DRAFTS)
+def test_draft_character(benchmark, draft_factory, draft):
+    benchmark.group = "one drafted character"
+    d = draft_factory(draft)
+    rng = np.random.default_rng(0)
+    d.reset()
+    d.propose(CONTEXT, 1, rng, 1.0)
+
+    def one_character():
+        d.rollback(len(CONTEXT) - 1)
+        return d.propose(CONTEXT, 1, rng, 1.0)
+
+    ids, q = benchmark(one_character)
+    benchmark.extra_info.update(draft=draft, weight_bytes=d.weight_bytes(), threads=torch.get_num_threads())
+    assert len(ids) == 1 and q.shape == (1, 84)
+
+
+@pytest.mark.parametrize("k", KS)
+def test_target_only_generation(benchmark, target, k):
+    benchmark.group = f"generate {CHARS} chars, k={k}"  # the baseline sits in every k group
+    out = benchmark(specdec.generate, target, PROMPT, CHARS, seed=SEED)
+    benchmark.extra_info.update(draft="target-only", k=0, target_passes=out.stats.target_passes,
+                                chars_per_pass=1.0, acceptance=None, threads=torch.get_num_threads())
+    assert out.stats.target_passes == CHARS
+
+
+@pytest.mark.parametrize("k", KS)
+@pytest.mark.parametrize("draft", DRAFTS)
+def test_speculative_generation(benchmark, target, draft_factory, draft, k):
+    benchmark.group = f"generate {CHARS} chars, k={k}"
+    out = benchmark(specdec.speculative_generate, target, draft_factory(draft), PROMPT, CHARS, k=k, seed=SEED)
+    st = out.stats
+    benchmark.extra_info.update(draft=draft, k=k, acceptance=st.acceptance, chars_per_pass=st.chars_per_pass,
+                                target_passes=st.target_passes, threads=torch.get_num_threads())
+    assert len(out.text) == CHARS and st.accepted + st.target_passes == CHARS

@@ -1,0 +1,91 @@
+import pytest
+
+import specdec
+from specdec import corpus
+
+PROMPT = "ROMEO:"  # the documented prompt of the acceptance table
+ALL_DRAFTS = list(specdec.DRAFTS)
+
+
+def test_target_only_pays_one_pass_per_character(target):
+    out = specdec.generate(target, PROMPT, 50, seed=0)
+    assert len(out.text) == 50 and out.stats.target_passes == 50 and out.stats.chars == 50
+    assert set(out.text) <= set(corpus.vocabulary())
+
+
+def test_same_seed_same_text_other_seed_other_text(target):
+    a = specdec.generate(target, PROMPT, 80, seed=3).text
+    assert specdec.generate(target, PROMPT, 80, seed=3).text == a
+    assert specdec.generate(target, PROMPT, 80, seed=4).text != a
+
+
+def test_greedy_is_deterministic_and_seed_free(target):
+    assert (specdec.generate(target, PROMPT, 60, seed=0, temperature=0).text
+            == specdec.generate(target, PROMPT, 60, seed=99, temperature=0).text)
+
+
+@pytest.mark.parametrize("draft", ALL_DRAFTS)
+@pytest.mark.parametrize("k", [1, 2, 4, 8])
+def test_greedy_speculative_equals_greedy_target(target, draft_factory, draft, k):
+    expected = specdec.generate(target, PROMPT, 200, seed=0, temperature=0).text
+    out = specdec.speculative_generate(target, draft_factory(draft), PROMPT, 200, k=k, seed=0, temperature=0)
+    assert out.text == expected
+
+
+@pytest.mark.parametrize("draft", ALL_DRAFTS)
+@pytest.mark.parametrize("k,chars", [(1, 200), (4, 37), (8, 200), (8, 9), (3, 1)])
+def test_speculative_stats_are_consistent(target, draft_factory, draft, k, chars):
+    out = specdec.speculative_generate(target, draft_factory(draft), PROMPT, chars, k=k, seed=1)
+    st = out.stats
+    assert len(out.text) == chars == st.chars
+    hist = st.accepted_per_position
+    assert len(hist) == k + 1 and sum(hist) == st.draft_calls
+    assert sum(i * n for i, n in enumerate(hist)) == st.accepted <= st.drafted
+    # only a final round that needs a single character skips the draft
+    assert 0 <= st.target_passes - st.draft_calls <= 1
+    assert st.accepted + st.target_passes == chars
+    assert st.acceptance == (st.accepted / st.drafted if st.drafted else 0.0)
+    assert st.chars_per_pass == pytest.approx(chars / st.target_passes)
+
+
+def test_last_round_drafts_only_what_is_still_needed(target, draft_factory):
+    # 9 characters at k = 8 with a perfect-enough draft: round one drafts 8 and, if all are accepted, emits 9
+    st = specdec.speculative_generate(target, draft_factory("int8"), PROMPT, 9, k=8, seed=0, temperature=0).stats
+    assert st.drafted >= 8 and (st.target_passes == 1) == (st.accepted == 8)
+    first_round = specdec.speculative_generate(target, draft_factory("int8"), PROMPT, 1, k=8, seed=0).stats
+    assert (first_round.drafted, first_round.target_passes, first_round.draft_calls) == (0, 1, 0)
+    two = specdec.speculative_generate(target, draft_factory("int8"), PROMPT, 2, k=8, seed=0).stats
+    assert two.drafted == 1 and two.accepted_per_position[2:] == [0] * 7  # round one drafts 2 - 1
+
+
+def test_same_seed_same_speculative_text(target, draft_factory):
+    d = draft_factory("int4")
+    a = specdec.speculative_generate(target, d, PROMPT, 120, k=4, seed=5)
+    b = specdec.speculative_generate(target, d, PROMPT, 120, k=4, seed=5)
+    assert a.text == b.text and a.stats == b.stats
+
+
+def test_acceptance_orders_the_writeup_drafts_at_k1(target, draft_factory):
+    acc = {name: specdec.speculative_generate(target, draft_factory(name), PROMPT, 200, k=1, seed=0).stats.acceptance
+           for name in ("int8", "int4", "bigram")}
+    assert acc["int8"] > acc["int4"] > acc["bigram"]
+
+
+@pytest.mark.parametrize("prompt,chars,k,temperature,message", [
+    ("", 10, 1, 1.0, "prompt is empty"),
+    ("ROMEO: é", 10, 1, 1.0, "'é' is not in the vocabulary"),
+    (PROMPT, 0, 1, 1.0, "chars must be at least 1"),
+    (PROMPT, 251, 1, 1.0, "exceeds the context of 256"),
+    (PROMPT, 10, 0, 1.0, "k must be at least 1"),
+    (PROMPT, 10, 250, 1.0, "k=250 overflows the context"),
+    (PROMPT, 10, 1, -0.5, "temperature must be >= 0"),
+])
+def test_bad_requests_are_one_line_value_errors(target, draft_factory, prompt, chars, k, temperature, message):
+    with pytest.raises(ValueError, match=message) as info:
+        specdec.speculative_generate(target, draft_factory("bigram"), prompt, chars, k=k, temperature=temperature)
+    assert "\n" not in str(info.value)
+
+
+def test_context_is_long_enough_for_200_after_56(target):
+    out = specdec.generate(target, "x" * 56, 200, seed=0)
+    assert len(out.text) == 200

@@ -1,0 +1,89 @@
+import copy
+import json
+
+import pytest
+
+from specdec import cli, compare, report
+
+
+@pytest.fixture(scope="module")
+def doc(target):
+    return report.measure(target, ["bigram", "int8"], [1, 2], quick=True, pairs=3, threads=1, chars=60,
+                          log=lambda s: None)
+
+
+def test_report_document_has_the_documented_schema(doc):
+    assert set(doc["machine"]) >= {"cpu", "threads", "torch_version", "device", "commit"}
+    assert doc["machine"]["threads"] == 1 and doc["machine"]["device"] == "cpu"
+    assert [r["draft"] for r in doc["exactness"]] == ["target", "bigram", "int8"]
+    assert {(r["draft"], r["k"]) for r in doc["acceptance"]} == {(d, k) for d in ("bigram", "int8") for k in (1, 2)}
+    for r in doc["acceptance"]:
+        assert set(r) >= {"draft", "k", "acceptance", "chars_per_pass", "target_passes", "chars"}
+    c = doc["costs"]
+    assert set(c) >= {"target_pass_us", "verify_pass_us", "drafts"} and set(c["verify_pass_us"]) == {"2", "3"}
+    assert set(c["drafts"]["bigram"]) >= {"char_us", "c", "weight_bytes"}
+    for r in doc["speedup"]:
+        assert set(r) >= {"draft", "k", "chars_per_pass", "predicted", "predicted_refined", "measured_median",
+                          "measured_min", "measured_max", "ci_low", "ci_high", "pairs"}
+        assert r["pairs"] == 3 and r["measured_min"] <= r["measured_median"] <= r["measured_max"]
+    assert set(doc["recommendations"]) == {"bigram", "int8"}
+
+
+def test_acceptance_rows_match_a_direct_generation(doc, target, draft_factory):
+    import specdec
+
+    row = next(r for r in doc["acceptance"] if r["draft"] == "int8" and r["k"] == 2)
+    st = specdec.speculative_generate(target, draft_factory("int8"), "ROMEO:", 60, k=2, seed=0).stats
+    assert (row["target_passes"], row["acceptance"]) == (st.target_passes, st.acceptance)
+
+
+def test_predicted_is_the_writeup_formula_of_the_recorded_figures(doc):
+    for r in doc["speedup"]:
+        c = doc["costs"]["drafts"][r["draft"]]["c"]
+        assert r["predicted"] == pytest.approx(r["chars_per_pass"] / (1 + r["k"] * c))
+
+
+def test_tables_render_all_five_and_flag_noise(doc):
+    noisy = copy.deepcopy(doc)
+    noisy["speedup"][0].update(measured_min=0.5, measured_max=1.5, measured_median=1.0, noisy=True)
+    text = report.tables(noisy)
+    for title in ("1. Exactness", "2. Acceptance", "3. Measured speedup", "4. Costs", "5. Predicted"):
+        assert title in text
+    assert "noisy: range 100% of median; rerun with --pairs" in text
+
+
+def test_write_is_all_or_nothing(doc, tmp_path, monkeypatch):
+    paths = report.write(doc, tmp_path, report.tables(doc))
+    assert {p.name for p in paths} == {"report.md", "report.json", "speedup.png"}
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+
+    def interrupted(*a, **k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(report, "plot", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        report.write({**doc, "wall_seconds": -1}, tmp_path, "new")
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before  # earlier report intact, no temp
+
+
+def test_compare_flags_a_costlier_draft_and_not_an_identical_report(doc, tmp_path, capsys):
+    a = tmp_path / "a.json"
+    a.write_text(json.dumps(doc))
+    assert cli.main(["compare", str(a), str(a)]) == 0
+    assert "no draft cost moved" in capsys.readouterr().out
+    worse = copy.deepcopy(doc)
+    d = worse["costs"]["drafts"]["bigram"]
+    lo, hi = d["c_range"]
+    d["c"], d["c_range"], d["char_us"] = hi * 1.2, (hi * 1.1, hi * 1.3), d["char_us"] * 1.2
+    b = tmp_path / "b.json"
+    b.write_text(json.dumps(worse))
+    assert cli.main(["compare", str(a), str(b)]) == 1
+    out = capsys.readouterr().out
+    assert "WORSE draft cost: bigram" in out and "int8" not in out.split("WORSE")[-1]
+
+
+def test_compare_rejects_what_is_not_a_report(tmp_path):
+    p = tmp_path / "x.json"
+    p.write_text('{"a": 1}')
+    with pytest.raises(ValueError, match="not a specdec report"):
+        compare.load(str(p))

@@ -1,0 +1,51 @@
+import numpy as np
+import pytest
+import torch
+
+from specdec import timing
+
+
+def test_paired_alternates_order_and_discards_warmup():
+    calls = []
+    res = timing.paired(lambda: calls.append("A"), lambda: calls.append("B"), pairs=5, warmup=1)
+    assert calls == ["A", "B", "B", "A", "A", "B", "B", "A", "A", "B", "B", "A"]
+    assert len(res.a) == len(res.b) == len(res.ratios) == 5
+
+
+def test_paired_ratio_is_a_over_b(monkeypatch):
+    seq = iter([2.0, 1.0, 0.5, 1.5, 4.0, 2.0])  # (A, B), then (B, A), then (A, B)
+    monkeypatch.setattr(timing, "timed", lambda fn, device="cpu", number=1: next(seq))
+    res = timing.paired(lambda: None, lambda: None, pairs=3, warmup=0)
+    assert res.ratios == [2.0, 3.0, 2.0]
+
+
+def test_paired_rejects_zero_pairs():
+    with pytest.raises(ValueError, match="pairs must be at least 1"):
+        timing.paired(lambda: None, lambda: None, pairs=0)
+
+
+def test_threads_is_set_and_restored():
+    before = torch.get_num_threads()
+    with timing.threads(1) as n:
+        assert n == 1 and torch.get_num_threads() == 1
+    assert torch.get_num_threads() == before
+    with pytest.raises(ValueError, match="threads must be at least 1"):
+        with timing.threads(0):
+            pass
+
+
+def test_round_robin_interleaves_samples():
+    order = []
+    res = timing.round_robin({"x": lambda: order.append("x"), "y": lambda: order.append("y")}, samples=3, number=2)
+    assert order == ["x", "x", "y", "y"] * 4  # one warm-up round, then three
+    assert set(res) == {"x", "y"} and all(len(v) == 3 for v in res.values())
+
+
+def test_measure_costs_covers_every_piece(target, draft_factory):
+    drafts = {"bigram": draft_factory("bigram")}
+    with timing.threads(1):
+        costs = timing.measure_costs(target, drafts, [1, 4], samples=2, number=2)
+    assert set(costs.verify_pass_us) == {2, 5} and set(costs.round_us) == {1, 4}
+    assert costs.threads == 1 and costs.device == "cpu"
+    lo, hi = costs.c_range["bigram"]
+    assert 0 < lo <= hi and np.isfinite(costs.c("bigram"))
