@@ -2,7 +2,7 @@
 
 import torch
 
-from .common import THREADS, COST_CONTEXT, fix_threads, target
+from .common import COST_CONTEXT, THREADS, costs, fix_threads, target
 
 
 class TargetPass:
@@ -27,10 +27,11 @@ class VerifyGrowth:
 
     params = ([THREADS], [2, 3, 5, 9])
     param_names = ["threads", "positions"]
-    unit = "x single pass"
 
-    def track_verify_over_single(self, threads, positions):
-        from .common import costs
+    def setup_cache(self):
+        return costs()
 
-        c = costs()
-        return c.verify_pass_us[positions] / c.target_pass_us
+    def track_verify_over_single(self, cache, threads, positions):
+        return cache["verify_pass_us"][positions] / cache["target_pass_us"]
+
+    track_verify_over_single.unit = "single passes"

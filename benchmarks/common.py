@@ -42,10 +42,17 @@ def draft(name: str):
     return specdec.make_draft(name, target())
 
 
-@functools.lru_cache(maxsize=None)
-def generation(name: str, k: int):
-    """Stats of the deterministic benchmark generation (seed 0, 200 characters)."""
-    return specdec.speculative_generate(target(), draft(name), PROMPT, CHARS, k=k, seed=SEED).stats
+def available(names):
+    return [n for n in names if n in specdec.DRAFTS]
+
+
+def generation_stats() -> dict:
+    """Stats of the deterministic benchmark generations (seed 0, 200 characters), keyed 'draft/k'.
+
+    Plain dicts, so that a class's `setup_cache` can return them (asv pickles the value to disk).
+    """
+    return {f"{n}/{k}": specdec.speculative_generate(target(), draft(n), PROMPT, CHARS, k=k, seed=SEED).stats.to_dict()
+            for n in available(DRAFTS) for k in KS}
 
 
 def draft_character(name: str):
@@ -63,11 +70,13 @@ def draft_character(name: str):
     return call
 
 
-@functools.lru_cache(maxsize=None)
-def costs():
-    """Round-robin cost measurement of the target and every draft (the report's Costs table)."""
+def costs() -> dict:
+    """Round-robin cost measurement of the target and every draft (the report's Costs table), as a dict."""
+    from dataclasses import asdict
+
     from specdec import timing
 
-    drafts = {n: draft(n) for n in DRAFTS if n in specdec.DRAFTS}
+    drafts = {n: draft(n) for n in available(DRAFTS)}
     with timing.threads(THREADS):
-        return timing.measure_costs(target(), drafts, KS, samples=9, number=20, threads_used=THREADS)
+        c = timing.measure_costs(target(), drafts, KS, samples=9, number=20, threads_used=THREADS)
+    return {**asdict(c), "c": {n: c.c(n) for n in drafts}}

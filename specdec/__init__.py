@@ -7,15 +7,17 @@
     out.text, out.stats.acceptance, out.stats.chars_per_pass
 """
 
-from .corpus import VocabularyError, decode, encode, vocabulary
+from .corpus import VocabularyError, encode, vocabulary
 from .decode import Generation, GenerationStats, generate, speculative_generate
 from .drafts import DRAFTS, WRITEUP_DRAFTS, Draft, UnknownDraftError, make_draft
 from .exactness import verify
 from .model import GPT, ContextOverflowError, GPTConfig
 from .sampling import accept_reject
 from .stats import expected_length, optimal_k, predicted_speedup, refined_speedup, summarize
-from .train import CheckpointError, load_checkpoint, load_target, save_checkpoint, train
+from .train import CheckpointError, load_checkpoint, load_target, save_checkpoint
 
+# Submodules `specdec.decode` and `specdec.train` keep their names: the corpus's decode and the training
+# function are reached as specdec.corpus.decode and specdec.train.train, never shadowing a module.
 __version__ = "0.1.0"
 
 __all__ = [
@@ -31,7 +33,6 @@ __all__ = [
     "VocabularyError",
     "WRITEUP_DRAFTS",
     "accept_reject",
-    "decode",
     "encode",
     "expected_length",
     "generate",
@@ -44,7 +45,6 @@ __all__ = [
     "save_checkpoint",
     "speculative_generate",
     "summarize",
-    "train",
     "verify",
     "vocabulary",
 ]

@@ -141,6 +141,10 @@ def measure(
                 pr = timing.paired_speedup(target, objs[name], k, prompt, chars, seed, temperature,
                                            budget["pairs"], device)
                 rows.append(_speedup_row(name, k, gens[name, k], costs, pr))
+        best = max(rows, key=lambda r: r["measured_median"])
+        log(f"[4/4] greedy (temperature 0): {best['draft']} k={best['k']}, {budget['pairs']} pairs")
+        doc["greedy"] = _greedy_row(target, objs[best["draft"]], best["draft"], best["k"], prompt, chars, seed,
+                                    budget["pairs"], device)
     doc["speedup"] = rows
     doc["recommendations"] = recommend(rows)
     doc["wall_seconds"] = time.perf_counter() - t_start
@@ -168,6 +172,15 @@ def _speedup_row(name: str, k: int, st, costs: timing.Costs, pr: timing.Paired) 
         "speculative_error": implied_spec / terms["speculative_us"] - 1.0,
         "draft_share": terms["draft_share"],
     }
+
+
+def _greedy_row(target, draft, name, k, prompt, chars, seed, pairs, device) -> dict:
+    """The best sampled configuration again at temperature 0, where acceptance is argmax agreement."""
+    st = speculative_generate(target, draft, prompt, chars, k, seed, 0.0).stats
+    s = stats.summarize(timing.paired_speedup(target, draft, k, prompt, chars, seed, 0.0, pairs, device).ratios)
+    return {"draft": name, "k": k, "acceptance": st.acceptance, "chars_per_pass": st.chars_per_pass,
+            "target_passes": st.target_passes, "measured_median": s.median, "measured_min": s.min,
+            "measured_max": s.max, "pairs": s.n}
 
 
 def recommend(rows: list[dict]) -> dict:
@@ -293,6 +306,12 @@ def tables(doc: dict) -> str:
     out.append(_table(["draft", "best k (predicted)", "predicted", "best k (measured)", "measured"], [
         [n, v["best_k_predicted"], f"{v['predicted']:.2f}", v["best_k_measured"], f"{v['measured']:.2f}"]
         for n, v in doc["recommendations"].items()]))
+    if "greedy" in doc:
+        g = doc["greedy"]
+        out.append("\n## Greedy decoding (temperature 0), the best sampled configuration\n")
+        out.append(_table(["draft", "k", "acceptance", "chars per pass", "target passes", "median", "range"], [[
+            g["draft"], g["k"], f"{g['acceptance']:.3f}", f"{g['chars_per_pass']:.2f}", g["target_passes"],
+            f"{g['measured_median']:.2f}", f"{g['measured_min']:.2f}-{g['measured_max']:.2f}"]]))
     out.append(f"\nMeasured in {doc['wall_seconds']:.0f} s.")
     return "\n".join(out) + "\n"
 

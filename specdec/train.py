@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import math
 import os
+import re
 import sys
 import tempfile
 import time
@@ -140,7 +141,7 @@ def train(
         "threads": tc.threads,
         "distilled": teacher is not None,
         "train_seconds": wall,
-        "torch_version": torch.__version__,
+        "torch_version": str(torch.__version__),  # a plain str: weights_only loading refuses TorchVersion
     }
     return model.eval(), meta
 
@@ -179,11 +180,13 @@ def load_checkpoint(path: str | os.PathLike) -> tuple[GPT, dict]:
         model.load_state_dict(payload["model"])
         meta = dict(payload.get("meta", {}))
     except Exception as exc:  # any unreadable file: report it in one line, not a torch traceback
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        text = re.sub(r"\x1b\[[0-9;]*m", "", str(exc)).strip()  # torch colours some of its messages
+        first = text.splitlines()[0] if text else type(exc).__name__
         raise CheckpointError(f"checkpoint {str(path)!r} is corrupt ({first[:120]}); {hint}") from None
     meta["sha256"] = file_sha256(path)
     meta["path"] = str(path)
     model.eval()
+    model.setup_cache(1)  # ready to decode: one sequence
     model.meta = meta
     return model, meta
 

@@ -89,3 +89,17 @@ def test_temperature_is_applied_to_q_like_to_p(draft_factory):
     _, q1 = d.propose(tokens, 1, np.random.default_rng(0), 1.0)
     _, qh = d.propose(tokens, 1, np.random.default_rng(0), 0.5)
     np.testing.assert_allclose(qh[0], sampling.temper(q1[0], 0.5))
+
+
+def test_ngram_tables_round_trip_through_the_disk_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("SPECDEC_CACHE", str(tmp_path))
+    ngram.build_tables.cache_clear()
+    try:
+        index, rows = ngram.build_tables(3)  # counted, then written
+        assert [p.name for p in tmp_path.iterdir()] == [f"ngram-o3-m{ngram.MIN_COUNT}-{corpus.CORPUS_SHA256[:12]}.npz"]
+        ngram.build_tables.cache_clear()
+        index2, rows2 = ngram.build_tables(3)  # read back
+        assert index2 == index
+        np.testing.assert_array_equal(rows2, rows)
+    finally:
+        ngram.build_tables.cache_clear()

@@ -1,5 +1,6 @@
 import numpy as np
 import pytest
+from scipy import stats as sstats
 
 import specdec
 from specdec import exactness, sampling
@@ -15,9 +16,12 @@ def test_total_variation_by_hand():
 
 def test_chi_square_pools_sparse_cells():
     p = np.array([0.5, 0.49, 0.005, 0.005])
-    # 1000 draws: cells 3 and 4 expect 5 each -> kept; with 400 draws they expect 2 -> pooled
-    assert exactness.chi_square_p(np.array([500.0, 490.0, 5.0, 5.0]), p) == pytest.approx(1.0)
-    assert 0 < exactness.chi_square_p(np.array([200.0, 190.0, 10.0, 0.0]), p) < 1e-3
+    # 2000 draws: cells 3 and 4 expect 10 each, kept. chi2 = 10²/10 + 10²/10 = 20 on 3 df.
+    assert exactness.chi_square_p(np.array([1000.0, 980.0, 20.0, 0.0]), p) == pytest.approx(
+        sstats.chi2.sf(20.0, 3))
+    # 400 draws: cells 3 and 4 expect 2 each -> pooled (10 seen, 4 expected), still under 5, so merged into
+    # the smallest other cell: 190 + 10 seen against 196 + 4 expected -> a perfect fit.
+    assert exactness.chi_square_p(np.array([200.0, 190.0, 10.0, 0.0]), p) == pytest.approx(1.0)
 
 
 def test_baseline_tv_shrinks_like_one_over_sqrt_n():
