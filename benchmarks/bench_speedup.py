@@ -70,7 +70,7 @@ class Speedup:
     def track_predicted_refined(self, cache, threads, name, k):
         c, st = self.costs, self.stats
         return specdec.refined_speedup(st["chars"], st["target_passes"], st["drafted"], c["step_us"],
-                                       c["round_us"][k], c["draft_char_us"][name])
+                                       c["loop_round_us"][name][k], c["loop_char_us"][name][k])
 
     track_predicted_refined.unit = "x target-only"
 

@@ -155,7 +155,7 @@ def _cmd_verify(args) -> int:
 def _cmd_report(args) -> int:
     import torch
 
-    from . import report
+    from . import render, report
 
     if args.threads < 1:
         raise UsageError(f"--threads must be at least 1, got {args.threads}")
@@ -168,7 +168,7 @@ def _cmd_report(args) -> int:
     target = _target(args)
     doc = report.measure(target, drafts, ks, quick=args.quick, pairs=args.pairs, threads=args.threads,
                          device=args.device, chars=args.chars, seed=args.seed, log=_log)
-    text = report.tables(doc)
+    text = render.tables(doc)
     print(text)
     for path in report.write(doc, args.out, text):
         _log(f"wrote {path}")

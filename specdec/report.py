@@ -1,8 +1,8 @@
 """`specdec report`: measure everything on this machine, then print and write the tables and the figure.
 
-Measurement (`measure`) and presentation (`tables`, `to_markdown`, `write`, `plot`) are separate: the JSON
-document is the result, and every table is rendered from it, so `report.json` from another machine or commit
-renders the same way and `specdec compare` reads the same keys.
+Measurement (`measure`, here) and presentation (`render`) are separate: the JSON document is the result and
+every table, finding and the figure are rendered from it, so a `report.json` from another machine or commit
+renders the same way and `specdec compare` reads the same keys. `write` puts the files in place atomically.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from . import exactness, stats, timing
+from . import exactness, render, stats, timing
 from .decode import speculative_generate
 from .drafts import DRAFTS, make_draft
 from .model import GPT
@@ -30,8 +30,6 @@ REPORT_PROMPT = "ROMEO:"
 DEFAULT_KS = (1, 2, 4, 8)
 FULL = {"pairs": 15, "samples": 20_000, "cost_samples": 15}
 QUICK = {"pairs": 5, "samples": 5_000, "cost_samples": 5}
-EXACT_P = 1e-3  # a verify row passes when its chi-square p-value is above this ...
-REFINED_TOLERANCE = 0.05  # ... and the refined model is held to within 5 % of the measured median
 
 
 def machine_info(threads: int, device: str) -> dict:
@@ -132,6 +130,9 @@ def measure(
             "drafts": {n: {"char_us": costs.draft_char_us[n], "char_us_range": costs.char_range[n],
                            "c": costs.c(n), "c_range": costs.c_range[n],
                            "weight_bytes": objs[n].weight_bytes()} for n in drafts},
+            "draft_k": costs.draft_k,
+            "loop": {n: {str(k): {"char_us": costs.loop_char_us[n][k], "round_us": costs.loop_round_us[n][k]}
+                         for k in ks} for n in drafts},
         }
         rows = []
         for i, name in enumerate(drafts):
@@ -154,12 +155,11 @@ def measure(
 def _speedup_row(name: str, k: int, st, costs: timing.Costs, pr: timing.Paired) -> dict:
     s = stats.summarize(pr.ratios)
     c = costs.c(name)
-    refined = stats.refined_speedup(st.chars, st.target_passes, st.drafted, costs.step_us,
-                                    costs.round_us[k], costs.draft_char_us[name])
+    round_us, char_us = costs.loop_round_us[name][k], costs.loop_char_us[name][k]
+    refined = stats.refined_speedup(st.chars, st.target_passes, st.drafted, costs.step_us, round_us, char_us)
     # What the paired runs imply for each side, against what the cost model assumed: names the term off.
     implied_step = float(np.median(pr.a)) * 1e6 / st.chars
-    terms = stats.refined_terms(st.chars, st.target_passes, st.drafted, costs.step_us, costs.round_us[k],
-                                costs.draft_char_us[name])
+    terms = stats.refined_terms(st.chars, st.target_passes, st.drafted, costs.step_us, round_us, char_us)
     implied_spec = float(np.median(pr.b)) * 1e6
     return {
         "draft": name, "k": k, "chars_per_pass": st.chars_per_pass,
@@ -207,7 +207,7 @@ def write(doc: dict, out_dir: str | os.PathLike, markdown: str) -> list[Path]:
     try:
         (tmp / "report.md").write_text(markdown)
         names = ["report.md"]
-        if plot(doc, tmp / "speedup.png"):
+        if render.plot(doc, tmp / "speedup.png"):
             names.append("speedup.png")
         (tmp / "report.json").write_text(json.dumps(doc, indent=2) + "\n")
         names.append("report.json")
@@ -220,123 +220,3 @@ def write(doc: dict, out_dir: str | os.PathLike, markdown: str) -> list[Path]:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return [out / n for n in names]
-
-
-def plot(doc: dict, path: Path) -> bool:
-    """Measured speedup against k per draft, min-max band, predicted dashed, a line at 1.0."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return False
-    fig, ax = plt.subplots(figsize=(7.5, 4.8), dpi=120)
-    rows = doc["speedup"]
-    for i, name in enumerate(dict.fromkeys(r["draft"] for r in rows)):
-        mine = sorted((r for r in rows if r["draft"] == name), key=lambda r: r["k"])
-        ks = [r["k"] for r in mine]
-        color = f"C{i}"
-        ax.plot(ks, [r["measured_median"] for r in mine], "o-", color=color, label=f"{name} measured")
-        ax.fill_between(ks, [r["measured_min"] for r in mine], [r["measured_max"] for r in mine],
-                        color=color, alpha=0.15)
-        ax.plot(ks, [r["predicted"] for r in mine], "--", color=color, alpha=0.8, label=f"{name} predicted")
-    ax.axhline(1.0, color="black", lw=0.8)
-    ax.set_xscale("log", base=2)
-    ax.set_xticks(sorted({r["k"] for r in rows}), [str(k) for k in sorted({r["k"] for r in rows})])
-    ax.set_xlabel("k (characters drafted per round)")
-    ax.set_ylabel("speedup over target-only (x)")
-    m = doc["machine"]
-    ax.set_title(f"speculative decoding, {m['threads']} thread(s), {m['device']}", fontsize=10)
-    ax.legend(fontsize=7, ncol=2)
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
-    return True
-
-
-def _table(headers: list[str], rows: list[list]) -> str:
-    """A Markdown pipe table padded to column width, so it reads as well in a terminal as rendered."""
-    cells = [[str(h) for h in headers]] + [[str(c) for c in r] for r in rows]
-    width = [max(len(r[i]) for r in cells) for i in range(len(headers))]
-    line = lambda r: "| " + " | ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, width))) + " |"
-    sep = "|" + "|".join("-" * (w + 1) + ":" if i else ":" + "-" * (w + 1) for i, w in enumerate(width)) + "|"
-    return "\n".join([line(cells[0]), sep] + [line(r) for r in cells[1:]])
-
-
-def tables(doc: dict) -> str:
-    """Every table of the report as Markdown (also what the terminal shows)."""
-    m, s = doc["machine"], doc["settings"]
-    out = [f"# specdec report\n\n{m['cpu']}, {m['threads']} thread(s), {m['device']}, torch {m['torch_version']}, "
-           f"commit {m.get('commit') or 'n/a'}, {m['date']}. Prompt {s['prompt']!r}, {s['chars']} characters, "
-           f"seed {s['seed']}, temperature {s['temperature']}, {s['pairs']} pairs per row."]
-    ex = doc["exactness"]
-    out.append("## 1. Exactness (first generated character, %d draws, k = %d)\n" % (ex[0]["samples"], ex[-1]["k"]))
-    out.append(_table(["draft", "total variation", "baseline TV (median, range)", "chi-square p", "verdict"], [
-        [r["draft"], f"{r['tv']:.4f}",
-         f"{r['baseline_tv']:.4f} ({r['baseline_tv_min']:.4f}-{r['baseline_tv_max']:.4f})" if "baseline_tv" in r
-         else "(this row is the baseline)", f"{r['p_value']:.3f}", _verdict(r)] for r in ex]))
-    out.append(f"\n## 2. Acceptance ({s['chars']} characters, seed {s['seed']})\n")
-    out.append(_table(["draft", "k", "acceptance", "chars per target pass", "E(α,k)", "target passes"], [
-        [r["draft"], r["k"], f"{r['acceptance']:.3f}", f"{r['chars_per_pass']:.2f}", f"{r['expected_length']:.2f}",
-         r["target_passes"]] for r in doc["acceptance"]]))
-    out.append(f"\n## 3. Measured speedup (target-only / speculative, {s['pairs']} alternated pairs)\n")
-    out.append(_table(["draft", "k", "chars per pass", "median", "range", "95% CI", "note"], [
-        [r["draft"], r["k"], f"{r['chars_per_pass']:.2f}", f"{r['measured_median']:.2f}",
-         f"{r['measured_min']:.2f}-{r['measured_max']:.2f}", f"{r['ci_low']:.2f}-{r['ci_high']:.2f}",
-         _noise_note(r)] for r in doc["speedup"]]))
-    c = doc["costs"]
-    out.append(f"\n## 4. Costs ({m['threads']} thread(s); medians of round-robin samples)\n")
-    t1 = c["target_pass_us"]
-    rows = [["one target pass (1 position)", f"{t1:.0f}", "1.000", "", ""]]
-    rows += [[f"one verify pass ({n} positions)", f"{v:.0f}", f"{v / t1:.3f}", "", ""]
-             for n, v in c["verify_pass_us"].items() if n != "1"]
-    rows += [["target-only step (pass + sampling)", f"{c['step_us']:.0f}", f"{c['step_us'] / t1:.3f}", "", ""]]
-    rows += [[f"speculative round k={k} (pass + rule)", f"{v:.0f}", f"{v / t1:.3f}", "", ""]
-             for k, v in c["round_us"].items()]
-    rows += [[f"one {n} character", f"{d['char_us']:.1f}", f"{d['c']:.3f}", f"{d['weight_bytes']:,}", f"c = {d['c']:.3f}"]
-             for n, d in c["drafts"].items()]
-    out.append(_table(["what", "µs", "÷ target pass", "weight bytes", ""], rows))
-    out.append("\n## 5. Predicted against measured\n")
-    out.append(_table(["draft", "k", "predicted (cpp/(1+k·c))", "predicted (refined)", "measured median",
-                       "refined error", "note"], [
-        [r["draft"], r["k"], f"{r['predicted']:.2f}", f"{r['predicted_refined']:.2f}", f"{r['measured_median']:.2f}",
-         f"{r['predicted_refined'] / r['measured_median'] - 1:+.1%}", _miss_note(r)] for r in doc["speedup"]]))
-    out.append("\n## Recommended k\n")
-    out.append(_table(["draft", "best k (predicted)", "predicted", "best k (measured)", "measured"], [
-        [n, v["best_k_predicted"], f"{v['predicted']:.2f}", v["best_k_measured"], f"{v['measured']:.2f}"]
-        for n, v in doc["recommendations"].items()]))
-    if "greedy" in doc:
-        g = doc["greedy"]
-        out.append("\n## Greedy decoding (temperature 0), the best sampled configuration\n")
-        out.append(_table(["draft", "k", "acceptance", "chars per pass", "target passes", "median", "range"], [[
-            g["draft"], g["k"], f"{g['acceptance']:.3f}", f"{g['chars_per_pass']:.2f}", g["target_passes"],
-            f"{g['measured_median']:.2f}", f"{g['measured_min']:.2f}-{g['measured_max']:.2f}"]]))
-    out.append(f"\nMeasured in {doc['wall_seconds']:.0f} s.")
-    return "\n".join(out) + "\n"
-
-
-def _verdict(r: dict) -> str:
-    if "baseline_tv" not in r:
-        return ""
-    ok = r["p_value"] > EXACT_P and r["tv"] <= r["baseline_tv_max"]
-    return "exact" if ok else "CHECK"
-
-
-def _noise_note(r: dict) -> str:
-    if not r["noisy"]:
-        return ""
-    spread = (r["measured_max"] - r["measured_min"]) / r["measured_median"]
-    return f"noisy: range {spread:.0%} of median; rerun with --pairs {max(2 * r['pairs'], 15)}"
-
-
-def _miss_note(r: dict) -> str:
-    err = r["predicted_refined"] / r["measured_median"] - 1
-    if abs(err) <= REFINED_TOLERANCE:
-        return ""
-    side = ("target-only step", r["target_only_error"])
-    spec = ("speculative round/draft costs", r["speculative_error"])
-    term, off = max([side, spec], key=lambda t: abs(t[1]))
-    if term.startswith("speculative"):
-        term = "draft character cost" if r["draft_share"] > 0.5 else "verify round cost"
-    return f"{term} off by {off:+.0%} in the paired runs"

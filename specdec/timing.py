@@ -115,15 +115,49 @@ class Costs:
     target_pass_us: float  # one single-position target forward
     verify_pass_us: dict[int, float]  # positions -> one forward over that many new positions
     step_us: float  # one character of target-only generation: single pass + p + sampling
-    round_us: dict[int, float]  # k -> one speculative round without the draft: (k+1) pass + p + rule
-    draft_char_us: dict[str, float]  # draft -> one drafted character as `propose` pays it
+    round_us: dict[int, float]  # k -> one speculative round without any draft: (k+1) pass + p + rule
+    loop_char_us: dict[str, dict[int, float]]  # draft -> k -> one drafted character inside a round
+    loop_round_us: dict[str, dict[int, float]]  # draft -> k -> the rest of that round (pass + p + rule)
+    draft_char_us: dict[str, float]  # draft -> one drafted character at k = draft_k (what c is made of)
     c_range: dict[str, tuple[float, float]]  # draft -> min, max of per-sample c (drift cancels within one)
     char_range: dict[str, tuple[float, float]]  # draft -> min, max of the per-character samples (µs)
+    draft_k: int
     threads: int
     device: str
 
     def c(self, draft: str) -> float:
         return self.draft_char_us[draft] / self.target_pass_us
+
+
+def _round_sampler(target, draft, context, k, rng, temperature, device):
+    """A steady-state round as `speculative_generate` runs it, timed in two parts.
+
+    The draft steps back one token and proposes k; the target verifies k+1 positions and the rule runs.
+    Timing both inside one loop makes each pay the cache misses the other's weights cause, as they do in
+    generation -- timed alone, a transformer draft looks several percent cheaper than it is.
+    Returns run(number) -> (seconds per drafted character, seconds per round without the draft).
+    """
+    pos = len(context) - 1
+    dev = torch.device(device)
+
+    def run(number: int) -> tuple[float, float]:
+        d = r = 0.0
+        for _ in range(number):
+            draft.rollback(pos)
+            sync(device)
+            t0 = time.perf_counter()
+            ids, q = draft.propose(context, k, rng, temperature)
+            sync(device)
+            t1 = time.perf_counter()
+            logits = target(torch.tensor([context[pos:] + ids], device=dev), pos)[0, -(k + 1):]
+            sampling.accept_reject(sampling.probs(logits, temperature), q, ids, rng)
+            sync(device)
+            t2 = time.perf_counter()
+            d += t1 - t0
+            r += t2 - t1
+        return d / number / k, r / number
+
+    return run
 
 
 @torch.inference_mode()
@@ -140,8 +174,9 @@ def measure_costs(
 ) -> Costs:
     """Time each piece the loops pay at a mid-context position (the cost prompt, ~80 characters in).
 
-    Drafts are timed through `propose(draft_k)` after rolling back one token, the steady state of a round
-    that ended in a rejection: their call, sampling and cache step, divided by draft_k.
+    Every quantity is sampled in turn, `samples` times, each sample `number` calls: single and multi-position
+    passes alone, a target-only step, a round without a draft, and for each draft and k a simulated round
+    (see `_round_sampler`). c uses the drafted character at k = draft_k.
     """
     tokens = corpus.encode(COST_PROMPT)
     pos = len(tokens) - 1
@@ -150,49 +185,61 @@ def measure_costs(
     target(torch.tensor([tokens], device=dev), 0)  # fill the cache up to pos
     rng = np.random.default_rng(0)
     V = target.config.vocab_size
+    ks = sorted(set(ks))
     one = torch.tensor([[tokens[-1]]], device=dev)
     fns: dict[str, Callable[[], object]] = {"target": lambda: target(one, pos)}
 
     def step():
         logits = target(torch.tensor([tokens[pos:]], device=dev), pos)[0, -1]
-        return sampling.sample(sampling.probs(logits.cpu(), temperature), rng)
+        return sampling.sample(sampling.probs(logits, temperature), rng)
 
     fns["step"] = step
     q_uniform = np.full((max(ks), V), 1.0 / V)
-    for k in sorted(set(ks)):
+    for k in ks:
         x = torch.tensor([tokens[-1:] + tokens[:k]], device=dev)
         fns[f"verify{k + 1}"] = lambda x=x: target(x, pos)
 
         def round_(k=k):
             drafted = tokens[:k]
             logits = target(torch.tensor([tokens[pos:] + drafted], device=dev), pos)[0, -(k + 1):]
-            p = sampling.probs(logits.cpu(), temperature)
-            n_acc, nxt = sampling.accept_reject(p, q_uniform[:k], drafted, rng)
-            return tokens[: pos + 1] + drafted[:n_acc] + [nxt]
+            return sampling.accept_reject(sampling.probs(logits, temperature), q_uniform[:k], drafted, rng)
 
         fns[f"round{k}"] = round_
     context = tokens[: pos + 1]
+    sim_ks = sorted(set(ks) | {draft_k})
+    sims = {}
     for name, draft in drafts.items():
         draft.reset()
-        draft.propose(context, draft_k, rng, temperature)
-
-        def char(draft=draft):
-            draft.rollback(pos)
-            draft.propose(context, draft_k, rng, temperature)
-
-        fns[f"draft:{name}"] = char
-    raw = round_robin(fns, samples, number, device)
-    us = {name: float(np.median(t)) * 1e6 for name, t in raw.items()}
-    per_char = {name: raw[f"draft:{name}"] * 1e6 / draft_k for name in drafts}
-    c_samples = {name: per_char[name] / (raw["target"] * 1e6) for name in drafts}
+        draft.propose(context, 1, rng, temperature)
+        for k in sim_ks:
+            sims[name, k] = _round_sampler(target, draft, context, k, rng, temperature, device)
+    raw: dict[str, list[float]] = {n: [] for n in fns}
+    loop: dict[tuple, list[tuple[float, float]]] = {key: [] for key in sims}
+    for i in range(samples + 1):  # sample 0 warms up and is discarded
+        for name, fn in fns.items():
+            t = timed(fn, device, number)
+            if i:
+                raw[name].append(t)
+        for key, run in sims.items():
+            t = run(max(1, number // 2))
+            if i:
+                loop[key].append(t)
+    us = {n: float(np.median(t)) * 1e6 for n, t in raw.items()}
+    char = {key: np.array([t[0] for t in v]) * 1e6 for key, v in loop.items()}
+    rest = {key: np.array([t[1] for t in v]) * 1e6 for key, v in loop.items()}
+    target_samples = np.asarray(raw["target"]) * 1e6
+    c_samples = {n: char[n, draft_k] / target_samples for n in drafts}
     return Costs(
         target_pass_us=us["target"],
-        verify_pass_us={k + 1: us[f"verify{k + 1}"] for k in sorted(set(ks))},
+        verify_pass_us={k + 1: us[f"verify{k + 1}"] for k in ks},
         step_us=us["step"],
-        round_us={k: us[f"round{k}"] for k in sorted(set(ks))},
-        draft_char_us={name: us[f"draft:{name}"] / draft_k for name in drafts},
-        c_range={name: (float(v.min()), float(v.max())) for name, v in c_samples.items()},
-        char_range={name: (float(v.min()), float(v.max())) for name, v in per_char.items()},
+        round_us={k: us[f"round{k}"] for k in ks},
+        loop_char_us={n: {k: float(np.median(char[n, k])) for k in sim_ks} for n in drafts},
+        loop_round_us={n: {k: float(np.median(rest[n, k])) for k in sim_ks} for n in drafts},
+        draft_char_us={n: float(np.median(char[n, draft_k])) for n in drafts},
+        c_range={n: (float(v.min()), float(v.max())) for n, v in c_samples.items()},
+        char_range={n: (float(char[n, draft_k].min()), float(char[n, draft_k].max())) for n in drafts},
+        draft_k=draft_k,
         threads=threads_used or torch.get_num_threads(),
         device=str(device),
     )

@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from specdec import cli, compare, report
+from specdec import cli, compare, render, report
 
 
 @pytest.fixture(scope="module")
@@ -46,21 +46,21 @@ def test_predicted_is_the_writeup_formula_of_the_recorded_figures(doc):
 def test_tables_render_all_five_and_flag_noise(doc):
     noisy = copy.deepcopy(doc)
     noisy["speedup"][0].update(measured_min=0.5, measured_max=1.5, measured_median=1.0, noisy=True)
-    text = report.tables(noisy)
+    text = render.tables(noisy)
     for title in ("1. Exactness", "2. Acceptance", "3. Measured speedup", "4. Costs", "5. Predicted"):
         assert title in text
     assert "noisy: range 100% of median; rerun with --pairs" in text
 
 
 def test_write_is_all_or_nothing(doc, tmp_path, monkeypatch):
-    paths = report.write(doc, tmp_path, report.tables(doc))
+    paths = report.write(doc, tmp_path, render.tables(doc))
     assert {p.name for p in paths} == {"report.md", "report.json", "speedup.png"}
     before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
 
     def interrupted(*a, **k):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(report, "plot", interrupted)
+    monkeypatch.setattr(render, "plot", interrupted)
     with pytest.raises(KeyboardInterrupt):
         report.write({**doc, "wall_seconds": -1}, tmp_path, "new")
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before  # earlier report intact, no temp
@@ -87,3 +87,13 @@ def test_compare_rejects_what_is_not_a_report(tmp_path):
     p.write_text('{"a": 1}')
     with pytest.raises(ValueError, match="not a specdec report"):
         compare.load(str(p))
+
+
+def test_findings_are_computed_from_the_figures(doc):
+    lines = render.findings(doc)
+    acc = {r["draft"]: r["acceptance"] for r in doc["acceptance"] if r["k"] == 1}
+    top, bottom = max(acc, key=acc.get), min(acc, key=acc.get)
+    assert lines[0].startswith(f"Best acceptance at k=1: {top}, {acc[top]:.3f}")
+    assert lines[1].startswith(f"Worst acceptance at k=1: {bottom}, {acc[bottom]:.3f}")
+    n_ok = sum(abs(r["predicted_refined"] / r["measured_median"] - 1) <= 0.05 for r in doc["speedup"])
+    assert f"within 5% on {n_ok}/{len(doc['speedup'])} rows" in lines[-1]
