@@ -139,8 +139,12 @@ def measure(
             for k in ks:
                 log(f"[4/4] speedup {name} k={k}: {budget['pairs']} alternated pairs "
                     f"({i * len(ks) + ks.index(k) + 1}/{len(drafts) * len(ks)})")
+                st = gens[name, k]
+                full = st.accepted_per_position[k] / st.draft_calls if st.draft_calls else 0.0
+                local = timing.loop_sampler(target, objs[name], k, temperature, device, all_accepted=full,
+                                            position=len(prompt) + chars // 2)
                 pr = timing.paired_speedup(target, objs[name], k, prompt, chars, seed, temperature,
-                                           budget["pairs"], device)
+                                           budget["pairs"], device, between=local)
                 rows.append(_speedup_row(name, k, gens[name, k], costs, pr))
         best = max(rows, key=lambda r: r["measured_median"])
         log(f"[4/4] greedy (temperature 0): {best['draft']} k={best['k']}, {budget['pairs']} pairs")
@@ -153,22 +157,27 @@ def measure(
 
 
 def _speedup_row(name: str, k: int, st, costs: timing.Costs, pr: timing.Paired) -> dict:
+    """One row of tables 3 and 5. The refined prediction is made per pair from costs sampled right after
+    that pair (step, drafted character, round), so it shares the pair's moment; its median is reported."""
     s = stats.summarize(pr.ratios)
     c = costs.c(name)
-    round_us, char_us = costs.loop_round_us[name][k], costs.loop_char_us[name][k]
-    refined = stats.refined_speedup(st.chars, st.target_passes, st.drafted, costs.step_us, round_us, char_us)
+    refined = [stats.refined_speedup(st.chars, st.target_passes, st.drafted, step, rnd, char)
+               for step, char, rnd in pr.between]
+    step_us, char_us, round_us = (float(np.median([t[i] for t in pr.between])) for i in range(3))
+    terms = stats.refined_terms(st.chars, st.target_passes, st.drafted, step_us, round_us, char_us)
     # What the paired runs imply for each side, against what the cost model assumed: names the term off.
     implied_step = float(np.median(pr.a)) * 1e6 / st.chars
-    terms = stats.refined_terms(st.chars, st.target_passes, st.drafted, costs.step_us, round_us, char_us)
     implied_spec = float(np.median(pr.b)) * 1e6
     return {
         "draft": name, "k": k, "chars_per_pass": st.chars_per_pass,
         "predicted": stats.predicted_speedup(st.chars_per_pass, k, c),
-        "predicted_refined": refined,
+        "predicted_refined": float(np.median(refined)),
+        "predicted_refined_min": float(np.min(refined)), "predicted_refined_max": float(np.max(refined)),
         "measured_median": s.median, "measured_min": s.min, "measured_max": s.max,
         "ci_low": s.ci_low, "ci_high": s.ci_high, "pairs": s.n, "noisy": s.noisy,
         "ratios": pr.ratios,
-        "target_only_error": implied_step / costs.step_us - 1.0,
+        "terms_us": {"step": step_us, "draft_char": char_us, "round": round_us},
+        "target_only_error": implied_step / step_us - 1.0,
         "speculative_error": implied_spec / terms["speculative_us"] - 1.0,
         "draft_share": terms["draft_share"],
     }

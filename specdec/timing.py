@@ -58,6 +58,7 @@ class Paired:
 
     a: list[float] = field(default_factory=list)
     b: list[float] = field(default_factory=list)
+    between: list = field(default_factory=list)  # what `between` returned after each kept pair
 
     @property
     def ratios(self) -> list[float]:
@@ -70,11 +71,13 @@ def paired(
     pairs: int = 5,
     warmup: int = 1,
     device: str = "cpu",
+    between: Callable[[], object] | None = None,
 ) -> Paired:
     """Run A and B alternately, `pairs` times each after `warmup` discarded pairs.
 
     The order within a pair alternates too (A B, B A, A B, ...) so that neither side always runs second,
-    into caches the other just warmed.
+    into caches the other just warmed. `between`, if given, runs after every pair and its results are kept:
+    measurements taken there share each pair's moment, so ratios against the pair cancel drift.
     """
     if pairs < 1:
         raise ValueError(f"pairs must be at least 1, got {pairs}")
@@ -86,9 +89,12 @@ def paired(
         else:
             tb = timed(fn_b, device)
             ta = timed(fn_a, device)
+        extra = between() if between is not None else None
         if i >= warmup:
             out.a.append(ta)
             out.b.append(tb)
+            if between is not None:
+                out.between.append(extra)
     return out
 
 
@@ -129,10 +135,49 @@ class Costs:
         return self.draft_char_us[draft] / self.target_pass_us
 
 
-def _round_sampler(target, draft, context, k, rng, temperature, device):
+def _step(target, context, temperature, rng, device):
+    """One character of target-only generation at the context's last position: pass, p, sampling."""
+    pos = len(context) - 1
+    dev = torch.device(device)
+
+    def step():
+        logits = target(torch.tensor([context[pos:]], device=dev), pos)[0, -1]
+        return sampling.sample(sampling.probs(logits, temperature), rng)
+
+    return step
+
+
+def loop_sampler(target: GPT, draft: Draft, k: int, temperature: float = 1.0, device: str = "cpu",
+                 number: int = 5, all_accepted: float = 0.0,
+                 position: int | None = None) -> Callable[[], tuple[float, float, float]]:
+    """A call returning (target-only step µs, drafted character µs, round without the draft µs) for one
+    draft and k, measured now: the refined prediction's terms, taken beside each speedup pair.
+
+    all_accepted: the fraction of rounds in which the generation accepted every draft; after those the
+    draft has two tokens to catch up on (the last draft and the bonus), which the rounds here reproduce.
+    position: where the rounds run (attention grows with it); pass the generation's mean position.
+    """
+    if position is None:
+        context = corpus.encode(COST_PROMPT)
+    else:  # validation text of that length: only its length matters to the clock
+        context = corpus.split_ids("val")[: position + 1].tolist()
+    rng = np.random.default_rng(1)
+    step = _step(target, context, temperature, rng, device)
+    rounds = _round_sampler(target, draft, context, k, rng, temperature, device, all_accepted)
+
+    def sample() -> tuple[float, float, float]:
+        char_s, round_s = rounds(number)  # primes both caches with the context first
+        return timed(step, device, 2 * number) * 1e6, char_s * 1e6, round_s * 1e6
+
+    return torch.inference_mode()(sample)
+
+
+def _round_sampler(target, draft, context, k, rng, temperature, device, all_accepted: float = 0.0):
     """A steady-state round as `speculative_generate` runs it, timed in two parts.
 
-    The draft steps back one token and proposes k; the target verifies k+1 positions and the rule runs.
+    The draft steps back one token (two in an `all_accepted` share of the rounds, spread evenly: after a
+    fully accepted round it has the last draft and the bonus to feed) and proposes k; the target verifies
+    k+1 positions and the rule runs.
     Timing both inside one loop makes each pay the cache misses the other's weights cause, as they do in
     generation -- timed alone, a transformer draft looks several percent cheaper than it is.
     Returns run(number) -> (seconds per drafted character, seconds per round without the draft).
@@ -140,10 +185,18 @@ def _round_sampler(target, draft, context, k, rng, temperature, device):
     pos = len(context) - 1
     dev = torch.device(device)
 
-    def run(number: int) -> tuple[float, float]:
+    def run(number: int, warmup: int = 2) -> tuple[float, float]:
+        # Both caches hold the context again (a generation may have run in between), so every round feeds
+        # the draft exactly one pending token, as after a rejection.
+        target(torch.tensor([context], device=dev), 0)
+        draft.reset()
+        draft.propose(context, 1, rng, temperature)
         d = r = 0.0
-        for _ in range(number):
-            draft.rollback(pos)
+        for i in range(warmup + number):  # the first rounds after another draft ran pay its cache misses
+            if i == warmup:
+                d = r = 0.0
+            two = int((i + 1) * all_accepted) > int(i * all_accepted)
+            draft.rollback(pos - 1 if two else pos)
             sync(device)
             t0 = time.perf_counter()
             ids, q = draft.propose(context, k, rng, temperature)
@@ -189,11 +242,7 @@ def measure_costs(
     one = torch.tensor([[tokens[-1]]], device=dev)
     fns: dict[str, Callable[[], object]] = {"target": lambda: target(one, pos)}
 
-    def step():
-        logits = target(torch.tensor([tokens[pos:]], device=dev), pos)[0, -1]
-        return sampling.sample(sampling.probs(logits, temperature), rng)
-
-    fns["step"] = step
+    fns["step"] = _step(target, tokens, temperature, rng, device)
     q_uniform = np.full((max(ks), V), 1.0 / V)
     for k in ks:
         x = torch.tensor([tokens[-1:] + tokens[:k]], device=dev)
@@ -255,6 +304,7 @@ def paired_speedup(
     temperature: float = 1.0,
     pairs: int = 5,
     device: str = "cpu",
+    between: Callable[[], object] | None = None,
 ) -> Paired:
     """Target-only (A) against speculative (B) generation of the same characters, alternated.
 
@@ -268,4 +318,5 @@ def paired_speedup(
         lambda: speculative_generate(target, draft, prompt, chars, k, seed, temperature),
         pairs=pairs,
         device=device,
+        between=between,
     )
