@@ -125,14 +125,15 @@ class Costs:
     loop_char_us: dict[str, dict[int, float]]  # draft -> k -> one drafted character inside a round
     loop_round_us: dict[str, dict[int, float]]  # draft -> k -> the rest of that round (pass + p + rule)
     draft_char_us: dict[str, float]  # draft -> one drafted character at k = draft_k (what c is made of)
-    c_range: dict[str, tuple[float, float]]  # draft -> min, max of per-sample c (drift cancels within one)
+    c_median: dict[str, float]  # draft -> median of per-sample c (each sample's ratio cancels drift)
+    c_range: dict[str, tuple[float, float]]  # draft -> min, max of those per-sample c
     char_range: dict[str, tuple[float, float]]  # draft -> min, max of the per-character samples (µs)
     draft_k: int
     threads: int
     device: str
 
     def c(self, draft: str) -> float:
-        return self.draft_char_us[draft] / self.target_pass_us
+        return self.c_median[draft]
 
 
 def _step(target, context, temperature, rng, device):
@@ -286,6 +287,7 @@ def measure_costs(
         loop_char_us={n: {k: float(np.median(char[n, k])) for k in sim_ks} for n in drafts},
         loop_round_us={n: {k: float(np.median(rest[n, k])) for k in sim_ks} for n in drafts},
         draft_char_us={n: float(np.median(char[n, draft_k])) for n in drafts},
+        c_median={n: float(np.median(v)) for n, v in c_samples.items()},
         c_range={n: (float(v.min()), float(v.max())) for n, v in c_samples.items()},
         char_range={n: (float(char[n, draft_k].min()), float(char[n, draft_k].max())) for n in drafts},
         draft_k=draft_k,

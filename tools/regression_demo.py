@@ -52,6 +52,11 @@ def continuous(repo: Path, base: str, head: str) -> subprocess.CompletedProcess:
                base, head], repo, check=False)
 
 
+def worse(output: str, needle: str) -> list[str]:
+    """asv continuous's rows marked '+' (got worse beyond the factor and, for timings, significantly)."""
+    return [line for line in output.splitlines() if line.startswith("| +") and needle in line]
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--keep", action="store_true", help="keep the scratch clone")
@@ -84,10 +89,11 @@ def main() -> int:
             print(f"\n===== {label}: asv continuous {a[:8]} {b[:8]} (exit {proc.returncode}) =====")
             print(proc.stdout[-6000:])
             results[label] = proc
-        flagged_slow = results["20 % slower bigram"].returncode != 0 and "bigram" in results[
-            "20 % slower bigram"].stdout.split("PERFORMANCE DECREASED")[-1]
-        flagged_noop = results["no-op change"].returncode != 0
-        print(f"\nslower commit flagged: {flagged_slow}; no-op commit flagged: {flagged_noop}")
+        flagged_slow = worse(results["20 % slower bigram"].stdout, "'bigram'")
+        flagged_noop = worse(results["no-op change"].stdout, "")
+        print(f"\nslower commit flagged: {bool(flagged_slow)}; no-op commit flagged: {bool(flagged_noop)}")
+        for line in flagged_slow + flagged_noop:
+            print(line)
         return 0 if flagged_slow and not flagged_noop else 1
     finally:
         if args.keep:
