@@ -79,4 +79,4 @@ def costs() -> dict:
     drafts = {n: draft(n) for n in available(DRAFTS)}
     with timing.threads(THREADS):
         c = timing.measure_costs(target(), drafts, KS, samples=15, number=20, threads_used=THREADS)
-    return {**asdict(c), "c": {n: c.c(n) for n in drafts}}
+    return {**asdict(c), "c": {n: c.c(n) for n in drafts}, "c_fastest": {n: c.c_fastest(n) for n in drafts}}

@@ -48,8 +48,10 @@ def commit(repo: Path, message: str) -> str:
 
 
 def continuous(repo: Path, base: str, head: str) -> subprocess.CompletedProcess:
-    return sh(["asv", "continuous", "--factor", "1.1", "--split", "-b", BENCH, "-a", "repeat=(5, 30, 20.0)",
-               base, head], repo, check=False)
+    # Rounds alternate between the two commits (A B A B A B), each in fresh processes, so that load on a
+    # shared machine lands on both sides alike -- the same principle as the report's alternated pairs.
+    return sh(["asv", "continuous", "--factor", "1.1", "--split", "--interleave-rounds", "-a", "rounds=3",
+               "-a", "repeat=(5, 30, 20.0)", "-b", BENCH, base, head], repo, check=False)
 
 
 def worse(output: str, needle: str) -> list[str]:
