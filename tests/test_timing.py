@@ -48,4 +48,6 @@ def test_measure_costs_covers_every_piece(target, draft_factory):
     assert set(costs.verify_pass_us) == {2, 5} and set(costs.round_us) == {1, 4}
     assert costs.threads == 1 and costs.device == "cpu"
     lo, hi = costs.c_range["bigram"]
-    assert 0 < lo <= hi and np.isfinite(costs.c("bigram"))
+    assert 0 < lo <= costs.c("bigram") <= hi
+    assert costs.c_fastest("bigram") == costs.char_range["bigram"][0] / costs.target_range[0]
+    assert set(costs.loop_char_us["bigram"]) == {1, 4} == set(costs.loop_round_us["bigram"])  # ks ∪ {draft_k}
