@@ -27,7 +27,7 @@ def _cmd_train(args) -> int:
         teacher = _train.load_target(args.teacher)
     else:
         cfg = GPTConfig()
-    model, meta = _train.train(cfg, tc, teacher=teacher, log=_train._main_log)
+    model, meta = _train.train(cfg, tc, teacher=teacher, log=_log)
     out = args.out or _train.shipped_path(args.draft or "target")
     sha = _train.save_checkpoint(model, meta, out)
     print(f"wrote {out} (sha256 {sha[:12]}, val loss {meta['val_loss']:.4f}, {meta['train_seconds']:.0f}s)")

@@ -13,7 +13,6 @@ import hashlib
 import math
 import os
 import re
-import sys
 import tempfile
 import time
 from dataclasses import dataclass
@@ -195,7 +194,3 @@ def load_target(path: str | os.PathLike | None = None) -> GPT:
     """The trained target: the checkpoint shipped in the package unless `path` names another."""
     model, _ = load_checkpoint(shipped_path("target") if path is None else path)
     return model
-
-
-def _main_log(line: str) -> None:
-    print(line, file=sys.stderr, flush=True)
