@@ -71,6 +71,17 @@ def test_acceptance_orders_the_writeup_drafts_at_k1(target, draft_factory):
     assert acc["int8"] > acc["int4"] > acc["bigram"]
 
 
+@pytest.mark.parametrize("draft,k,passes,accepted", [
+    ("bigram", 1, 136, 64), ("bigram", 8, 114, 86),
+    ("int8", 1, 101, 99), ("int8", 8, 23, 177),
+    ("int4", 1, 105, 95), ("int4", 8, 31, 169),
+])
+def test_acceptance_table_counts_are_exact(target, draft_factory, draft, k, passes, accepted):
+    """The write-up's acceptance table, prompt 'ROMEO:', 200 characters, seed 0: deterministic counts."""
+    st = specdec.speculative_generate(target, draft_factory(draft), PROMPT, 200, k=k, seed=0).stats
+    assert (st.target_passes, st.accepted) == (passes, accepted)
+
+
 @pytest.mark.parametrize("prompt,chars,k,temperature,message", [
     ("", 10, 1, 1.0, "prompt is empty"),
     ("ROMEO: é", 10, 1, 1.0, "'é' is not in the vocabulary"),
