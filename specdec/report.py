@@ -145,7 +145,7 @@ def measure(
                                             position=len(prompt) + chars // 2)
                 pr = timing.paired_speedup(target, objs[name], k, prompt, chars, seed, temperature,
                                            budget["pairs"], device, between=local)
-                rows.append(_speedup_row(name, k, gens[name, k], costs, pr))
+                rows.append(_speedup_row(name, k, st, costs, pr))
         best = max(rows, key=lambda r: r["measured_median"])
         log(f"[4/4] greedy (temperature 0): {best['draft']} k={best['k']}, {budget['pairs']} pairs")
         doc["greedy"] = _greedy_row(target, objs[best["draft"]], best["draft"], best["k"], prompt, chars, seed,

@@ -99,19 +99,26 @@ def paired(
 
 
 def round_robin(
-    fns: dict[str, Callable[[], object]], samples: int, number: int, device: str = "cpu"
+    fns: dict[str, Callable[[], object]],
+    samples: int,
+    number: int,
+    device: str = "cpu",
+    samplers: dict[str, Callable[[], object]] | None = None,
 ) -> dict[str, np.ndarray]:
     """Seconds per call of each fn, `samples` samples each, taken in turn (after one discarded warm-up round).
 
     Sample i of every fn comes from the same moment, so per-sample ratios of two fns cancel drift.
+    `samplers` take their turns in the same rounds but measure themselves: what each returns is kept as is.
     """
-    times: dict[str, list[float]] = {name: [] for name in fns}
+    turns = {name: (lambda fn=fn: timed(fn, device, number)) for name, fn in fns.items()}
+    turns.update(samplers or {})
+    kept: dict[str, list] = {name: [] for name in turns}
     for i in range(samples + 1):
-        for name, fn in fns.items():
-            t = timed(fn, device, number)
+        for name, take in turns.items():
+            value = take()
             if i:
-                times[name].append(t)
-    return {name: np.asarray(ts) for name, ts in times.items()}
+                kept[name].append(value)
+    return {name: np.asarray(values) for name, values in kept.items()}
 
 
 @dataclass
@@ -263,27 +270,17 @@ def measure_costs(
         fns[f"round{k}"] = round_
     context = tokens[: pos + 1]
     sim_ks = sorted(set(ks) | {draft_k})
-    sims = {}
+    sims = {}  # each returns (seconds per drafted character, seconds per round without the draft)
     for name, draft in drafts.items():
-        draft.reset()
-        draft.propose(context, 1, rng, temperature)
         for k in sim_ks:
-            sims[name, k] = _round_sampler(target, draft, context, k, rng, temperature, device)
-    raw: dict[str, list[float]] = {n: [] for n in fns}
-    loop: dict[tuple, list[tuple[float, float]]] = {key: [] for key in sims}
-    for i in range(samples + 1):  # sample 0 warms up and is discarded
-        for name, fn in fns.items():
-            t = timed(fn, device, number)
-            if i:
-                raw[name].append(t)
-        for key, run in sims.items():
-            t = run(max(1, number // 2))
-            if i:
-                loop[key].append(t)
+            run = _round_sampler(target, draft, context, k, rng, temperature, device)
+            sims[f"sim:{name}:{k}"] = lambda run=run: run(max(1, number // 2))
+    raw = round_robin(fns, samples, number, device, samplers=sims)
+    loop = {(n, k): raw.pop(f"sim:{n}:{k}") for n in drafts for k in sim_ks}  # (samples, 2) each
     us = {n: float(np.median(t)) * 1e6 for n, t in raw.items()}
-    char = {key: np.array([t[0] for t in v]) * 1e6 for key, v in loop.items()}
-    rest = {key: np.array([t[1] for t in v]) * 1e6 for key, v in loop.items()}
-    target_samples = np.asarray(raw["target"]) * 1e6
+    char = {key: v[:, 0] * 1e6 for key, v in loop.items()}
+    rest = {key: v[:, 1] * 1e6 for key, v in loop.items()}
+    target_samples = raw["target"] * 1e6
     c_samples = {n: char[n, draft_k] / target_samples for n in drafts}
     return Costs(
         target_pass_us=us["target"],
