@@ -77,16 +77,11 @@ def check_request(target: GPT, prompt: str, chars: int, k: int = 0, temperature:
     return ids
 
 
-def _ensure_cache(model: GPT) -> None:
-    if model.cache_batch < 1:
-        model.setup_cache(1)
-
-
 @torch.inference_mode()
 def generate(target: GPT, prompt: str, chars: int, seed: int = 0, temperature: float = 1.0) -> Generation:
     """Generate `chars` characters with the target alone: one target pass per character."""
     tokens = check_request(target, prompt, chars, temperature=temperature)
-    _ensure_cache(target)
+    target.setup_cache(1)
     rng = np.random.default_rng(seed)
     dev = target.device
     n_prompt = len(tokens)
@@ -118,7 +113,7 @@ def speculative_generate(
     if k < 1:
         raise ValueError(f"k must be at least 1, got {k}")
     tokens = check_request(target, prompt, chars, k=k, temperature=temperature)
-    _ensure_cache(target)
+    target.setup_cache(1)
     draft.reset()
     rng = np.random.default_rng(seed)
     dev = target.device

@@ -59,7 +59,7 @@ def baseline_tv(p: np.ndarray, samples: int, seed: int, repeats: int = BASELINE_
 @torch.inference_mode()
 def target_distribution(target: GPT, prompt: str, temperature: float = 1.0) -> np.ndarray:
     """The target's p for the first character after `prompt`, from a fresh prefill."""
-    target.setup_cache(max(1, target.cache_batch))
+    target.setup_cache(1)
     logits = target(torch.tensor([corpus.encode(prompt)]), 0)[0, -1]
     return sampling.probs(logits, temperature)
 
@@ -87,7 +87,7 @@ def first_char_counts(
     draft.reset()
     q1 = q[:1]  # (1, V)
     # The verify pass of round one: prompt + k drafts at offset 0; its first scored position is p₁.
-    target.setup_cache(max(1, target.cache_batch))
+    target.setup_cache(1)
     logits = target(torch.tensor([tokens + drafted]), 0)[0, len(tokens) - 1 : len(tokens) + 1]
     p = sampling.probs(logits, temperature)  # (2, V): p₁ and the next position (bonus when d₁ accepted)
     counts = np.zeros(p.shape[-1])

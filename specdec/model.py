@@ -120,10 +120,17 @@ class GPT(nn.Module):
         return sum(p.numel() for p in self.parameters())
 
     def setup_cache(self, batch: int = 1) -> None:
-        """Allocate the KV cache once: (batch, n_head, context, head_size) keys and values per block."""
+        """Allocate the KV cache once: (batch, n_head, context, head_size) keys and values per block.
+
+        Calling it again keeps a cache that already holds `batch` sequences with the weights' dtype and
+        device, so every caller can simply ask for one; after `model.to(...)` it is allocated anew.
+        """
         cfg = self.config
         p = self.wte.weight
         shape = (batch, cfg.n_head, cfg.context, cfg.n_embd // cfg.n_head)
+        k = self.blocks[0].attn.k_cache
+        if k is not None and k.shape[0] >= batch and k.dtype == p.dtype and k.device == p.device:
+            return
         for block in self.blocks:
             block.attn.k_cache = torch.zeros(shape, dtype=p.dtype, device=p.device)
             block.attn.v_cache = torch.zeros(shape, dtype=p.dtype, device=p.device)

@@ -76,3 +76,14 @@ def test_forward_past_the_context_is_a_clear_error(model):
         model(torch.zeros(1, 3, dtype=torch.long), 254)
     with pytest.raises(ContextOverflowError):
         model(torch.zeros(1, 257, dtype=torch.long))
+
+
+def test_setup_cache_keeps_a_fitting_cache_and_reallocates_otherwise():
+    m = GPT(GPTConfig(n_layer=1, n_head=2, n_embd=32, context=16))
+    m.setup_cache(2)
+    k = m.blocks[0].attn.k_cache
+    m.setup_cache(1)  # two sequences already fit one
+    assert m.blocks[0].attn.k_cache is k and m.cache_batch == 2
+    m.to(torch.float64)
+    m.setup_cache(1)  # weights changed dtype: the cache follows
+    assert m.blocks[0].attn.k_cache.dtype == torch.float64 and m.cache_batch == 1
