@@ -99,8 +99,9 @@ def _cmd_generate(args) -> int:
     from .decode import generate, speculative_generate
     from .drafts import make_draft
 
-    if args.draft is None and args.k is not None:
-        raise UsageError("-k needs --draft (the draft that proposes the k characters)")
+    if args.draft is None and (args.k is not None or args.adaptive):
+        raise UsageError(f"{'-k' if args.k is not None else '--adaptive'} needs --draft (the draft that proposes "
+                         "the characters)")
     if args.temperature < 0:
         raise UsageError(f"--temperature must be >= 0, got {args.temperature}")
     torch.set_num_threads(args.threads)
@@ -112,7 +113,8 @@ def _cmd_generate(args) -> int:
         if k < 1:
             raise UsageError(f"-k must be at least 1, got {k}")
         draft = make_draft(_drafts_arg([args.draft])[0], target)
-        out = speculative_generate(target, draft, args.prompt, args.chars, k, args.seed, args.temperature)
+        out = speculative_generate(target, draft, args.prompt, args.chars, k, args.seed, args.temperature,
+                                   adaptive=args.adaptive)
     st = out.stats
     if args.json:
         print(json.dumps({"prompt": args.prompt, "text": out.text, "draft": args.draft, **st.to_dict()}))
@@ -121,7 +123,8 @@ def _cmd_generate(args) -> int:
     print("---")
     line = f"chars {st.chars}  target passes {st.target_passes}  chars per pass {st.chars_per_pass:.2f}"
     if args.draft:
-        line += (f"  draft {args.draft} k {st.k}  acceptance {st.acceptance:.3f}  drafted {st.drafted}"
+        line += (f"  draft {args.draft} k {st.k}" + (f" adaptive (mean {st.mean_k:.2f})" if st.adaptive else "")
+                 + f"  acceptance {st.acceptance:.3f}  drafted {st.drafted}"
                  f"  accepted {st.accepted}  draft calls {st.draft_calls}"
                  f"  accepted per round (0..k) {st.accepted_per_position}")
     print(line)
@@ -216,6 +219,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--temperature", type=float, default=1.0, help="0 is greedy")
     p.add_argument("--draft", default=None, help="speculative decoding with this draft")
     p.add_argument("-k", type=int, default=None, help="characters drafted per round (default 4)")
+    p.add_argument("--adaptive", action="store_true", help="adapt k: +2 after a fully accepted round, -1 after "
+                   "a rejection (from -k, at most 16)")
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_cmd_generate)

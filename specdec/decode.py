@@ -9,6 +9,10 @@ generated character goes through the draft and the rule, and target passes = rou
 target's position moves back to just before the emitted character (the rejected drafts' cache entries are
 overwritten later, never read), and the draft is told how much of the sequence is still valid. The last round
 drafts at most the characters still needed minus one, so exactly `chars` characters come out with no waste.
+
+Adaptive k (`adaptive=True`) is the schedule Hugging Face transformers calls "heuristic": after a round in which
+every draft was accepted, k grows by 2 (up to `k_max`); after any rejection it shrinks by 1 (down to 1). Only
+the number of drafts changes, never the rule, so the output is still exactly the target's.
 """
 
 from __future__ import annotations
@@ -30,8 +34,9 @@ class GenerationStats:
     draft_calls: int = 0  # rounds in which the draft was asked to propose
     drafted: int = 0  # characters the draft proposed (one draft step each)
     accepted: int = 0  # drafted characters the rule kept
-    k: int = 0  # characters drafted per full round (0 for target-only generation)
-    accepted_per_position: list[int] = field(default_factory=list)  # rounds by accepted count, 0..k
+    k: int = 0  # characters drafted per full round (0 for target-only generation; the first k if adaptive)
+    adaptive: bool = False  # k followed the +2 / -1 schedule
+    accepted_per_position: list[int] = field(default_factory=list)  # rounds by accepted count, 0..k (0..k_max)
 
     @property
     def acceptance(self) -> float:
@@ -43,8 +48,14 @@ class GenerationStats:
         """Generated characters per target pass: 1 + k * acceptance when every round drafts k."""
         return self.chars / self.target_passes if self.target_passes else 0.0
 
+    @property
+    def mean_k(self) -> float:
+        """Characters drafted per round that drafted (k itself unless adaptive or the last round was cut)."""
+        return self.drafted / self.draft_calls if self.draft_calls else 0.0
+
     def to_dict(self) -> dict:
-        return {**asdict(self), "acceptance": self.acceptance, "chars_per_pass": self.chars_per_pass}
+        return {**asdict(self), "acceptance": self.acceptance, "chars_per_pass": self.chars_per_pass,
+                "mean_k": self.mean_k}
 
 
 @dataclass
@@ -105,20 +116,25 @@ def speculative_generate(
     k: int,
     seed: int = 0,
     temperature: float = 1.0,
+    adaptive: bool = False,
+    k_max: int = 16,
 ) -> Generation:
     """Generate `chars` characters by speculative decoding with `draft` proposing k per round.
 
     The output distribution is exactly the target's, whatever the draft (see `sampling.accept_reject`).
+    adaptive: start at k and follow the +2 / -1 schedule (see the module docstring), never above k_max.
     """
     if k < 1:
         raise ValueError(f"k must be at least 1, got {k}")
+    if adaptive and k_max < k:
+        raise ValueError(f"k_max must be at least k={k}, got {k_max}")
     tokens = check_request(target, prompt, chars, k=k, temperature=temperature)
     target.setup_cache(1)
     draft.reset()
     rng = np.random.default_rng(seed)
     dev = target.device
     n_prompt = len(tokens)
-    stats = GenerationStats(k=k, accepted_per_position=[0] * (k + 1))
+    stats = GenerationStats(k=k, adaptive=adaptive, accepted_per_position=[0] * ((k_max if adaptive else k) + 1))
     pos = 0  # tokens already in the target's cache
     while (left := chars - (len(tokens) - n_prompt)) > 0:
         kr = min(k, left - 1)  # never draft past the end: the round emits up to kr + 1 characters
@@ -142,5 +158,7 @@ def speculative_generate(
         stats.accepted += n_acc
         if kr > 0:
             stats.accepted_per_position[n_acc] += 1
+        if adaptive and kr == k:  # a round cut short by the end says nothing about k
+            k = min(k + 2, k_max) if n_acc == k else max(k - 1, 1)
     stats.chars = chars
     return Generation(corpus.decode(tokens[n_prompt:]), stats, prompt)

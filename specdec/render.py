@@ -103,6 +103,16 @@ def tables(doc: dict) -> str:
     out.append(_table(["draft", "best k (predicted)", "predicted", "best k (measured)", "measured"], [
         [n, v["best_k_predicted"], f"{v['predicted']:.2f}", v["best_k_measured"], f"{v['measured']:.2f}"]
         for n, v in doc["recommendations"].items()]))
+    if doc.get("adaptive"):
+        a0 = doc["adaptive"][0]
+        out.append(f"\n## Adaptive k (+2 after a fully accepted round, -1 after a rejection; from k = {a0['start_k']},"
+                   f" at most {a0['k_max']}; {a0['pairs']} rotated triples)\n")
+        out.append(_table(["draft", "mean k", "acceptance", "chars per pass", "target passes", "speedup median",
+                           "range", "best fixed k", "adaptive ÷ fixed", "range", "95% CI"], [
+            [r["draft"], f"{r['mean_k']:.2f}", f"{r['acceptance']:.3f}", f"{r['chars_per_pass']:.2f}",
+             r["target_passes"], f"{r['measured_median']:.2f}", f"{r['measured_min']:.2f}-{r['measured_max']:.2f}",
+             r["best_fixed_k"], f"{r['vs_fixed_median']:.3f}", f"{r['vs_fixed_min']:.2f}-{r['vs_fixed_max']:.2f}",
+             f"{r['vs_fixed_ci_low']:.3f}-{r['vs_fixed_ci_high']:.3f}"] for r in doc["adaptive"]]))
     if "greedy" in doc:
         g = doc["greedy"]
         out.append("\n## Greedy decoding (temperature 0), the best sampled configuration\n")
@@ -202,4 +212,11 @@ def findings(doc: dict) -> list[str]:
     e, r = max(ref, key=lambda t: abs(t[0]))
     out.append(f"The refined prediction is within {REFINED_TOLERANCE:.0%} on {ok}/{len(ref)} rows (largest error "
                f"{e:+.1%}: {r['draft']} k={r['k']}).")
+    if doc.get("adaptive"):
+        ad = doc["adaptive"]
+        verdict = lambda r: ("faster" if r["vs_fixed_ci_low"] > 1 else "slower" if r["vs_fixed_ci_high"] < 1
+                             else "no different")
+        out.append("Adaptive k against the best fixed k (95 % CI of the ratio): " + "; ".join(
+            f"{r['draft']} {verdict(r)} ({r['vs_fixed_median']:.2f}x, mean k {r['mean_k']:.1f} vs {r['best_fixed_k']})"
+            for r in ad) + ".")
     return out

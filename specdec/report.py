@@ -28,8 +28,10 @@ from .model import GPT
 
 REPORT_PROMPT = "ROMEO:"
 DEFAULT_KS = (1, 2, 4, 8)
-FULL = {"pairs": 15, "samples": 20_000, "cost_samples": 15}
-QUICK = {"pairs": 5, "samples": 5_000, "cost_samples": 5}
+ADAPTIVE = {"start_k": 4, "k_max": 16}  # the adaptive-k rows: the +2 / -1 schedule from k = 4, at most 16
+# term_calls: calls per sample of each refined-model term; triples: rotated runs per adaptive-k row
+FULL = {"pairs": 15, "samples": 20_000, "cost_samples": 15, "term_calls": 10, "triples": 15}
+QUICK = {"pairs": 5, "samples": 5_000, "cost_samples": 5, "term_calls": 5, "triples": 3}
 
 
 def machine_info(threads: int, device: str) -> dict:
@@ -90,7 +92,7 @@ def measure(
     ks = sorted(set(ks or DEFAULT_KS))
     budget = dict(QUICK if quick else FULL)
     if pairs is not None:
-        budget["pairs"] = pairs
+        budget["pairs"] = budget["triples"] = pairs
     t_start = time.perf_counter()
     target = target.to(device)
     objs = {}
@@ -141,11 +143,19 @@ def measure(
                     f"({i * len(ks) + ks.index(k) + 1}/{len(drafts) * len(ks)})")
                 st = gens[name, k]
                 full = st.accepted_per_position[k] / st.draft_calls if st.draft_calls else 0.0
-                local = timing.loop_sampler(target, objs[name], k, temperature, device, all_accepted=full,
-                                            position=len(prompt) + chars // 2)
+                local = timing.loop_sampler(target, objs[name], k, temperature, device, budget["term_calls"],
+                                            all_accepted=full, position=len(prompt) + chars // 2)
                 pr = timing.paired_speedup(target, objs[name], k, prompt, chars, seed, temperature,
                                            budget["pairs"], device, between=local)
                 rows.append(_speedup_row(name, k, st, costs, pr))
+        adaptive = []
+        for i, name in enumerate(drafts):
+            fixed = max((r for r in rows if r["draft"] == name), key=lambda r: r["measured_median"])["k"]
+            log(f"[4/4] adaptive k {name} against fixed k={fixed}: {budget['triples']} rotated triples "
+                f"({i + 1}/{len(drafts)})")
+            adaptive.append(_adaptive_row(target, objs[name], name, fixed, prompt, chars, seed, temperature,
+                                          budget["triples"], device))
+        doc["adaptive"] = adaptive
         best = max(rows, key=lambda r: r["measured_median"])
         log(f"[4/4] greedy (temperature 0): {best['draft']} k={best['k']}, {budget['pairs']} pairs")
         doc["greedy"] = _greedy_row(target, objs[best["draft"]], best["draft"], best["k"], prompt, chars, seed,
@@ -190,6 +200,29 @@ def _greedy_row(target, draft, name, k, prompt, chars, seed, pairs, device) -> d
     return {"draft": name, "k": k, "acceptance": st.acceptance, "chars_per_pass": st.chars_per_pass,
             "target_passes": st.target_passes, "measured_median": s.median, "measured_min": s.min,
             "measured_max": s.max, "pairs": s.n}
+
+
+def _adaptive_row(target, draft, name, fixed_k, prompt, chars, seed, temperature, samples, device) -> dict:
+    """Adaptive k against the draft's best fixed k and target-only, timed in rotated turns of all three, so
+    both ratios come from the same moments."""
+    from .decode import generate
+
+    st = speculative_generate(target, draft, prompt, chars, ADAPTIVE["start_k"], seed, temperature, adaptive=True,
+                              k_max=ADAPTIVE["k_max"]).stats
+    t = timing.round_robin({
+        "target": lambda: generate(target, prompt, chars, seed, temperature),
+        "fixed": lambda: speculative_generate(target, draft, prompt, chars, fixed_k, seed, temperature),
+        "adaptive": lambda: speculative_generate(target, draft, prompt, chars, ADAPTIVE["start_k"], seed,
+                                                 temperature, adaptive=True, k_max=ADAPTIVE["k_max"]),
+    }, samples, number=1, device=device, rotate=True)
+    vs_target = stats.summarize(t["target"] / t["adaptive"])
+    vs_fixed = stats.summarize(t["fixed"] / t["adaptive"])
+    return {"draft": name, **ADAPTIVE, "mean_k": st.mean_k, "acceptance": st.acceptance,
+            "chars_per_pass": st.chars_per_pass, "target_passes": st.target_passes,
+            "measured_median": vs_target.median, "measured_min": vs_target.min, "measured_max": vs_target.max,
+            "best_fixed_k": fixed_k, "vs_fixed_median": vs_fixed.median, "vs_fixed_min": vs_fixed.min,
+            "vs_fixed_max": vs_fixed.max, "vs_fixed_ci_low": vs_fixed.ci_low, "vs_fixed_ci_high": vs_fixed.ci_high,
+            "pairs": vs_target.n}
 
 
 def recommend(rows: list[dict]) -> dict:

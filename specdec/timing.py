@@ -104,18 +104,23 @@ def round_robin(
     number: int,
     device: str = "cpu",
     samplers: dict[str, Callable[[], object]] | None = None,
+    rotate: bool = False,
 ) -> dict[str, np.ndarray]:
     """Seconds per call of each fn, `samples` samples each, taken in turn (after one discarded warm-up round).
 
     Sample i of every fn comes from the same moment, so per-sample ratios of two fns cancel drift.
     `samplers` take their turns in the same rounds but measure themselves: what each returns is kept as is.
+    rotate: start round i at the i-th turn (A B C, B C A, C A B, ...) so no fn always follows the same one --
+    what `paired` does for two, for whole generations whose caches the next run inherits.
     """
     turns = {name: (lambda fn=fn: timed(fn, device, number)) for name, fn in fns.items()}
     turns.update(samplers or {})
     kept: dict[str, list] = {name: [] for name in turns}
+    names = list(turns)
     for i in range(samples + 1):
-        for name, take in turns.items():
-            value = take()
+        shift = i % len(names) if rotate else 0
+        for name in names[shift:] + names[:shift]:
+            value = turns[name]()
             if i:
                 kept[name].append(value)
     return {name: np.asarray(values) for name, values in kept.items()}

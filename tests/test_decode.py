@@ -1,3 +1,4 @@
+import numpy as np
 import pytest
 
 import specdec
@@ -100,3 +101,69 @@ def test_bad_requests_are_one_line_value_errors(target, draft_factory, prompt, c
 def test_context_is_long_enough_for_200_after_56(target):
     out = specdec.generate(target, "x" * 56, 200, seed=0)
     assert len(out.text) == 200
+
+
+class _ScriptDraft(specdec.Draft):
+    """Proposes the characters of a fixed script (one-hot q), from wherever the sequence has got to."""
+
+    name = "script"
+
+    def __init__(self, script: list[int], n_prompt: int, always: int | None = None):
+        self.script, self.n_prompt, self.always = script, n_prompt, always
+
+    def propose(self, tokens, k, rng, temperature):
+        start = len(tokens) - self.n_prompt
+        ids = [self.always] * k if self.always is not None else self.script[start:start + k]
+        q = np.zeros((k, len(corpus.vocabulary())))
+        q[np.arange(k), ids] = 1.0
+        return ids, q
+
+
+def _greedy_script(target, chars):
+    return corpus.encode(specdec.generate(target, PROMPT, chars, temperature=0).text)
+
+
+@pytest.mark.parametrize("k_max,passes,drafted", [
+    (16, 6, 4 + 6 + 8 + 10 + 12 + 14),  # emits 5 7 9 11 13, then 15 of the last 15 (kr = 14)
+    (6, 9, 4 + 6 * 7 + 5),  # emits 5, then 7 per round up to 54, then the last 6 (kr = 5)
+])
+def test_adaptive_k_grows_by_two_while_every_draft_is_accepted(target, k_max, passes, drafted):
+    script = _greedy_script(target, 60)
+    st = specdec.speculative_generate(target, _ScriptDraft(script, len(PROMPT)), PROMPT, 60, k=4, temperature=0,
+                                      adaptive=True, k_max=k_max).stats
+    assert (st.target_passes, st.drafted, st.accepted) == (passes, drafted, drafted)
+    assert st.adaptive and st.k == 4 and len(st.accepted_per_position) == k_max + 1
+
+
+def test_adaptive_k_shrinks_by_one_to_one_on_rejections(target):
+    script = _greedy_script(target, 10)
+    never = corpus.encode("@")[0]
+    assert never not in script
+    out = specdec.speculative_generate(target, _ScriptDraft(script, len(PROMPT), always=never), PROMPT, 10, k=4,
+                                       temperature=0, adaptive=True)
+    st = out.stats  # every round emits the target's one correction; drafts 4 3 2 1 1 1 1 1 1, the last none
+    assert (st.target_passes, st.drafted, st.accepted, st.draft_calls) == (10, 15, 0, 9)
+    assert corpus.encode(out.text) == script and st.mean_k == pytest.approx(15 / 9)
+
+
+@pytest.mark.parametrize("draft", ALL_DRAFTS)
+def test_adaptive_greedy_speculative_equals_greedy_target(target, draft_factory, draft):
+    expected = specdec.generate(target, PROMPT, 200, seed=0, temperature=0).text
+    out = specdec.speculative_generate(target, draft_factory(draft), PROMPT, 200, k=2, seed=0, temperature=0,
+                                       adaptive=True)
+    assert out.text == expected
+
+
+@pytest.mark.parametrize("draft", ["bigram", "int4"])
+def test_adaptive_sampled_stats_are_consistent(target, draft_factory, draft):
+    st = specdec.speculative_generate(target, draft_factory(draft), PROMPT, 150, k=4, seed=2, adaptive=True).stats
+    assert sum(st.accepted_per_position) == st.draft_calls
+    assert sum(i * n for i, n in enumerate(st.accepted_per_position)) == st.accepted
+    assert st.accepted + st.target_passes == 150
+    assert st == specdec.speculative_generate(target, draft_factory(draft), PROMPT, 150, k=4, seed=2,
+                                              adaptive=True).stats
+
+
+def test_adaptive_k_max_below_k_is_refused(target, draft_factory):
+    with pytest.raises(ValueError, match="k_max must be at least k=4, got 2"):
+        specdec.speculative_generate(target, draft_factory("bigram"), PROMPT, 10, k=4, adaptive=True, k_max=2)

@@ -96,4 +96,20 @@ def test_findings_are_computed_from_the_figures(doc):
     assert lines[0].startswith(f"Best acceptance at k=1: {top}, {acc[top]:.3f}")
     assert lines[1].startswith(f"Worst acceptance at k=1: {bottom}, {acc[bottom]:.3f}")
     n_ok = sum(abs(r["predicted_refined"] / r["measured_median"] - 1) <= 0.05 for r in doc["speedup"])
-    assert f"within 5% on {n_ok}/{len(doc['speedup'])} rows" in lines[-1]
+    assert any(f"refined prediction is within 5% on {n_ok}/{len(doc['speedup'])} rows" in x for x in lines)
+
+
+def test_adaptive_rows_face_each_drafts_best_fixed_k(doc, target, draft_factory):
+    import specdec
+
+    assert [r["draft"] for r in doc["adaptive"]] == ["bigram", "int8"]
+    for r in doc["adaptive"]:
+        fixed = [x for x in doc["speedup"] if x["draft"] == r["draft"]]
+        assert r["best_fixed_k"] == max(fixed, key=lambda x: x["measured_median"])["k"]
+        st = specdec.speculative_generate(target, draft_factory(r["draft"]), "ROMEO:", 60, k=r["start_k"], seed=0,
+                                          adaptive=True, k_max=r["k_max"]).stats
+        assert (r["target_passes"], r["mean_k"], r["acceptance"]) == (st.target_passes, st.mean_k, st.acceptance)
+        assert r["pairs"] == 3 and r["vs_fixed_min"] <= r["vs_fixed_median"] <= r["vs_fixed_max"]
+    text = render.tables(doc)
+    assert "## Adaptive k" in text and "adaptive ÷ fixed" in text
+    assert any(x.startswith("Adaptive k against the best fixed k") for x in render.findings(doc))

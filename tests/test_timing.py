@@ -41,6 +41,13 @@ def test_round_robin_interleaves_samples():
     assert set(res) == {"x", "y"} and all(len(v) == 3 for v in res.values())
 
 
+def test_round_robin_rotate_starts_each_round_one_turn_later():
+    order = []
+    res = timing.round_robin({n: (lambda n=n: order.append(n)) for n in "abc"}, samples=3, number=1, rotate=True)
+    assert "".join(order) == "abc" + "bca" + "cab" + "abc"  # the first round is the discarded warm-up
+    assert all(len(v) == 3 for v in res.values())
+
+
 def test_measure_costs_covers_every_piece(target, draft_factory):
     drafts = {"bigram": draft_factory("bigram")}
     with timing.threads(1):
