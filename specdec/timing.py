@@ -166,6 +166,19 @@ def _step(target, context, temperature, rng, device):
     return step
 
 
+def _steps(target, text, start, n, temperature, rng, device):
+    """n consecutive target-only steps at positions start..start+n-1, the cache advancing as in `generate`
+    (the target's cache must hold text[:start]); the next input is the text's, so every call is alike."""
+    dev = torch.device(device)
+
+    def run():
+        for pos in range(start, start + n):
+            logits = target(torch.tensor([text[pos : pos + 1]], device=dev), pos)[0, -1]
+            sampling.sample(sampling.probs(logits, temperature), rng)
+
+    return run
+
+
 def loop_sampler(target: GPT, draft: Draft, k: int, temperature: float = 1.0, device: str = "cpu",
                  number: int = 10, all_accepted: float = 0.0,
                  position: int | None = None) -> Callable[[], tuple[float, float, float]]:
@@ -175,21 +188,29 @@ def loop_sampler(target: GPT, draft: Draft, k: int, temperature: float = 1.0, de
     all_accepted: the fraction of rounds in which the generation accepted every draft; after those the
     draft has two tokens to catch up on (the last draft and the bonus), which the rounds here reproduce.
     position: where the rounds run (attention grows with it); pass the generation's mean position.
+    number: rounds per sample at k >= 4; smaller k runs proportionally more rounds (4·number/k), so every
+    sample drafts about as many characters and lasts long enough for a burst of load to average out.
+    Target-only steps: 4·number per sample.
     """
+    n_steps = 4 * number
     if position is None:
-        context = corpus.encode(COST_PROMPT)
-    else:  # validation text of that length: only its length matters to the clock
-        context = corpus.split_ids("val")[: position + 1].tolist()
+        position = len(corpus.encode(COST_PROMPT)) - 1
+    # validation text: only its length matters to the clock
+    text = corpus.split_ids("val")[: position + n_steps // 2 + 1].tolist()
+    context = text[: position + 1]
     rng = np.random.default_rng(1)
-    step = _step(target, context, temperature, rng, device)
+    start = max(0, position - n_steps // 2)  # the steps' mean position is the rounds' one
+    steps = _steps(target, text, start, n_steps, temperature, rng, device)
+    settle = _steps(target, text, start, min(10, n_steps), temperature, rng, device)
     rounds = _round_sampler(target, draft, context, k, rng, temperature, device, all_accepted)
+    n_rounds = max(number, -(-4 * number // k))
 
     def sample() -> tuple[float, float, float]:
-        char_s, round_s = rounds(number)  # primes both caches with the context first
+        char_s, round_s = rounds(n_rounds)  # primes both caches with the context first
         # Right after the draft's rounds a target step runs up to ~1.5x slower and settles over ~10 calls
         # (measured); target-only generation runs its steps back to back, so time them once settled.
-        timed(step, device, 2 * number)
-        return timed(step, device, 2 * number) * 1e6, char_s * 1e6, round_s * 1e6
+        settle()
+        return timed(steps, device) / n_steps * 1e6, char_s * 1e6, round_s * 1e6
 
     return torch.inference_mode()(sample)
 

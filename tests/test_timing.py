@@ -58,3 +58,26 @@ def test_measure_costs_covers_every_piece(target, draft_factory):
     assert 0 < lo <= costs.c("bigram") <= hi
     assert costs.c_fastest("bigram") == costs.char_range["bigram"][0] / costs.target_range[0]
     assert set(costs.loop_char_us["bigram"]) == {1, 4} == set(costs.loop_round_us["bigram"])  # ks ∪ {draft_k}
+
+
+def test_steps_advance_the_cache_like_generate():
+    seen = []
+
+    def fake_target(idx, pos):
+        seen.append((idx.tolist(), pos))
+        return torch.zeros(1, idx.shape[1], 84)
+
+    timing._steps(fake_target, list(range(100, 120)), 5, 4, 1.0, np.random.default_rng(0), "cpu")()
+    assert seen == [([[105]], 5), ([[106]], 6), ([[107]], 7), ([[108]], 8)]
+
+
+@pytest.mark.parametrize("k", [1, 8])
+def test_loop_sampler_gives_three_costs_and_leaves_generation_intact(target, draft_factory, k):
+    import specdec
+
+    d = draft_factory("int4")
+    before = specdec.speculative_generate(target, d, "ROMEO:", 40, k=k, seed=3)
+    sample = timing.loop_sampler(target, d, k, number=2, all_accepted=0.5, position=30)
+    step, char, rnd = sample()
+    assert all(np.isfinite(x) and x > 0 for x in (step, char, rnd))
+    assert specdec.speculative_generate(target, d, "ROMEO:", 40, k=k, seed=3) == before
