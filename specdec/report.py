@@ -29,9 +29,10 @@ from .model import GPT
 REPORT_PROMPT = "ROMEO:"
 DEFAULT_KS = (1, 2, 4, 8)
 ADAPTIVE = {"start_k": 4, "k_max": 16}  # the adaptive-k rows: the +2 / -1 schedule from k = 4, at most 16
-# term_calls: calls per sample of each refined-model term; triples: rotated runs per adaptive-k row
-FULL = {"pairs": 15, "samples": 20_000, "cost_samples": 15, "term_calls": 10, "triples": 15}
-QUICK = {"pairs": 5, "samples": 5_000, "cost_samples": 5, "term_calls": 5, "triples": 3}
+# cost_calls: calls per cost sample; term_calls: rounds per sample of each refined-model term (see
+# timing.loop_sampler); triples: rotated runs per adaptive-k row
+FULL = {"pairs": 15, "samples": 20_000, "cost_samples": 15, "cost_calls": 20, "term_calls": 10, "triples": 15}
+QUICK = {"pairs": 4, "samples": 5_000, "cost_samples": 5, "cost_calls": 10, "term_calls": 4, "triples": 3}
 
 
 def machine_info(threads: int, device: str) -> dict:
@@ -122,7 +123,8 @@ def measure(
 
     with timing.threads(threads):
         log(f"[3/4] costs: {budget['cost_samples']} round-robin samples, {threads} thread(s)")
-        costs = timing.measure_costs(target, objs, ks, samples=budget["cost_samples"], device=device,
+        costs = timing.measure_costs(target, objs, ks, samples=budget["cost_samples"], number=budget["cost_calls"],
+                                     device=device,
                                      temperature=temperature, threads_used=threads)
         doc["costs"] = {
             "target_pass_us": costs.target_pass_us,
