@@ -113,3 +113,15 @@ def test_adaptive_rows_face_each_drafts_best_fixed_k(doc, target, draft_factory)
     text = render.tables(doc)
     assert "## Adaptive k" in text and "adaptive ÷ fixed" in text
     assert any(x.startswith("Adaptive k against the best fixed k") for x in render.findings(doc))
+
+
+@pytest.mark.parametrize("to_err,spec_err,share,note", [
+    (0.12, 0.01, 0.8, "off in the paired runs: target-only step +12.0%, draft character cost +1.0%"),
+    (0.01, -0.09, 0.8, "off in the paired runs: draft character cost -9.0%, target-only step +1.0%"),
+    (0.00, 0.07, 0.1, "off in the paired runs: verify round cost +7.0%, target-only step +0.0%"),
+])
+def test_a_missed_row_names_the_term_that_was_off(to_err, spec_err, share, note):
+    row = {"predicted_refined": 1.10, "measured_median": 1.0, "target_only_error": to_err,
+           "speculative_error": spec_err, "draft_share": share}
+    assert render._miss_note(row) == note
+    assert render._miss_note({**row, "predicted_refined": 1.04}) == ""  # within 5 %: no note
