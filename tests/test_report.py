@@ -125,3 +125,18 @@ def test_a_missed_row_names_the_term_that_was_off(to_err, spec_err, share, note)
            "speculative_error": spec_err, "draft_share": share}
     assert render._miss_note(row) == note
     assert render._miss_note({**row, "predicted_refined": 1.04}) == ""  # within 5 %: no note
+
+
+def test_an_uncertain_row_is_measured_again_and_the_narrower_ci_kept(target, monkeypatch):
+    monkeypatch.setitem(report.QUICK, "retake_ci", -1.0)  # every row counts as uncertain
+    logs = []
+    doc = report.measure(target, ["bigram"], [2], quick=True, pairs=3, chars=30, log=logs.append)
+    (row,) = doc["speedup"]
+    first, second = row["ci_widths"]
+    assert row["retaken"] and report._ci_width(row) == pytest.approx(min(first, second))
+    assert any(line.startswith("[4/4] retaking bigram k=2") for line in logs)
+    assert "retaken (CI" in render.tables(doc)
+
+
+def test_quick_reports_never_retake(doc):
+    assert not any(r["retaken"] for r in doc["speedup"])
