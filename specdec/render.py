@@ -136,7 +136,7 @@ def _noise_note(r: dict) -> str:
     notes = []
     if r.get("retaken"):
         first, second = r["ci_widths"]
-        notes.append(f"retaken (CI {first:.0%} then {second:.0%} of median; kept the {min(first, second):.0%})")
+        notes.append(f"pairs doubled (CI {first:.0%} of median, then {second:.0%})")
     if r["noisy"]:
         spread = (r["measured_max"] - r["measured_min"]) / r["measured_median"]
         notes.append(f"noisy: range {spread:.0%} of median; rerun with --pairs {max(2 * r['pairs'], 15)}")

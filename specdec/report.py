@@ -31,8 +31,8 @@ DEFAULT_KS = (1, 2, 4, 8)
 ADAPTIVE = {"start_k": 4, "k_max": 16}  # the adaptive-k rows: the +2 / -1 schedule from k = 4, at most 16
 # cost_calls: calls per cost sample; term_calls: rounds per sample of each refined-model term (see
 # timing.loop_sampler); triples: rotated runs per adaptive-k row
-# retake_ci: a speedup row whose measured or predicted 95 % CI is wider than this fraction of its median is
-# measured once more
+# retake_ci: a speedup row whose measured or predicted 95 % CI is wider than this fraction of its median gets
+# as many pairs again, pooled with the first
 FULL = {"pairs": 15, "samples": 20_000, "cost_samples": 15, "cost_calls": 20, "term_calls": 10, "triples": 15,
         "retake_ci": 0.05}
 QUICK = {"pairs": 4, "samples": 5_000, "cost_samples": 5, "cost_calls": 10, "term_calls": 4, "triples": 3,
@@ -142,30 +142,34 @@ def measure(
             "loop": {n: {str(k): {"char_us": costs.loop_char_us[n][k], "round_us": costs.loop_round_us[n][k]}
                          for k in ks} for n in drafts},
         }
-        def speedup_row(name: str, k: int) -> dict:
+        def pairs_of(name: str, k: int) -> timing.Paired:
             st = gens[name, k]
             full = st.accepted_per_position[k] / st.draft_calls if st.draft_calls else 0.0
             local = timing.loop_sampler(target, objs[name], k, temperature, device, budget["term_calls"],
                                         all_accepted=full, position=len(prompt) + chars // 2)
-            pr = timing.paired_speedup(target, objs[name], k, prompt, chars, seed, temperature,
-                                       budget["pairs"], device, between=local)
-            return _speedup_row(name, k, st, costs, pr)
+            return timing.paired_speedup(target, objs[name], k, prompt, chars, seed, temperature,
+                                         budget["pairs"], device, between=local)
 
-        rows = []
+        rows, measured = [], {}
         for i, name in enumerate(drafts):
             for k in ks:
                 log(f"[4/4] speedup {name} k={k}: {budget['pairs']} alternated pairs "
                     f"({i * len(ks) + ks.index(k) + 1}/{len(drafts) * len(ks)})")
-                rows.append(speedup_row(name, k))
+                measured[name, k] = pairs_of(name, k)
+                rows.append(_speedup_row(name, k, gens[name, k], costs, measured[name, k]))
         # A row whose measured or predicted median is this uncertain was measured through a burst of load from
-        # elsewhere: measure it once more and keep the steadier of the two. The choice looks only at the two
-        # intervals' widths, never at how prediction and measurement agree.
+        # elsewhere: it gets as many pairs again, later, and the row is made from all of them. (Pooling, not
+        # choosing between the runs, so nothing is selected; the trigger never looks at how prediction and
+        # measurement agree.)
         for i, r in enumerate(rows):
             if budget["retake_ci"] and _ci_width(r) > budget["retake_ci"]:
-                log(f"[4/4] retaking {r['draft']} k={r['k']}: a 95 % CI spans {_ci_width(r):.0%} of its median")
-                again = speedup_row(r["draft"], r["k"])
-                keep = again if _ci_width(again) < _ci_width(r) else r
-                rows[i] = {**keep, "retaken": True, "ci_widths": [_ci_width(r), _ci_width(again)]}
+                name, k = r["draft"], r["k"]
+                log(f"[4/4] more pairs for {name} k={k}: a 95 % CI spans {_ci_width(r):.0%} of its median")
+                more = pairs_of(name, k)
+                first = measured[name, k]
+                pooled = timing.Paired(first.a + more.a, first.b + more.b, first.between + more.between)
+                rows[i] = _speedup_row(name, k, gens[name, k], costs, pooled)
+                rows[i].update(retaken=True, ci_widths=[_ci_width(r), _ci_width(rows[i])])
         adaptive = []
         for i, name in enumerate(drafts):
             fixed = max((r for r in rows if r["draft"] == name), key=lambda r: r["measured_median"])["k"]

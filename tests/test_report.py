@@ -1,6 +1,7 @@
 import copy
 import json
 
+import numpy as np
 import pytest
 
 from specdec import cli, compare, render, report
@@ -127,15 +128,17 @@ def test_a_missed_row_names_the_term_that_was_off(to_err, spec_err, share, note)
     assert render._miss_note({**row, "predicted_refined": 1.04}) == ""  # within 5 %: no note
 
 
-def test_an_uncertain_row_is_measured_again_and_the_narrower_ci_kept(target, monkeypatch):
+def test_an_uncertain_row_gets_as_many_pairs_again_pooled(target, monkeypatch):
     monkeypatch.setitem(report.QUICK, "retake_ci", -1.0)  # every row counts as uncertain
     logs = []
     doc = report.measure(target, ["bigram"], [2], quick=True, pairs=3, chars=30, log=logs.append)
     (row,) = doc["speedup"]
-    first, second = row["ci_widths"]
-    assert row["retaken"] and report._ci_width(row) == pytest.approx(min(first, second))
-    assert any(line.startswith("[4/4] retaking bigram k=2") for line in logs)
-    assert "retaken (CI" in render.tables(doc)
+    first, pooled = row["ci_widths"]
+    assert row["retaken"] and row["pairs"] == 6 == len(row["ratios"])
+    assert report._ci_width(row) == pytest.approx(pooled)
+    assert row["measured_median"] == pytest.approx(float(np.median(row["ratios"])))
+    assert any(line.startswith("[4/4] more pairs for bigram k=2") for line in logs)
+    assert "pairs doubled (CI" in render.tables(doc)
 
 
 def test_quick_reports_never_retake(doc):
