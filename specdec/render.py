@@ -14,7 +14,8 @@ WRITEUP_TOLERANCE = 0.10  # the write-up's formula is judged at 10 %
 
 
 def plot(doc: dict, path: Path) -> bool:
-    """Measured speedup against k per draft, min-max band, predicted dashed, a line at 1.0."""
+    """Measured speedup against k per draft (min-max band), the write-up's formula dashed, the refined
+    prediction dotted with crosses, a line at 1.0."""
     try:
         import matplotlib
 
@@ -28,18 +29,24 @@ def plot(doc: dict, path: Path) -> bool:
         mine = sorted((r for r in rows if r["draft"] == name), key=lambda r: r["k"])
         ks = [r["k"] for r in mine]
         color = f"C{i}"
-        ax.plot(ks, [r["measured_median"] for r in mine], "o-", color=color, label=f"{name} measured")
+        ax.plot(ks, [r["measured_median"] for r in mine], "o-", color=color, label=name)
         ax.fill_between(ks, [r["measured_min"] for r in mine], [r["measured_max"] for r in mine],
                         color=color, alpha=0.15)
-        ax.plot(ks, [r["predicted"] for r in mine], "--", color=color, alpha=0.8, label=f"{name} predicted")
+        ax.plot(ks, [r["predicted"] for r in mine], "--", color=color, alpha=0.7)
+        ax.plot(ks, [r["predicted_refined"] for r in mine], ":", marker="x", color=color, alpha=0.9)
     ax.axhline(1.0, color="black", lw=0.8)
+    drafts_legend = ax.legend(fontsize=7, loc="upper left", title="draft", title_fontsize=7)
+    ax.add_artist(drafts_legend)
+    styles = [plt.Line2D([], [], color="gray", marker="o", ls="-", label="measured median (band: min-max)"),
+              plt.Line2D([], [], color="gray", ls="--", label="predicted: cpp / (1 + k·c)"),
+              plt.Line2D([], [], color="gray", ls=":", marker="x", label="predicted: refined")]
+    ax.legend(handles=styles, fontsize=7, loc="upper center")
     ax.set_xscale("log", base=2)
     ax.set_xticks(sorted({r["k"] for r in rows}), [str(k) for k in sorted({r["k"] for r in rows})])
     ax.set_xlabel("k (characters drafted per round)")
     ax.set_ylabel("speedup over target-only (x)")
     m = doc["machine"]
     ax.set_title(f"speculative decoding, {m['threads']} thread(s), {m['device']}", fontsize=10)
-    ax.legend(fontsize=7, ncol=2)
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
