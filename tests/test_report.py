@@ -143,3 +143,12 @@ def test_an_uncertain_row_gets_as_many_pairs_again_pooled(target, monkeypatch):
 
 def test_quick_reports_never_retake(doc):
     assert not any(r["retaken"] for r in doc["speedup"])
+
+
+def test_at_most_half_the_rows_get_more_pairs_the_most_uncertain_first(target, monkeypatch):
+    monkeypatch.setitem(report.QUICK, "retake_ci", -1.0)
+    doc = report.measure(target, ["bigram"], [1, 2], quick=True, pairs=3, chars=30, log=lambda s: None)
+    again = [r for r in doc["speedup"] if r["retaken"]]
+    other = [r for r in doc["speedup"] if not r["retaken"]]
+    assert len(again) == 1 == len(other)
+    assert again[0]["ci_widths"][0] >= report._ci_width(other[0])
