@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from . import exactness, render, stats, timing
-from .decode import speculative_generate
+from .decode import generate, speculative_generate
 from .drafts import DRAFTS, make_draft
 from .model import GPT
 
@@ -235,15 +235,15 @@ def _greedy_row(target, draft, name, k, prompt, chars, seed, pairs, device) -> d
 def _adaptive_row(target, draft, name, fixed_k, prompt, chars, seed, temperature, samples, device) -> dict:
     """Adaptive k against the draft's best fixed k and target-only, timed in rotated turns of all three, so
     both ratios come from the same moments."""
-    from .decode import generate
+    def adaptive():
+        return speculative_generate(target, draft, prompt, chars, ADAPTIVE["start_k"], seed, temperature,
+                                    adaptive=True, k_max=ADAPTIVE["k_max"])
 
-    st = speculative_generate(target, draft, prompt, chars, ADAPTIVE["start_k"], seed, temperature, adaptive=True,
-                              k_max=ADAPTIVE["k_max"]).stats
+    st = adaptive().stats
     t = timing.round_robin({
         "target": lambda: generate(target, prompt, chars, seed, temperature),
         "fixed": lambda: speculative_generate(target, draft, prompt, chars, fixed_k, seed, temperature),
-        "adaptive": lambda: speculative_generate(target, draft, prompt, chars, ADAPTIVE["start_k"], seed,
-                                                 temperature, adaptive=True, k_max=ADAPTIVE["k_max"]),
+        "adaptive": adaptive,
     }, samples, number=1, device=device, rotate=True)
     vs_target = stats.summarize(t["target"] / t["adaptive"])
     vs_fixed = stats.summarize(t["fixed"] / t["adaptive"])

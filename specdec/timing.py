@@ -18,6 +18,7 @@ import numpy as np
 import torch
 
 from . import corpus, sampling
+from .decode import generate, speculative_generate
 from .drafts import Draft
 from .model import GPT
 
@@ -154,18 +155,6 @@ class Costs:
         return self.char_range[draft][0] / self.target_range[0]
 
 
-def _step(target, context, temperature, rng, device):
-    """One character of target-only generation at the context's last position: pass, p, sampling."""
-    pos = len(context) - 1
-    dev = torch.device(device)
-
-    def step():
-        logits = target(torch.tensor([context[pos:]], device=dev), pos)[0, -1]
-        return sampling.sample(sampling.probs(logits, temperature), rng)
-
-    return step
-
-
 def _steps(target, text, start, n, temperature, rng, device):
     """n consecutive target-only steps at positions start..start+n-1, the cache advancing as in `generate`
     (the target's cache must hold text[:start]); the next input is the text's, so every call is alike."""
@@ -285,7 +274,7 @@ def measure_costs(
     one = torch.tensor([[tokens[-1]]], device=dev)
     fns: dict[str, Callable[[], object]] = {"target": lambda: target(one, pos)}
 
-    fns["step"] = _step(target, tokens, temperature, rng, device)
+    fns["step"] = _steps(target, tokens, pos, 1, temperature, rng, device)  # one step at the last position
     q_uniform = np.full((max(ks), V), 1.0 / V)
     for k in ks:
         x = torch.tensor([tokens[-1:] + tokens[:k]], device=dev)
@@ -346,8 +335,6 @@ def paired_speedup(
     Ratios are A/B: above 1 means speculative decoding was faster. Both sides use the same seed, so every
     pair repeats exactly the same work and only the clock varies.
     """
-    from .decode import generate, speculative_generate
-
     return paired(
         lambda: generate(target, prompt, chars, seed, temperature),
         lambda: speculative_generate(target, draft, prompt, chars, k, seed, temperature),
