@@ -1,0 +1,18 @@
+"""The asv suite: its own measuring method (harness.py) over the public API only (common.py), fixed across
+commits while the package under test varies. See README, "Tracking over commits and machines (asv)".
+
+asv reads every tracked figure as lower-is-better (it has no other direction), so every `track_*` here is one
+of the lower-is-better forms below, and a regression shows as `+` (worse) in `asv continuous` and
+`asv compare`. tests/test_benchmarks_suite.py fails on any `track_*` not in this list.
+"""
+
+LOWER_IS_BETTER = {
+    "track_c": "c: one drafted character's time in single-position target passes",
+    "track_verify_over_single": "T(k+1)/T(1): a (k+1)-position verify pass's time in single-position passes",
+    "track_weight_bytes": "a draft's weights, packed as the draft stores them, in bytes",
+    "track_rejection": "rejected / drafted characters (1 - acceptance)",
+    "track_passes_per_char": "target passes per generated character (1 / chars per pass)",
+    "track_time_ratio": "speculative / target-only generation time (1 / speedup)",
+    "track_exactness_failed": "1 if the first speculative character fails a chi-square test against the "
+                              "target's distribution at alpha 0.001 (fixed seeds), else 0",
+}

@@ -1,6 +1,9 @@
 """What one drafted character costs, absolutely and as c (in single target passes), and how big drafts are."""
 
-from .common import DRAFTS, THREADS, costs, draft, draft_character, fix_threads
+import numpy as np
+
+from . import harness
+from .common import DRAFTS, TEMPERATURE, THREADS, cost_context, draft, fix_threads, skip_unless
 
 
 class DraftCharacter:
@@ -9,33 +12,34 @@ class DraftCharacter:
 
     def setup(self, threads, name):
         fix_threads()
-        self.call = draft_character(name)
+        d = draft(name)
+        ctx = list(cost_context())
+        rng = np.random.default_rng(0)
+        d.reset()
+        d.propose(ctx, 1, rng, TEMPERATURE)  # the draft's own cache (if any) holds the context
+        n = len(ctx) - 1
+        self.call = lambda: (d.rollback(n), d.propose(ctx, 1, rng, TEMPERATURE))  # what a round pays per char
 
     def time_draft_character(self, threads, name):
         self.call()
 
 
 class DraftCost:
-    """c = one drafted character / one single-position target pass, from round-robin samples.
-
-    Tracked from each side's fastest sample: a median ratio moves with the machine's load between two
-    commits' runs (by 10-15 % here, all drafts alike); the fastest samples are the least disturbed.
-    """
+    """c = one drafted character / one single-position target pass, from the harness's round-robin samples
+    (`harness.costs`, shared with VerifyGrowth): median of per-sample ratios."""
 
     params = ([THREADS], DRAFTS)
     param_names = ["threads", "draft"]
-
-    def setup_cache(self):
-        return costs()
+    setup_cache = staticmethod(harness.costs)
+    timeout = 180
 
     def setup(self, cache, threads, name):
-        if name not in cache["c"]:
-            raise NotImplementedError(f"draft {name!r} does not exist at this commit")
+        skip_unless(cache["c"], name, f"draft {name!r}")
 
     def track_c(self, cache, threads, name):
-        return cache["c_fastest"][name]
+        return cache["c"][name]
 
-    track_c.unit = "target passes"
+    track_c.unit = "target passes per drafted character (lower is better)"
 
 
 class DraftSize:
@@ -48,4 +52,4 @@ class DraftSize:
     def track_weight_bytes(self, name):
         return self.draft.weight_bytes()
 
-    track_weight_bytes.unit = "bytes"
+    track_weight_bytes.unit = "bytes (lower is better)"

@@ -1,8 +1,6 @@
-"""End-to-end generation of 200 characters: target-only and speculative per draft x k."""
+"""End-to-end generation: target-only and speculative per draft x k (time), and peak memory."""
 
-import specdec
-
-from .common import THREADS, CHARS, DRAFTS, KS, PROMPT, SEED, draft, fix_threads, target
+from .common import DRAFT_K, DRAFTS, KS, THREADS, fix_threads, speculative, target, target_only
 
 
 class TargetOnlyGeneration:
@@ -12,13 +10,13 @@ class TargetOnlyGeneration:
 
     def setup(self, threads):
         fix_threads()
-        self.target = target()
+        target()
 
     def time_generate(self, threads):
-        specdec.generate(self.target, PROMPT, CHARS, seed=SEED)
+        target_only()
 
     def peakmem_generate(self, threads):
-        specdec.generate(self.target, PROMPT, CHARS, seed=SEED)
+        target_only()
 
 
 class SpeculativeGeneration:
@@ -28,10 +26,22 @@ class SpeculativeGeneration:
 
     def setup(self, threads, name, k):
         fix_threads()
-        self.target, self.draft = target(), draft(name)
+        self.run = speculative(name, k)
 
     def time_speculative_generate(self, threads, name, k):
-        specdec.speculative_generate(self.target, self.draft, PROMPT, CHARS, k=k, seed=SEED)
+        self.run()
 
-    def peakmem_speculative_generate(self, threads, name, k):
-        specdec.speculative_generate(self.target, self.draft, PROMPT, CHARS, k=k, seed=SEED)
+
+class SpeculativeMemory:
+    """Peak memory of a speculative generation per draft (at the k c is measured at; k barely moves it)."""
+
+    params = ([THREADS], DRAFTS)
+    param_names = ["threads", "draft"]
+    timeout = 120
+
+    def setup(self, threads, name):
+        fix_threads()
+        self.run = speculative(name, DRAFT_K)
+
+    def peakmem_speculative_generate(self, threads, name):
+        self.run()

@@ -1,37 +1,41 @@
-"""The target's forward pass: one position (a decoding step) and k+1 positions (a verify pass)."""
+"""The target's forward pass: one position (a decoding step), k+1 positions (a verify pass), and T(k+1)/T(1)."""
 
 import torch
 
-from .common import COST_CONTEXT, THREADS, costs, fix_threads, target
+from . import harness
+from .common import POSITIONS, THREADS, cost_context, fix_threads, target
 
 
 class TargetPass:
-    params = ([THREADS], [1, 2, 3, 5, 9])
+    params = ([THREADS], [1] + POSITIONS)
     param_names = ["threads", "positions"]
 
     def setup(self, threads, positions):
         fix_threads()
-        self.model = target()
-        self.pos = len(COST_CONTEXT) - 1
+        model = target()
+        ctx = list(cost_context())
+        pos = len(ctx) - 1
         with torch.inference_mode():
-            self.model(torch.tensor([COST_CONTEXT]), 0)
-        self.x = torch.tensor([COST_CONTEXT[-1:] * positions])
+            model(torch.tensor([ctx]), 0)  # the cache holds the context; every pass runs at its last position
+        x = torch.tensor([ctx[-1:] * positions])
+        self.forward = torch.inference_mode()(lambda: model(x, pos))
 
     def time_forward(self, threads, positions):
-        with torch.inference_mode():
-            self.model(self.x, self.pos)
+        self.forward()
 
 
 class VerifyGrowth:
-    """T(k+1) / T(1): how much a verify pass costs over a single step (it divides every speedup)."""
+    """T(k+1) / T(1): what a verify pass costs in single passes (it divides every speedup).
 
-    params = ([THREADS], [2, 3, 5, 9])
+    From the harness's round-robin (`harness.costs`, shared with DraftCost): median of per-sample ratios.
+    """
+
+    params = ([THREADS], POSITIONS)
     param_names = ["threads", "positions"]
-
-    def setup_cache(self):
-        return costs()
+    setup_cache = staticmethod(harness.costs)
+    timeout = 180
 
     def track_verify_over_single(self, cache, threads, positions):
-        return cache["verify_pass_us"][positions] / cache["target_pass_us"]
+        return cache["verify_over_single"][positions]
 
-    track_verify_over_single.unit = "single passes"
+    track_verify_over_single.unit = "single-position passes (lower is better)"

@@ -1,24 +1,45 @@
-"""Cached models and drafts for the asv suite, and the settings every benchmark shares.
+"""What the asv suite measures: its settings, and the target and drafts, reached through the public API only.
 
-asv (asv_runner >= 0.3) calls `setup` before every timed call, so nothing heavy is built there: the target
-and the drafts come from the module-level caches below, built once per benchmark process.
+asv runs this suite (the benchmarks of the checkout it is started from) against every commit's installed
+package, so nothing here may touch what an older commit lacks. It uses only what every commit since the first
+trained target (7118b1c) has: `specdec.load_target`, `specdec.make_draft` (and the `Draft` interface it returns:
+`reset`, `rollback`, `propose`, `weight_bytes`), `specdec.generate`, `specdec.speculative_generate`, the
+target's `setup_cache(batch)` and `forward(idx, pos)`, and `specdec.encode`. A draft a commit does not have
+raises NotImplementedError, which asv records as a skip, not a failure.
+
+Parameter lists are fixed here, never read from the installed package: asv discovers them once (at the newest
+commit) and the same lists must hold at every commit it runs.
+
+asv (asv_runner >= 0.3) calls `setup` before every timed call, so nothing heavy is built there: the target and
+the drafts come from the module-level caches below, built once per benchmark process.
+
+Environment: SPECDEC_BENCH_THREADS (torch threads, default 1, recorded as the `threads` parameter);
+SPECDEC_BENCH_SCALE multiplies every sample and pair count (default 1: a `--quick` run of the whole suite
+stays under a minute per commit); SPECDEC_BENCH_SMOKE=1 shrinks them all to one and the generations to 20
+characters (tools/check_history.py: is each benchmark callable at each commit?), so its figures mean nothing.
 """
+
+from __future__ import annotations
 
 import functools
 import os
 
-import numpy as np
 import torch
 
 import specdec
 
 THREADS = int(os.environ.get("SPECDEC_BENCH_THREADS", "1"))  # torch threads for every timing (recorded as a param)
+SMOKE = os.environ.get("SPECDEC_BENCH_SMOKE") == "1"
+SCALE = float(os.environ.get("SPECDEC_BENCH_SCALE", "1"))  # more samples and pairs (tools/regression_demo.py)
 PROMPT = "ROMEO:"
-CHARS = 200
+CHARS = 20 if SMOKE else 200
 SEED = 0
+TEMPERATURE = 1.0
 DRAFTS = ["bigram", "int8", "int4", "ngram", "small", "int8-dynamic"]
-KS = [1, 2, 4, 8]
-COST_CONTEXT = specdec.encode("KING HENRY:\nOnce more unto the breach, dear friends, once more;\nOr close the wall up")
+KS = [1, 4, 8]
+POSITIONS = [k + 1 for k in KS]  # a verify pass at k scores k + 1 positions
+DRAFT_K = 4  # c is one drafted character of a k = 4 proposal, as in the report
+COST_TEXT = "KING HENRY:\nOnce more unto the breach, dear friends, once more;\nOr close the wall up"
 
 
 def fix_threads() -> int:
@@ -26,57 +47,58 @@ def fix_threads() -> int:
     return THREADS
 
 
+def scaled(normal: int, smoke: int = 1) -> int:
+    """A sample count: `normal` times SPECDEC_BENCH_SCALE, or `smoke` under SPECDEC_BENCH_SMOKE=1."""
+    return smoke if SMOKE else max(1, round(normal * SCALE))
+
+
+@functools.lru_cache(maxsize=None)
+def cost_context() -> tuple[int, ...]:
+    """The ids of the text every cost is measured after (~80 characters in, mid-context)."""
+    return tuple(specdec.encode(COST_TEXT))
+
+
 @functools.lru_cache(maxsize=None)
 def target():
     fix_threads()
     model = specdec.load_target()
-    model.setup_cache(1)
+    model.setup_cache(1)  # every commit has setup_cache(batch); later ones keep a cache that fits
     return model
 
 
 @functools.lru_cache(maxsize=None)
 def draft(name: str):
-    """The named draft; NotImplementedError (asv's 'skip') on commits that do not have it yet."""
-    if name not in specdec.DRAFTS:
-        raise NotImplementedError(f"draft {name!r} does not exist at this commit")
-    return specdec.make_draft(name, target())
+    """The named draft; NotImplementedError (asv's 'skip') on a commit that does not have it."""
+    try:
+        return specdec.make_draft(name, target())
+    except ValueError as exc:  # UnknownDraftError is a ValueError at every commit
+        raise NotImplementedError(f"draft {name!r} does not exist at this commit ({exc})") from None
 
 
-def available(names):
-    return [n for n in names if n in specdec.DRAFTS]
+def available(names) -> list[str]:
+    """The drafts among `names` this commit has."""
+    out = []
+    for name in names:
+        try:
+            draft(name)
+        except NotImplementedError:
+            continue
+        out.append(name)
+    return out
 
 
-def generation_stats() -> dict:
-    """Stats of the deterministic benchmark generations (seed 0, 200 characters), keyed 'draft/k'.
-
-    Plain dicts, so that a class's `setup_cache` can return them (asv pickles the value to disk).
-    """
-    return {f"{n}/{k}": specdec.speculative_generate(target(), draft(n), PROMPT, CHARS, k=k, seed=SEED).stats.to_dict()
-            for n in available(DRAFTS) for k in KS}
+def target_only():
+    """One target-only generation of the benchmark's characters."""
+    return specdec.generate(target(), PROMPT, CHARS, seed=SEED, temperature=TEMPERATURE)
 
 
-def draft_character(name: str):
-    """A call that drafts one character as a round pays for it: cache step back, call, sampling."""
-    d = draft(name)
-    rng = np.random.default_rng(0)
-    ctx = COST_CONTEXT
-    d.reset()
-    d.propose(ctx, 1, rng, 1.0)
-
-    def call():
-        d.rollback(len(ctx) - 1)
-        d.propose(ctx, 1, rng, 1.0)
-
-    return call
+def speculative(name: str, k: int):
+    """A call that generates the benchmark's characters speculatively with the named draft at k."""
+    t, d = target(), draft(name)
+    return lambda: specdec.speculative_generate(t, d, PROMPT, CHARS, k=k, seed=SEED, temperature=TEMPERATURE)
 
 
-def costs() -> dict:
-    """Round-robin cost measurement of the target and every draft (the report's Costs table), as a dict."""
-    from dataclasses import asdict
-
-    from specdec import timing
-
-    drafts = {n: draft(n) for n in available(DRAFTS)}
-    with timing.threads(THREADS):
-        c = timing.measure_costs(target(), drafts, KS, samples=15, number=20, threads_used=THREADS)
-    return {**asdict(c), "c": {n: c.c(n) for n in drafts}, "c_fastest": {n: c.c_fastest(n) for n in drafts}}
+def skip_unless(cache: dict, key: str, what: str) -> None:
+    """NotImplementedError (asv's skip) when a setup_cache result has no entry for this parameter."""
+    if key not in cache:
+        raise NotImplementedError(f"{what} does not exist at this commit")

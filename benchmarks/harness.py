@@ -1,0 +1,154 @@
+"""The asv suite's own measuring method, fixed across commits while the code under test varies.
+
+The report measures through `specdec.timing`; this suite does not import it (nor `specdec.stats` or any other
+internal), because asv runs today's benchmarks against every commit's package: a method living in the package
+would change from commit to commit, and move the figures with no change in performance.
+
+The method, in three rules:
+  * Two things compared are measured side by side, never in separate runs: generations in alternated pairs
+    (A B, then B A, ...) after a warm-up; costs in round-robin samples in which every call of the round takes
+    its turn (the order rotating by one each time), so sample i of each covers the same stretch of time.
+  * A figure is the median of per-sample (per-pair) ratios: drift and a faster or slower machine cancel in
+    each ratio, and the median ignores the few samples a burst of outside load lands on.
+  * The garbage collector is off inside timed regions (it runs between samples) and torch's threads are set
+    by the caller (`common.fix_threads`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import time
+from typing import Callable
+
+import numpy as np
+import torch
+
+from . import common
+
+
+@contextlib.contextmanager
+def gc_paused():
+    """Collect now, then keep the collector out of the block (a collection inside a timed call is noise)."""
+    enabled = gc.isenabled()
+    gc.collect()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _timed(fn: Callable[[], object]) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+def pair(fn_a: Callable[[], object], fn_b: Callable[[], object], b_first: bool = False) -> float:
+    """One pair's time ratio B / A, the two run back to back; alternate `b_first` from pair to pair (A B, then
+    B A, ...) so that neither side always runs second, into caches the other just warmed."""
+    with gc_paused():
+        if b_first:
+            tb, ta = _timed(fn_b), _timed(fn_a)
+        else:
+            ta, tb = _timed(fn_a), _timed(fn_b)
+    return tb / ta
+
+
+def round_robin(calls: dict[str, Callable[[], object]], samples: int, number: int,
+                warmup: int = 1) -> dict[str, np.ndarray]:
+    """Seconds per call of each named call: `samples` samples each, after `warmup` discarded samples.
+
+    A sample is `number` rounds; in a round every call takes one turn, timed alone, and the round's order
+    starts one later each time (A B C, B C A, ...) so that no call always follows the same one (whose
+    weights it would find in the CPU caches, or not). Sample i of every call spans the same moments.
+    """
+    names = list(calls)
+    kept: dict[str, list[float]] = {name: [] for name in names}
+    for s in range(warmup + samples):
+        spent = dict.fromkeys(names, 0.0)
+        with gc_paused():
+            for r in range(number):
+                shift = r % len(names)
+                for name in names[shift:] + names[:shift]:
+                    spent[name] += _timed(calls[name])
+        if s >= warmup:
+            for name in names:
+                kept[name].append(spent[name] / number)
+    return {name: np.asarray(v) for name, v in kept.items()}
+
+
+def median_ratio(num: np.ndarray, den: np.ndarray) -> float:
+    """The median of per-sample ratios num[i] / den[i] (samples taken at the same moments)."""
+    return float(np.median(np.asarray(num) / np.asarray(den)))
+
+
+def costs(samples: int | None = None, number: int | None = None) -> dict:
+    """c per draft and T(n)/T(1) per verify width, from one round-robin over the target and every draft.
+
+    The target's calls are single passes and n-position verify passes at the cost context's last position
+    (its cache filled with the context first). A draft's call is what a round pays for its proposal: the
+    draft steps back one token and proposes DRAFT_K characters. c = (draft call / DRAFT_K) / single pass,
+    per sample, then the median; T(n)/T(1) likewise. Plain dicts: asv pickles setup_cache's value.
+    """
+    samples = samples or common.scaled(15, 2)
+    number = number or (1 if common.SMOKE else 8)
+    common.fix_threads()
+    model = common.target()
+    ctx = list(common.cost_context())
+    pos = len(ctx) - 1
+    inputs = {n: torch.tensor([ctx[-1:] + ctx[: n - 1]]) for n in [1] + common.POSITIONS}
+    with torch.inference_mode():
+        model(torch.tensor([ctx]), 0)
+        calls = {f"pass{n}": (lambda x=x: model(x, pos)) for n, x in inputs.items()}
+        for name in common.available(common.DRAFTS):
+            calls[f"draft:{name}"] = _proposal(common.draft(name), ctx, pos)
+        per_call = round_robin(calls, samples, number)
+    single = per_call["pass1"]
+    drafts = [key.split(":", 1)[1] for key in calls if key.startswith("draft:")]
+    return {
+        "c": {name: median_ratio(per_call[f"draft:{name}"] / common.DRAFT_K, single) for name in drafts},
+        "verify_over_single": {n: median_ratio(per_call[f"pass{n}"], single) for n in common.POSITIONS},
+        "single_pass_us": float(np.median(single)) * 1e6,
+    }
+
+
+def _proposal(draft, ctx: list[int], pos: int) -> Callable[[], object]:
+    """A draft's proposal as a round pays for it: step back to `pos`, feed the pending token, draft DRAFT_K."""
+    rng = np.random.default_rng(0)
+    draft.reset()
+    draft.propose(ctx, 1, rng, common.TEMPERATURE)  # the draft's own cache (if any) now holds the context
+
+    def call():
+        draft.rollback(pos)
+        draft.propose(ctx, common.DRAFT_K, rng, common.TEMPERATURE)
+
+    return call
+
+
+def generations(pairs: int | None = None) -> dict:
+    """Per draft x k ('draft/k'): the generation's counts and speculative ÷ target-only time ratios.
+
+    Each row's speculative generation runs once untimed (its counts are exact: fixed seed), then rows take
+    turns pair by pair -- pair i of every row before pair i + 1 of any -- so a burst of load touches one pair
+    of many rows, which the per-row median shrugs off, rather than every pair of one row.
+    """
+    pairs = pairs or common.scaled(3, 1)
+    common.fix_threads()
+    rows = {}
+    for name in common.available(common.DRAFTS):
+        for k in common.KS:
+            run = common.speculative(name, k)
+            st = run().stats  # warm-up, and the exact counts
+            rows[f"{name}/{k}"] = {"run": run, "chars": st.chars, "target_passes": st.target_passes,
+                                   "drafted": st.drafted, "accepted": st.accepted, "ratios": []}
+    common.target_only()  # warm-up
+    for i in range(pairs):
+        for row in rows.values():  # A B in even pairs, B A in odd ones
+            row["ratios"].append(pair(common.target_only, row["run"], b_first=i % 2 == 1))
+    for row in rows.values():
+        del row["run"]
+        row["time_ratio"] = float(np.median(row["ratios"]))
+    return rows

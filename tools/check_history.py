@@ -1,0 +1,147 @@
+"""Is every asv benchmark callable at every commit? ok / skipped / failed per commit, without timing anything.
+
+    python tools/check_history.py [--since 7118b1c] [--until HEAD] [--verbose]
+
+asv runs this checkout's suite (benchmarks/) against each commit's package. For each commit from --since (the
+first trained target) to --until, this exports that commit's `specdec/` into a temporary folder, and in a fresh
+interpreter with it first on the path and SPECDEC_BENCH_SMOKE=1 (every sample count one, generations 20
+characters) runs the suite the way `asv run --quick` does -- asv_runner's own discovery, setup_cache once per
+cache, then per parameter set `setup` and one call -- and counts each parameter set as ok, skipped
+(NotImplementedError: the commit lacks what it measures) or failed (any other error). Exit 1 if anything
+failed. No figure is meaningful here; the timed history run is `asv run --quick 7118b1c^..main` (README).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import tarfile
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+FIRST_TRAINED_TARGET = "7118b1c"
+QUICK = {"number": 1, "repeat": 1, "warmup_time": 0, "rounds": 1}  # what `asv run --quick` passes
+
+
+def _git(*args: str) -> str:
+    return subprocess.run(["git", *args], cwd=ROOT, text=True, capture_output=True, check=True).stdout
+
+
+def _export(sha: str, dest: Path) -> None:
+    """The commit's `specdec/` package (with its shipped data) under dest."""
+    archive = dest / "src.tar"
+    with archive.open("wb") as out:
+        subprocess.run(["git", "archive", sha, "specdec"], cwd=ROOT, stdout=out, check=True)
+    with tarfile.open(archive) as tar:
+        tar.extractall(dest, filter="data")
+    archive.unlink()
+
+
+def _run_suite(checkout: str) -> dict:
+    """In this interpreter: the suite against the package in `checkout` (already first on sys.path)."""
+    import math
+
+    import specdec  # before the suite's discovery puts this checkout's root (and its specdec) on sys.path
+
+    if not Path(specdec.__file__).resolve().is_relative_to(Path(checkout).resolve()):
+        raise SystemExit(f"specdec imported from {specdec.__file__}, not from {checkout}")
+    from asv_runner.discovery import disc_benchmarks, get_benchmark_from_name
+
+    sys.path.append(str(ROOT))  # the suite's package, after the checkout's specdec
+
+    root = str(ROOT / "benchmarks")
+    caches: dict[str, object] = {}
+    counts = {"ok": 0, "skipped": 0, "failed": 0}
+    failures = []
+    for found in sorted(disc_benchmarks(root), key=lambda b: b.name):
+        n_params = max(1, len(list(_combinations(found))))
+        for idx in range(n_params):
+            bench = get_benchmark_from_name(root, f"{found.name}-{idx}" if found.params else found.name, QUICK)
+            label = f"{found.name}{_label(bench)}"
+            try:
+                key = bench.setup_cache_key
+                if key is not None and key not in caches:
+                    try:
+                        caches[key] = bench.do_setup_cache()
+                    except Exception as exc:  # a failing setup_cache fails every benchmark that shares it
+                        caches[key] = exc
+                cache = caches.get(key) if key is not None else None
+                if isinstance(cache, Exception):
+                    raise cache
+                bench.set_cache(cache)
+                if bench.do_setup():
+                    counts["skipped"] += 1
+                    continue
+                try:
+                    result = bench.do_run()
+                finally:
+                    bench.do_teardown()
+                if bench.type == "track" and not (isinstance(result, (int, float)) and math.isfinite(result)):
+                    raise ValueError(f"tracked {result!r}, not a finite number")
+                counts["ok"] += 1
+            except Exception as exc:  # NotImplementedError too: asv skips only when `setup` raises it
+                counts["failed"] += 1
+                failures.append(f"{label}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
+    return {"counts": counts, "failures": failures}
+
+
+def _combinations(bench):
+    import itertools
+
+    return itertools.product(*bench.params) if bench.params else [()]
+
+
+def _label(bench) -> str:
+    params = getattr(bench, "_current_params", ())
+    return f"({', '.join(map(repr, params))})" if params else ""
+
+
+def _check(sha: str) -> dict:
+    with tempfile.TemporaryDirectory(prefix="specdec-history-") as tmp:
+        _export(sha, Path(tmp))
+        env = dict(os.environ, PYTHONPATH=tmp, SPECDEC_BENCH_SMOKE="1")
+        proc = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--child", tmp], cwd=tmp, env=env, text=True,
+                              capture_output=True)
+    if proc.returncode != 0:
+        tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        return {"counts": {"ok": 0, "skipped": 0, "failed": 1}, "failures": [f"the suite did not run: {tail}"]}
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--since", default=FIRST_TRAINED_TARGET, help="first commit checked (default: %(default)s)")
+    ap.add_argument("--until", default="HEAD", help="last commit checked (default: %(default)s)")
+    ap.add_argument("--verbose", action="store_true", help="name every failure")
+    ap.add_argument("--child", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        with contextlib.redirect_stdout(sys.stderr):  # asv_runner prints its skips; stdout carries the JSON
+            res = _run_suite(args.child)
+        print(json.dumps(res))
+        return 0
+    try:
+        shas = _git("rev-list", "--reverse", "--first-parent", f"{args.since}^..{args.until}").split()
+    except subprocess.CalledProcessError as exc:
+        sys.exit(f"check_history: error: {exc.stderr.strip().splitlines()[-1]}")
+    total = {"ok": 0, "skipped": 0, "failed": 0}
+    for sha in shas:
+        res = _check(sha)
+        c = res["counts"]
+        for key in total:
+            total[key] += c[key]
+        subject = _git("log", "-1", "--format=%s", sha).strip()[:60]
+        print(f"{sha[:7]}  ok {c['ok']:3}  skipped {c['skipped']:3}  failed {c['failed']:3}  {subject}", flush=True)
+        for line in res["failures"] if args.verbose or c["failed"] else []:
+            print(f"         {line}")
+    print(f"{len(shas)} commits: ok {total['ok']}, skipped {total['skipped']}, failed {total['failed']}")
+    return 1 if total["failed"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
