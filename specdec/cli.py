@@ -183,9 +183,11 @@ def _cmd_compare(args) -> int:
 
     try:
         a, b = compare.load(args.a), compare.load(args.b)
-    except (OSError, ValueError, KeyError) as exc:
-        raise UsageError(str(exc)) from None
-    text, worse = compare.compare(a, b)
+        text, worse = compare.compare(a, b)
+    except (OSError, ValueError) as exc:
+        raise UsageError(str(exc).splitlines()[0]) from None
+    except (KeyError, TypeError) as exc:  # a hand-edited report.json, or one from another tool
+        raise UsageError(f"malformed report.json ({type(exc).__name__}: {exc})") from None
     print(text)
     return 1 if worse else 0
 

@@ -1,10 +1,9 @@
 import copy
-import json
 
 import numpy as np
 import pytest
 
-from specdec import cli, compare, render, report
+from specdec import render, report
 
 
 @pytest.fixture(scope="module")
@@ -65,29 +64,6 @@ def test_write_is_all_or_nothing(doc, tmp_path, monkeypatch):
     with pytest.raises(KeyboardInterrupt):
         report.write({**doc, "wall_seconds": -1}, tmp_path, "new")
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before  # earlier report intact, no temp
-
-
-def test_compare_flags_a_costlier_draft_and_not_an_identical_report(doc, tmp_path, capsys):
-    a = tmp_path / "a.json"
-    a.write_text(json.dumps(doc))
-    assert cli.main(["compare", str(a), str(a)]) == 0
-    assert "no draft cost moved" in capsys.readouterr().out
-    worse = copy.deepcopy(doc)
-    d = worse["costs"]["drafts"]["bigram"]
-    lo, hi = d["c_range"]
-    d["c"], d["c_range"], d["char_us"] = hi * 1.2, (hi * 1.1, hi * 1.3), d["char_us"] * 1.2
-    b = tmp_path / "b.json"
-    b.write_text(json.dumps(worse))
-    assert cli.main(["compare", str(a), str(b)]) == 1
-    out = capsys.readouterr().out
-    assert "WORSE draft cost: bigram" in out and "int8" not in out.split("WORSE")[-1]
-
-
-def test_compare_rejects_what_is_not_a_report(tmp_path):
-    p = tmp_path / "x.json"
-    p.write_text('{"a": 1}')
-    with pytest.raises(ValueError, match="not a specdec report"):
-        compare.load(str(p))
 
 
 def test_findings_are_computed_from_the_figures(doc):

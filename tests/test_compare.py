@@ -1,0 +1,143 @@
+"""`specdec compare` on synthetic report documents (built here, nothing timed): A/A says "no change", an injected
+regression is named with exit 1, reports that measured different things are refused with one line (exit 2)."""
+
+import copy
+import json
+
+import numpy as np
+import pytest
+
+from specdec import cli, compare
+
+DRAFTS = ("bigram", "int8")
+KS = (1, 4)
+C = {"bigram": 0.02, "int8": 0.9}
+SPEEDUP = {("bigram", 1): 1.3, ("bigram", 4): 1.45, ("int8", 1): 0.8, ("int8", 4): 1.05}
+
+
+def _doc(seed: int, n: int = 15, cpu: str = "test-cpu", speed: float = 1.0) -> dict:
+    """A report of the same code: every timing sample a fresh noise draw; counts exact."""
+    rng = np.random.default_rng(seed)
+
+    def noisy(center, sigma=0.03):
+        return [float(x) for x in center * rng.lognormal(0.0, sigma, n)]
+
+    return {
+        "machine": {"cpu": cpu, "threads": 1, "commit": f"c{seed}"},
+        "settings": {"prompt": "ROMEO:", "chars": 200, "seed": 0, "temperature": 1.0, "ks": list(KS),
+                     "drafts": list(DRAFTS)},
+        "costs": {
+            "target_pass_us": 1000.0 * speed * rng.lognormal(0, 0.1),
+            "verify_pass_us": {str(k + 1): 1000.0 * speed * (1 + 0.03 * k) for k in KS},
+            "verify_ratio_samples": {str(k + 1): noisy(1 + 0.03 * k, 0.02) for k in KS},
+            "drafts": {d: {"char_us": C[d] * 1000 * speed, "c": C[d], "c_samples": noisy(C[d], 0.04)}
+                       for d in DRAFTS},
+        },
+        "acceptance": [{"draft": d, "k": k, "acceptance": 0.5 if d == "bigram" else 0.97,
+                        "target_passes": 120 // k + 20, "chars_per_pass": 200 / (120 // k + 20)}
+                       for d in DRAFTS for k in KS],
+        "speedup": [{"draft": d, "k": k, "measured_median": s, "ci_low": s * 0.97, "ci_high": s * 1.03,
+                     "ratios": noisy(s)} for (d, k), s in SPEEDUP.items()],
+        "noise_floor": {"median": 1.0, "ci_low": 0.99, "ci_high": 1.01, "pairs": n, "ratios": noisy(1.0, 0.01)},
+    }
+
+
+def _cli(tmp_path, a: dict, b: dict, capsys) -> tuple[int, str, str]:
+    pa, pb = tmp_path / "a.json", tmp_path / "b.json"
+    pa.write_text(json.dumps(a))
+    pb.write_text(json.dumps(b))
+    try:
+        code = cli.main(["compare", str(pa), str(pb)])
+    except SystemExit as exc:
+        code = exc.code
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_two_reports_of_the_same_commit_are_no_change(tmp_path, capsys):
+    code, out, _ = _cli(tmp_path, _doc(1), _doc(2), capsys)
+    assert code == 0, out
+    assert "no change" in out and "WORSE" not in out
+
+
+def test_false_alarms_stay_within_the_stated_rate():
+    """200 A/A pairs of independent noise draws: at most ALPHA of them flag anything (Bonferroni bound)."""
+    flagged = sum(bool(compare.compare(_doc(2 * i), _doc(2 * i + 1))[1]) for i in range(200))
+    assert flagged <= 200 * compare.ALPHA
+
+
+def test_ten_percent_dearer_draft_is_named(tmp_path, capsys):
+    b = _doc(2)
+    b["costs"]["drafts"]["bigram"]["c_samples"] = [x * 1.10 for x in b["costs"]["drafts"]["bigram"]["c_samples"]]
+    code, out, _ = _cli(tmp_path, _doc(1), b, capsys)
+    assert code == 1
+    worse = [line for line in out.splitlines() if line.startswith("WORSE")]
+    assert len(worse) == 1 and worse[0].startswith("WORSE: bigram c: median") and "+1" in worse[0]
+
+
+def test_ten_percent_lower_speedup_is_named(tmp_path, capsys):
+    b = _doc(2)
+    row = next(r for r in b["speedup"] if (r["draft"], r["k"]) == ("bigram", 4))
+    row["ratios"] = [x * 0.90 for x in row["ratios"]]
+    code, out, _ = _cli(tmp_path, _doc(1), b, capsys)
+    assert code == 1
+    worse = [line for line in out.splitlines() if line.startswith("WORSE")]
+    assert worse == [next(w for w in worse if w.startswith("WORSE: bigram k=4 speedup"))]
+
+
+def test_a_faster_draft_is_better_not_worse(tmp_path, capsys):
+    b = _doc(2)
+    b["costs"]["drafts"]["int8"]["c_samples"] = [x * 0.8 for x in b["costs"]["drafts"]["int8"]["c_samples"]]
+    code, out, _ = _cli(tmp_path, _doc(1), b, capsys)
+    assert code == 0 and "better: int8 c" in out
+
+
+def test_any_change_in_a_count_is_a_change(tmp_path, capsys):
+    b = _doc(2)
+    b["acceptance"][1]["acceptance"] -= 0.001
+    b["acceptance"][2]["target_passes"] += 1
+    code, out, _ = _cli(tmp_path, _doc(1), b, capsys)
+    assert code == 1
+    assert "WORSE: bigram k=4 acceptance" in out and "WORSE: int8 k=1 target passes: 140 -> 141" in out
+
+
+def test_across_machines_only_ratios_are_judged(tmp_path, capsys):
+    code, out, _ = _cli(tmp_path, _doc(1), _doc(2, cpu="other-cpu", speed=2.0), capsys)
+    assert code == 0 and "no change" in out
+    assert "different machines: only ratios and counts are judged" in out
+    assert any(line.startswith("target pass (us)") and line.endswith("(information)") for line in out.splitlines())
+
+
+def test_too_few_samples_are_said_and_not_judged(tmp_path, capsys):
+    b = _doc(2, n=4)
+    for r in b["speedup"]:
+        r["ratios"] = [x * 0.8 for x in r["ratios"]]
+    code, out, _ = _cli(tmp_path, _doc(1, n=4), b, capsys)
+    assert code == 0 and "too few samples (4, 4)" in out
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda d: d["settings"].update(chars=100), "chars 200 vs 100"),
+    (lambda d: d["settings"].update(temperature=0.0), "temperature 1.0 vs 0.0"),
+    (lambda d: d["settings"].update(ks=[1, 4, 8]), "ks [1, 4] vs [1, 4, 8]"),
+    (lambda d: d["machine"].update(threads=2), "threads 1 vs 2"),
+    (lambda d: d["settings"].update(drafts=["bigram"]), "drafts ['bigram', 'int8'] vs ['bigram']"),
+    (lambda d: d["costs"]["drafts"]["int8"].pop("c_samples"), "report B lacks costs.drafts.int8.c_samples"),
+    (lambda d: d["costs"].pop("verify_ratio_samples"), "report B lacks costs.verify_ratio_samples"),
+    (lambda d: d["speedup"][0].pop("ratios"), "report B lacks speedup[].ratios for bigram k=1"),
+    (lambda d: d.pop("settings"), "not a specdec report (missing keys: settings)"),
+])
+def test_reports_that_measured_different_things_are_refused_in_one_line(tmp_path, capsys, edit, message):
+    b = copy.deepcopy(_doc(2))
+    edit(b)
+    code, out, err = _cli(tmp_path, _doc(1), b, capsys)
+    assert code == 2 and out == ""
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], err
+
+
+def test_not_a_report_is_refused(tmp_path):
+    p = tmp_path / "x.json"
+    p.write_text('{"a": 1}')
+    with pytest.raises(ValueError, match="not a specdec report"):
+        compare.load(str(p))
