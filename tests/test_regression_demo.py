@@ -1,5 +1,8 @@
-"""The asv regression demonstration as a test (slow: builds two per-commit environments; run with -m slow)."""
+"""The asv regression demonstration: its four commits apply to today's code and run (fast), and the whole
+demonstration as a test (slow: builds per-commit environments and times for ~20 minutes; run with -m slow)."""
 
+import importlib.util
+import os
 import shutil
 import subprocess
 import sys
@@ -10,10 +13,50 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def _demo():
+    spec = importlib.util.spec_from_file_location("regression_demo", ROOT / "tools" / "regression_demo.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["regression_demo"] = module  # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_injected_regressions_apply_and_run(tmp_path):
+    """Every anchor is still where the demo edits (else it would fail 20 minutes in), and the slowed code runs."""
+    demo = _demo()
+    shutil.copytree(ROOT / "specdec", tmp_path / "specdec")
+    for key, case in demo.CASES.items():
+        path = tmp_path / case.path
+        edited = demo._apply(path.read_text(), case.edits)
+        compile(edited, str(path), "exec")
+        if key != "d":
+            path.write_text(edited)  # a, b and c touch different files: all three at once below
+    code = ("import specdec, specdec.decode as d, specdec.drafts as r, specdec.model as m\n"
+            "assert all(hasattr(x, '_demo_spin') for x in (d, r, m)), 'a regression was not injected'\n"
+            "t = specdec.load_target()\n"
+            "out = specdec.speculative_generate(t, specdec.make_draft('bigram', t), 'ROMEO:', 30, k=4, seed=0)\n"
+            "assert len(out.text) == 30 and len(specdec.generate(t, 'ROMEO:', 30, seed=0).text) == 30\n"
+            "print(specdec.__file__)")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True,
+                          env=dict(os.environ, PYTHONPATH=str(tmp_path)))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip().startswith(str(tmp_path))
+
+
+def test_verdicts_read_asv_tables():
+    demo = _demo()
+    table = ("| +        | 6.28±0.08μs | 7.89±0.09μs |  1.26 | bench_drafts.DraftCharacter.time_draft_character(1, 'bigram') |\n"
+             "| -        | 0.9 | 0.8 |  0.89 | bench_drafts.DraftCost.track_c(1, 'int8') |\n")
+    assert demo.verdict("a", demo.CASES["a"], table)[0]  # a '-' elsewhere is no false alarm for (a)
+    assert not demo.verdict("d", demo.CASES["d"], table)[0]  # but any mark at all is one for the no-op
+    assert demo.verdict("d", demo.CASES["d"], "BENCHMARKS NOT SIGNIFICANTLY CHANGED.")[0]
+    assert not demo.verdict("a", demo.CASES["a"], table.replace("'bigram'", "'int4'"))[0]
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(shutil.which("asv") is None, reason="needs asv (pip install -e '.[bench]')")
-def test_asv_flags_a_20_percent_slower_draft_and_not_a_no_op():
+def test_asv_flags_each_kind_of_regression_and_not_a_no_op():
     proc = subprocess.run([sys.executable, str(ROOT / "tools" / "regression_demo.py")], capture_output=True,
-                          text=True, timeout=3000)
-    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
-    assert "slower commit flagged: True; no-op commit flagged: False" in proc.stdout
+                          text=True, timeout=3600)
+    assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-2000:]
+    assert "all verdicts hold" in proc.stdout

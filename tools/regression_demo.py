@@ -1,110 +1,208 @@
-"""Show that the asv workflow flags a draft that got ~20 % more expensive, and not a change that did nothing.
+"""Show that `asv continuous` catches a regression of each kind, each by the benchmarks meant to, and a no-op by none.
 
-    python tools/regression_demo.py [--keep]
+    python tools/regression_demo.py [--cases abcd] [--rounds 2] [--scale 2] [--keep]
 
-In a scratch clone of this repository it makes two commits on top of HEAD:
-  1. "no-op": a comment added to specdec/drafts.py (the code path is unchanged);
-  2. "slower bigram": a busy-wait in the bigram draft's lookup worth 20 % of its measured per-character cost.
-Then it runs `asv continuous` (per-commit virtualenvs, torch pinned as in asv.conf.json) on the draft-cost
-benchmarks for HEAD -> no-op and for no-op -> slower, prints both outputs, and exits 0 only when the slower
-commit is flagged and the no-op one is not. Timing needs a quiet machine: run nothing else meanwhile.
+In a scratch clone of this repository it commits four changes, each on top of HEAD:
+  (a) the bigram draft's proposal 20 % slower per character (it busy-waits a fifth of its own measured time);
+  (b) speculative generation 15 % slower with no draft touched: every round of `speculative_generate`'s loop
+      busy-waits 15 % of that round's measured time (extra work in the loop, the rule's side of a round);
+  (c) the target's forward 20 % slower (a busy-wait of a fifth of each forward's own time; the model drafts
+      run the same forward, so they slow down too);
+  (d) a no-op: a comment.
+Each slowdown is a share of the time it extends, measured as it runs, so it is the stated size on any
+machine and under any load. Then `asv continuous HEAD <commit>` runs with per-commit virtualenvs, its rounds
+interleaved between the two commits (A B B A: load lands on both sides), and the verdicts are:
+  (a) the bigram's draft-cost rows flagged (DraftCost, DraftCharacter), no other draft's;
+  (b) at least half of the speedup-family rows (Speedup.track_time_ratio) flagged, target-only generation not;
+  (c) target-pass time (TargetPass.time_forward) flagged, the verify ratio T(k+1)/T(1) not;
+  (d) nothing in the WHOLE suite flagged -- no `+`, no `-`, no new failure.
+(a)-(c) run only the benchmarks that should move plus their controls; (d) runs every benchmark, because a
+no-op that moves any figure is a false alarm wherever it lands. It prints the four outputs and exits 0 only
+when all four verdicts hold. About 20 minutes on this machine; run nothing else meanwhile.
+
+The tracked ratios come from the suite's harness (alternated pairs, round-robin samples, per-sample medians);
+--scale multiplies its sample and pair counts (SPECDEC_BENCH_SCALE) so that each commit's figure is steadier.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import re
 import shutil
 import subprocess
 import sys
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
-# The benchmarks of the draft the commit touches (asv matches `-b` against "name(param, ...)"): the bigram's
-# character time and its c. Targeting them is how a draft's cost change is checked; the transformer drafts'
-# per-character times wander by 10-25 % between runs on this shared machine and would only add noise.
-BENCH = r"(DraftCharacter\.time_draft_character|DraftCost\.track_c)\(\d+, 'bigram'\)"
 ROOT = Path(__file__).resolve().parent.parent
+FACTOR = "1.1"  # asv continuous flags a change beyond 10 % (timings: also a significant Mann-Whitney test)
+SPIN = '''
+def _demo_spin(share: float, since: float) -> float:  # regression demo: busy-wait `share` of the time since `since`
+    import time
+
+    now = time.perf_counter()
+    stop = now + share * (now - since)
+    while time.perf_counter() < stop:
+        pass
+    return time.perf_counter()
+'''
 
 
-def sh(cmd: list[str], cwd: Path, check: bool = True) -> subprocess.CompletedProcess:
+@dataclass
+class Case:
+    label: str
+    path: str  # the file the commit edits
+    edits: list[tuple[str, str]]  # (anchor, replacement) pairs, each anchor present exactly once
+    bench: str | None  # asv -b regex; None: the whole suite
+    expected: Callable[[str], bool]  # a flagged row that should be flagged
+    enough: Callable[[list[str]], bool]  # given the expected rows flagged, does the verdict hold?
+
+
+CASES = {
+    "a": Case(
+        "+20 % bigram cost per character", "specdec/drafts.py",
+        [("    def _dist(self, tokens):\n        return self.table[tokens[-1]]\n",
+          "    def _dist(self, tokens):\n        return self.table[tokens[-1]]\n\n"
+          "    def propose(self, tokens, k, rng, temperature):\n"
+          "        import time\n\n"
+          "        t0 = time.perf_counter()\n"
+          "        out = super().propose(tokens, k, rng, temperature)\n"
+          "        _demo_spin(0.20, t0)  # regression demo: +20 % per drafted character\n"
+          "        return out\n"),
+         ("\n\n@functools.lru_cache(maxsize=1)\ndef _bigram_table", SPIN + "\n\n@functools.lru_cache(maxsize=1)\n"
+                                                                "def _bigram_table")],
+        r"DraftCharacter|DraftCost",
+        lambda row: "'bigram'" in row,
+        lambda rows: bool(rows)),
+    "b": Case(
+        "speculative generation 15 % slower (the loop; no draft touched)", "specdec/decode.py",
+        [("    while (left := chars - (len(tokens) - n_prompt)) > 0:\n",
+          "    demo_since = time.perf_counter()\n"
+          "    while (left := chars - (len(tokens) - n_prompt)) > 0:\n"
+          "        demo_since = _demo_spin(0.15, demo_since)  # regression demo: the previous round +15 %\n"),
+         ("    stats.chars = chars\n    return Generation(corpus.decode(tokens[n_prompt:]), stats, prompt)\n",
+          None),  # the last occurrence: speculative_generate's (see _apply)
+         ("from . import corpus, sampling\n", "import time\n\nfrom . import corpus, sampling\n" + SPIN)],
+        r"Speedup|SpeculativeGeneration|TargetOnlyGeneration",
+        lambda row: "Speedup.track_time_ratio" in row or "SpeculativeGeneration." in row,
+        lambda rows: sum("track_time_ratio" in r for r in rows) >= 9),  # half of the 18 draft x k rows
+    "c": Case(
+        "the target's forward 20 % slower", "specdec/model.py",
+        [("    def forward(self, idx: torch.Tensor, pos: int | None = None) -> torch.Tensor:\n",
+          "    def forward(self, idx: torch.Tensor, pos: int | None = None) -> torch.Tensor:\n"
+          "        import time\n\n"
+          "        t0 = time.perf_counter()\n"
+          "        out = self._demo_forward(idx, pos)\n"
+          "        _demo_spin(0.20, t0)  # regression demo: every forward +20 %\n"
+          "        return out\n\n"
+          "    def _demo_forward(self, idx: torch.Tensor, pos: int | None = None) -> torch.Tensor:\n"),
+         ("\n\nclass Attention(nn.Module):", SPIN + "\n\nclass Attention(nn.Module):")],
+        r"TargetPass|VerifyGrowth|TargetOnlyGeneration",
+        lambda row: "TargetPass.time_forward" in row or "TargetOnlyGeneration.time_generate" in row,
+        lambda rows: any("TargetPass.time_forward(1, 1)" in r for r in rows)),
+    "d": Case(
+        "a no-op (a comment)", "specdec/drafts.py",
+        [('"""The `Draft` interface', '"""(no-op edit) The `Draft` interface')],
+        None,
+        lambda row: False,
+        lambda rows: True),
+}
+
+
+def sh(cmd: list[str], cwd: Path, check: bool = True, env: dict | None = None) -> subprocess.CompletedProcess:
     print("$", " ".join(cmd), flush=True)
-    proc = subprocess.run(cmd, cwd=cwd, text=True, capture_output=True)
+    proc = subprocess.run(cmd, cwd=cwd, text=True, capture_output=True, env=env)
     if check and proc.returncode != 0:
         sys.exit(f"command failed ({proc.returncode}): {' '.join(cmd)}\n{proc.stdout}\n{proc.stderr}")
     return proc
 
 
-def bigram_char_us() -> float:
-    """The bigram's per-character cost here, measured the way the loop pays it."""
-    import specdec
-    from specdec import timing
-
-    target = specdec.load_target()
-    with timing.threads(1):
-        costs = timing.measure_costs(target, {"bigram": specdec.make_draft("bigram", target)}, [1], samples=9)
-    return costs.draft_char_us["bigram"]
-
-
-def commit(repo: Path, message: str) -> str:
-    sh(["git", "-c", "user.name=demo", "-c", "user.email=demo@example.invalid", "commit", "-qam", message], repo)
-    return sh(["git", "rev-parse", "HEAD"], repo).stdout.strip()
+def _apply(src: str, edits: list[tuple[str, str | None]]) -> str:
+    for anchor, new in edits:
+        if new is None:  # speculative_generate's tail (the last of two): a final spin for the last round
+            assert src.count(anchor) == 2, "decode.py's generation tail moved; update the demo"
+            head, _, tail = src.rpartition(anchor)
+            src = head + "    _demo_spin(0.15, demo_since)  # regression demo: the last round +15 %\n" + anchor + tail
+            continue
+        assert src.count(anchor) == 1, f"anchor moved, update the demo: {anchor[:60]!r}"
+        src = src.replace(anchor, new)
+    return src
 
 
-def continuous(repo: Path, base: str, head: str) -> subprocess.CompletedProcess:
-    # Rounds alternate between the two commits (A B A B A B), each in fresh processes, so that load on a
-    # shared machine lands on both sides alike -- the same principle as the report's alternated pairs.
-    return sh(["asv", "continuous", "--factor", "1.1", "--split", "--interleave-rounds", "-a", "rounds=3",
-               "-a", "repeat=(5, 30, 20.0)", "-b", BENCH, base, head], repo, check=False)
+def commit(repo: Path, base: str, case: Case) -> str:
+    sh(["git", "checkout", "-q", base], repo)
+    path = repo / case.path
+    path.write_text(_apply(path.read_text(), case.edits))
+    sh(["git", "-c", "user.name=demo", "-c", "user.email=demo@example.invalid", "commit", "-qam",
+        f"regression demo: {case.label}"], repo)
+    sha = sh(["git", "rev-parse", "HEAD"], repo).stdout.strip()
+    sh(["git", "checkout", "-q", base], repo)  # the suite asv runs is the working tree's: HEAD's, unchanged
+    return sha
 
 
-def worse(output: str, needle: str) -> list[str]:
-    """asv continuous's rows marked '+' (got worse beyond the factor and, for timings, significantly)."""
-    return [line for line in output.splitlines() if line.startswith("| +") and needle in line]
+def continuous(repo: Path, base: str, head: str, bench: str | None, rounds: int, env: dict):
+    # Rounds alternate between the two commits (A B B A ...), each in fresh processes, so load that comes and
+    # goes lands on both sides -- the principle of the harness's alternated pairs, one level up.
+    cmd = ["asv", "continuous", "--machine", "regression-demo", "--factor", FACTOR, "--interleave-rounds",
+           "-a", f"rounds={rounds}", "-a", "repeat=(3, 10, 5.0)", "--show-stderr"]
+    return sh(cmd + (["-b", bench] if bench else []) + [base, head], repo, check=False, env=env)
+
+
+def flagged(output: str, marks: str = "+!") -> list[str]:
+    """asv's table rows marked `+` (worse beyond the factor and, for timings, significant) or `!` (failed)."""
+    return [line for line in output.splitlines() if re.match(rf"\|\s*[{re.escape(marks)}]\s*\|", line)]
+
+
+def verdict(key: str, case: Case, output: str) -> tuple[bool, str]:
+    rows = flagged(output, "+-!" if key == "d" else "+!")
+    hit = [r for r in rows if case.expected(r)]
+    other = [r for r in rows if not case.expected(r)]
+    ok = case.enough(hit) and (bool(hit) or key == "d") and not other
+    return ok, f"expected rows flagged: {len(hit)}; other rows flagged: {len(other)}"
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--cases", default="abcd", help="which of a b c d to run (default: all four)")
+    ap.add_argument("--rounds", type=int, default=2, help="asv rounds, interleaved between the commits")
+    ap.add_argument("--scale", type=float, default=2.0, help="SPECDEC_BENCH_SCALE: the harness's samples x this")
     ap.add_argument("--keep", action="store_true", help="keep the scratch clone")
     args = ap.parse_args()
-    us = bigram_char_us()
-    spin = 0.2 * us * 1e-6
-    print(f"bigram character: {us:.2f} us here; the slower commit adds a {spin * 1e6:.2f} us busy-wait (20 %)")
+    if not set(args.cases) <= set(CASES) or args.rounds < 2 or args.scale <= 0:
+        ap.error("--cases takes letters from abcd; --rounds must be at least 2; --scale above 0")
+    env = dict(os.environ, SPECDEC_BENCH_SCALE=str(args.scale))
     scratch = Path(tempfile.mkdtemp(prefix="specdec-regression-"))
     repo = scratch / "repo"
+    results = {}
     try:
         sh(["git", "clone", "-q", str(ROOT), str(repo)], scratch)
         sh(["asv", "machine", "--yes", "--machine", "regression-demo"], repo)
         base = sh(["git", "rev-parse", "HEAD"], repo).stdout.strip()
-        drafts = repo / "specdec" / "drafts.py"
-        src = drafts.read_text()
-        drafts.write_text(src.replace('"""The `Draft` interface', '"""(no-op edit) The `Draft` interface', 1))
-        noop = commit(repo, "no-op: comment only")
-        lookup = "        return self.table[tokens[-1]]\n"
-        assert lookup in src, "bigram lookup line moved; update the demo"
-        slower = src.replace(lookup, (
-            "        import time\n\n"
-            f"        end = time.perf_counter() + {spin!r}  # regression demo: +20 % per character\n"
-            "        while time.perf_counter() < end:\n"
-            "            pass\n" + lookup))
-        drafts.write_text(slower)
-        slow = commit(repo, "slower bigram draft (+20 % per character)")
-        results = {}
-        for label, (a, b) in {"no-op change": (base, noop), "20 % slower bigram": (noop, slow)}.items():
-            proc = continuous(repo, a, b)
-            print(f"\n===== {label}: asv continuous {a[:8]} {b[:8]} (exit {proc.returncode}) =====")
-            print(proc.stdout[-6000:])
-            results[label] = proc
-        flagged_slow = worse(results["20 % slower bigram"].stdout, "'bigram'")
-        flagged_noop = worse(results["no-op change"].stdout, "")
-        print(f"\nslower commit flagged: {bool(flagged_slow)}; no-op commit flagged: {bool(flagged_noop)}")
-        for line in flagged_slow + flagged_noop:
-            print(line)
-        return 0 if flagged_slow and not flagged_noop else 1
+        shas = {key: commit(repo, base, CASES[key]) for key in args.cases}
+        for key in args.cases:
+            case = CASES[key]
+            proc = continuous(repo, base, shas[key], case.bench, args.rounds, env)
+            ok, why = verdict(key, case, proc.stdout)
+            results[key] = (ok, why)
+            print(f"\n===== ({key}) {case.label}: asv continuous {base[:8]} {shas[key][:8]} "
+                  f"{'-b ' + repr(case.bench) if case.bench else '(whole suite)'} (exit {proc.returncode}) =====")
+            print("\n".join(line for line in proc.stdout.splitlines() if line.startswith("|") or "CHANGED" in line
+                            or "PERFORMANCE" in line))
+            print(f"----- ({key}) {'holds' if ok else 'DOES NOT HOLD'}: {why}", flush=True)
     finally:
         if args.keep:
             print(f"scratch clone kept at {repo}")
         else:
             shutil.rmtree(scratch, ignore_errors=True)
+    print()
+    for key, (ok, why) in results.items():
+        print(f"({key}) {CASES[key].label}: {'holds' if ok else 'DOES NOT HOLD'} ({why})")
+    held = all(ok for ok, _ in results.values())
+    print("all verdicts hold" if held else "SOME VERDICTS DO NOT HOLD")
+    return 0 if held else 1
 
 
 if __name__ == "__main__":
