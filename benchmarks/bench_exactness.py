@@ -50,4 +50,4 @@ class Exactness:
     def track_exactness_failed(self, name):
         return self.failed
 
-    track_exactness_failed.unit = "failed chi-square tests at alpha 0.001 (0 or 1; lower is better)"
+    track_exactness_failed.unit = "failed exactness tests, 0 or 1 (lower is better)"

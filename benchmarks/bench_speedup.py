@@ -45,4 +45,4 @@ class Speedup:
     def track_time_ratio(self, cache, threads, name, k):
         return self.row["time_ratio"]
 
-    track_time_ratio.unit = "speculative time / target-only time (lower is better; 1 / speedup)"
+    track_time_ratio.unit = "speculative / target-only time (lower is better)"  # 1 / speedup
