@@ -92,10 +92,10 @@ def target_only():
     return specdec.generate(target(), PROMPT, CHARS, seed=SEED, temperature=TEMPERATURE)
 
 
-def speculative(name: str, k: int):
-    """A call that generates the benchmark's characters speculatively with the named draft at k."""
-    t, d = target(), draft(name)
-    return lambda: specdec.speculative_generate(t, d, PROMPT, CHARS, k=k, seed=SEED, temperature=TEMPERATURE)
+def speculative(name: str, k: int, chars: int | None = None):
+    """A call that generates the benchmark's characters (or `chars`) speculatively with the named draft at k."""
+    t, d, n = target(), draft(name), chars or CHARS
+    return lambda: specdec.speculative_generate(t, d, PROMPT, n, k=k, seed=SEED, temperature=TEMPERATURE)
 
 
 def skip_unless(cache: dict, key: str, what: str) -> None:
