@@ -5,6 +5,9 @@ import ast
 import importlib
 import inspect
 import itertools
+import re
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -117,3 +120,11 @@ def test_a_missing_draft_skips(monkeypatch):
     with pytest.raises(NotImplementedError):
         common.draft("no-such-draft")
     assert common.available(["bigram", "no-such-draft"]) == ["bigram"]
+
+
+def test_every_benchmark_runs_or_skips_at_head():
+    """tools/check_history.py on the newest commit: the whole suite, shrunk, as `asv run --quick` calls it."""
+    proc = subprocess.run([sys.executable, str(ROOT / "tools" / "check_history.py"), "--since", "HEAD",
+                           "--verbose"], capture_output=True, text=True, cwd=ROOT, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert re.search(r"1 commits: ok \d+, skipped 0, failed 0", proc.stdout), proc.stdout
