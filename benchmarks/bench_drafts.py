@@ -3,10 +3,11 @@
 import numpy as np
 
 from . import harness
-from .common import DRAFTS, TEMPERATURE, THREADS, cost_context, draft, fix_threads, skip_unless
+from .common import CLOCK, DRAFTS, TEMPERATURE, THREADS, cost_context, draft, fix_threads, skip_unless
 
 
 class DraftCharacter:
+    timer = CLOCK  # see common.CLOCK
     params = ([THREADS], DRAFTS)
     param_names = ["threads", "draft"]
 

@@ -1,9 +1,10 @@
 """End-to-end generation: target-only and speculative per draft x k (time), and peak memory."""
 
-from .common import DRAFT_K, DRAFTS, KS, THREADS, fix_threads, speculative, target, target_only
+from .common import CLOCK, DRAFT_K, DRAFTS, KS, THREADS, fix_threads, speculative, target, target_only
 
 
 class TargetOnlyGeneration:
+    timer = CLOCK  # see common.CLOCK
     params = [THREADS]
     param_names = ["threads"]
     timeout = 120
@@ -20,6 +21,7 @@ class TargetOnlyGeneration:
 
 
 class SpeculativeGeneration:
+    timer = CLOCK
     params = ([THREADS], DRAFTS, KS)
     param_names = ["threads", "draft", "k"]
     timeout = 120

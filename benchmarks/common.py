@@ -23,12 +23,18 @@ from __future__ import annotations
 
 import functools
 import os
+import time
 
 import torch
 
 import specdec
 
 THREADS = int(os.environ.get("SPECDEC_BENCH_THREADS", "1"))  # torch threads for every timing (recorded as a param)
+# With one torch thread all of a call's work runs in the calling thread, so that thread's CPU time is the call's
+# time on an idle machine, without the time a shared machine gives other processes meanwhile (which a wall clock
+# counts: under load, per-pair wall-clock ratios of whole generations wandered by up to 40 % here between runs,
+# thread CPU time by half that). With more threads the work is spread over threads: wall clock.
+CLOCK = time.thread_time if THREADS == 1 else time.perf_counter
 SMOKE = os.environ.get("SPECDEC_BENCH_SMOKE") == "1"
 SCALE = float(os.environ.get("SPECDEC_BENCH_SCALE", "1"))  # more samples and pairs (tools/regression_demo.py)
 PROMPT = "ROMEO:"

@@ -9,16 +9,18 @@ The method, in three rules:
     (A B, then B A, ...) after a warm-up; costs in round-robin samples in which every call of the round takes
     its turn (the order rotating by one each time), so sample i of each covers the same stretch of time.
   * A figure is the median of per-sample (per-pair) ratios: drift and a faster or slower machine cancel in
-    each ratio, and the median ignores the few samples a burst of outside load lands on.
+    each ratio, and the median ignores the few samples a burst of outside load lands on. Within a cost
+    sample each call's fastest turn counts (the least disturbed by other processes on a shared machine).
   * The garbage collector is off inside timed regions (it runs between samples) and torch's threads are set
-    by the caller (`common.fix_threads`).
+    by the caller (`common.fix_threads`). The clock is `common.CLOCK`: the thread's CPU time with one torch
+    thread (the default), the wall clock with more.
 """
 
 from __future__ import annotations
 
 import contextlib
 import gc
-import time
+import math
 from typing import Callable
 
 import numpy as np
@@ -41,9 +43,10 @@ def gc_paused():
 
 
 def _timed(fn: Callable[[], object]) -> float:
-    t0 = time.perf_counter()
+    clock = common.CLOCK
+    t0 = clock()
     fn()
-    return time.perf_counter() - t0
+    return clock() - t0
 
 
 def pair(fn_a: Callable[[], object], fn_b: Callable[[], object], b_first: bool = False) -> float:
@@ -59,24 +62,26 @@ def pair(fn_a: Callable[[], object], fn_b: Callable[[], object], b_first: bool =
 
 def round_robin(calls: dict[str, Callable[[], object]], samples: int, number: int,
                 warmup: int = 1) -> dict[str, np.ndarray]:
-    """Seconds per call of each named call: `samples` samples each, after `warmup` discarded samples.
+    """Seconds of each named call: `samples` samples each, after `warmup` discarded samples.
 
     A sample is `number` rounds; in a round every call takes one turn, timed alone, and the round's order
     starts one later each time (A B C, B C A, ...) so that no call always follows the same one (whose
-    weights it would find in the CPU caches, or not). Sample i of every call spans the same moments.
+    weights it would find in the CPU caches, or not). A sample's value is its fastest call: on a shared
+    machine a call that was descheduled or ran beside another process's burst is slower, never faster, and
+    the fastest of a few calls is the least disturbed. Sample i of every call spans the same moments.
     """
     names = list(calls)
     kept: dict[str, list[float]] = {name: [] for name in names}
     for s in range(warmup + samples):
-        spent = dict.fromkeys(names, 0.0)
+        fastest = dict.fromkeys(names, math.inf)
         with gc_paused():
             for r in range(number):
                 shift = r % len(names)
                 for name in names[shift:] + names[:shift]:
-                    spent[name] += _timed(calls[name])
+                    fastest[name] = min(fastest[name], _timed(calls[name]))
         if s >= warmup:
             for name in names:
-                kept[name].append(spent[name] / number)
+                kept[name].append(fastest[name])
     return {name: np.asarray(v) for name, v in kept.items()}
 
 
