@@ -156,25 +156,51 @@ def _cmd_verify(args) -> int:
 
 
 def _cmd_report(args) -> int:
+    import json
+    import math
+    from pathlib import Path
+
     import torch
 
-    from . import render, report
+    from . import calibrate, hygiene, render, report
 
     if args.threads < 1:
         raise UsageError(f"--threads must be at least 1, got {args.threads}")
     if args.pairs is not None and args.pairs < 1:
         raise UsageError(f"--pairs must be at least 1, got {args.pairs}")
+    if args.budget is not None and not (math.isfinite(args.budget) and args.budget > 0):
+        raise UsageError(f"--budget must be a positive number of seconds, got {args.budget}")
+    if args.repeat < 1:
+        raise UsageError(f"--repeat must be at least 1, got {args.repeat}")
     if args.device == "cuda" and not torch.cuda.is_available():
         raise UsageError("--device cuda: no CUDA device is available here (allowed: cpu)")
+    cpus = hygiene.parse_cpus(args.cpu) if args.cpu is not None else None
     drafts = _drafts_arg(args.drafts)
     ks = _ks_arg(args.ks, report.DEFAULT_KS)
+    # every place a result goes is checked before anything is measured
+    outs = [report.check_out_dir(args.out)] + [report.check_out_dir(Path(args.out) / f"repeat-{i}")
+                                               for i in range(2, args.repeat + 1)]
     target = _target(args)
-    doc = report.measure(target, drafts, ks, quick=args.quick, pairs=args.pairs, threads=args.threads,
-                         device=args.device, chars=args.chars, seed=args.seed, log=_log)
-    text = render.tables(doc)
-    print(text)
-    for path in report.write(doc, args.out, text):
-        _log(f"wrote {path}")
+    docs = []
+    for i, out in enumerate(outs, start=1):
+        if args.repeat > 1:
+            _log(f"== report {i} of {args.repeat} ==")
+        doc = report.measure(target, drafts, ks, quick=args.quick, pairs=args.pairs, threads=args.threads,
+                             device=args.device, chars=args.chars, seed=args.seed, budget=args.budget, cpus=cpus,
+                             log=_log)
+        text = render.tables(doc)
+        print(text)
+        for path in report.write(doc, out, text):
+            _log(f"wrote {path}")
+        docs.append(doc)
+    if len(docs) > 1:
+        covs = [calibrate.coverage(a, b) for a, b in zip(docs, docs[1:])]
+        text = calibrate.render(covs)
+        print(text)
+        for name, content in (("calibration.md", text), ("calibration.json", json.dumps(covs, indent=2) + "\n")):
+            report.write_atomic(outs[0] / name, content)
+            _log(f"wrote {outs[0] / name}")
+        return 0 if all(c["passed"] for c in covs) else 1
     return 0
 
 
@@ -234,13 +260,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_verify)
 
     p = with_checkpoint(sub.add_parser("report", help="measure everything here; tables, report.json, figure"))
-    p.add_argument("--quick", action="store_true", help="fewer pairs and draws (under a minute)")
+    p.add_argument("--quick", action="store_true", help="a one-minute look: budget 60 s, fewer draws")
+    p.add_argument("--budget", type=float, default=None, help="seconds the whole report may take (default 300, "
+                   "quick 60); pairs go to the rows whose intervals are widest until it is spent")
+    p.add_argument("--repeat", type=int, default=1, help="measure N reports back to back and check that each "
+                   "one's intervals contain the other's medians (calibration; exit 1 if not)")
+    p.add_argument("--cpu", default=None, help="pin the process to these CPUs (e.g. 1 or 0,1; recorded)")
     p.add_argument("--out", default="specdec-report", help="folder for report.md, report.json, speedup.png")
     p.add_argument("--threads", type=int, default=1, help="torch threads while timing (recorded)")
     p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     p.add_argument("--drafts", nargs="+", default=None, help="drafts to measure (default all)")
     p.add_argument("--ks", nargs="+", type=int, default=None, help="k values (default 1 2 4 8)")
-    p.add_argument("--pairs", type=int, default=None, help="alternated pairs per speedup row")
+    p.add_argument("--pairs", type=int, default=None, help="alternated pairs every speedup row gets at least "
+                   "(default 5, quick 3)")
     p.add_argument("--chars", type=int, default=200)
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(func=_cmd_report)
