@@ -147,9 +147,11 @@ def tables(doc: dict) -> str:
     if "greedy" in doc:
         g = doc["greedy"]
         out.append("\n## Greedy decoding (temperature 0), the best sampled configuration\n")
-        out.append(_table(["draft", "k", "acceptance", "chars per pass", "target passes", "median", "range"], [[
+        out.append(_table(["draft", "k", "acceptance", "chars per pass", "target passes", "median",
+                           "95% re-run interval", "range", "pairs"], [[
             g["draft"], g["k"], f"{g['acceptance']:.3f}", f"{g['chars_per_pass']:.2f}", g["target_passes"],
-            f"{g['measured_median']:.2f}", f"{g['measured_min']:.2f}-{g['measured_max']:.2f}"]]))
+            f"{g['measured_median']:.2f}", f"{g['ci_low']:.2f}-{g['ci_high']:.2f}",
+            f"{g['measured_min']:.2f}-{g['measured_max']:.2f}", g["pairs"]]]))
     out.append("\n## Findings\n")
     out += [f"- {line}" for line in findings(doc)]
     out.append(f"\n## Time spent (budget {s['budget']:.0f} s)\n")
