@@ -136,7 +136,7 @@ def test_adaptive_rows_face_each_drafts_best_fixed_k(doc, target, draft_factory)
         st = specdec.speculative_generate(target, draft_factory(r["draft"]), "ROMEO:", 60, k=r["start_k"], seed=0,
                                           adaptive=True, k_max=r["k_max"]).stats
         assert (r["target_passes"], r["mean_k"], r["acceptance"]) == (st.target_passes, st.mean_k, st.acceptance)
-        assert r["pairs"] >= 2 and r["vs_fixed_min"] <= r["vs_fixed_median"] <= r["vs_fixed_max"]
+        assert r["pairs"] >= 1 and r["vs_fixed_min"] <= r["vs_fixed_median"] <= r["vs_fixed_max"]
     text = render.tables(doc)
     assert "## Adaptive k" in text and "adaptive ÷ fixed" in text
     assert any(x.startswith("Adaptive k against the best fixed k") for x in render.findings(doc))
