@@ -10,7 +10,7 @@ speaker's name (capitals, ending in '.', e.g. "SIR TOBY.") is a speech; its othe
 speech with at least three text lines is *verse* when every text line's first letter is a capital, *prose*
 when some text line after the first starts with a small letter (prose is wrapped, verse lines are capitalised).
 Candidates per category:
-  verse     a line of a verse speech other than its first (mid-speech, at the start of a line)
+  verse     a line of a verse speech other than its first, starting with a capital (mid-speech)
   prose     a sentence start in a prose speech (its first character, or a capital after '. ', '? ', '! ')
   dialogue  a speech from its name line on, with at least one word of its text
   stage     a direction: a '[' that starts a line, through its ']' (and the line's end)
@@ -24,6 +24,7 @@ prompt, 200 generated characters and k = 8 drafts plus the bonus character fill 
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from collections.abc import Sequence
@@ -45,12 +46,12 @@ CATEGORIES = ("verse", "prose", "dialogue", "stage")
 LENGTH_BINS = ((8, 12), (13, 18), (19, 24), (25, 32), (33, 40), (41, 47))
 PER_CATEGORY = len(LENGTH_BINS)
 CHARS, MAX_K = 200, 8  # what the report generates, and its largest k: a prompt must leave room for both
-RECIPE = ("validation split; blocks of non-blank lines; speaker line = capitals ending in '.'; verse = every "
-          "text line starts with a capital, prose = a later text line starts with a small letter (3+ lines); "
-          "candidates: verse = a non-first line of a verse speech, prose = a sentence start in a prose speech, "
-          "dialogue = name line + text, stage = '[...]' starting a line; prompt = longest prefix ending at a "
-          "line or word end with length in LENGTH_BINS[(i + c) % 6]; item i of category c = first candidate at "
-          "or after fraction (i + (c + 1) / 5) / 6 of the text; lengths 8-47")
+RECIPE = ("validation split; blocks of non-blank lines; speaker line = capitals ending in '.'; speech with 3+ "
+          "text lines: verse if every text line starts with a capital, prose if a later one starts with a small "
+          "letter; candidates: verse = a non-first line of a verse speech starting with a capital, prose = a "
+          "sentence start in a prose speech, dialogue = name line + text, stage = '[...]' starting a line; "
+          "prompt = longest prefix ending at a line or word end, length in LENGTH_BINS[(i + c) % 6]; item i of "
+          "category c = first candidate at or after fraction (i + (c + 1) / 5) / 6 of the text; lengths 8-47")
 _ALLOWED = ("allowed: a shipped name (" + ", ".join(WORKLOADS) + "), a .txt file (one prompt per non-empty line, "
             "'\\n' for a newline) or a .json file (a list of prompts, or {name, seeds, items: [{id, category, "
             "prompt}]})")
@@ -114,11 +115,11 @@ def _candidates(text: str) -> dict[str, list[tuple[int, str, int]]]:
     out: dict[str, list[tuple[int, str, int]]] = {c: [] for c in CATEGORIES}
     for off, block in _blocks(text):
         lines = block.splitlines(keepends=True)
-        starts = np.cumsum([0] + [len(ln) for ln in lines])
+        starts = [0, *itertools.accumulate(len(ln) for ln in lines)]
         for j, ln in enumerate(lines):  # directions may also sit inside a speech block
             if ln.startswith("[") and "]" in block[starts[j]:]:
                 end = block.index("]", starts[j]) + 1
-                end += block[end:end + 1] == "\n"
+                end += block.startswith("\n", end)  # the line's end, when the direction closes it
                 out["stage"].append((off + starts[j], block[starts[j]:end], 1))
         head = lines[0].rstrip("\n")
         if not _SPEAKER.fullmatch(head) or head.startswith(("ACT ", "SCENE ")) or len(lines) < 2:
