@@ -167,8 +167,9 @@ def load_workload(name_or_path: str | Path, seeds: Sequence[int] | None = None, 
 
     .txt: one prompt per non-empty line, '\n' written as backslash-n; ids p1, p2, ...; category "user".
     .json: a list of prompts (as .txt), or {"name", "seeds", "items": [{"id", "category", "prompt"}]} with
-    name, seeds, id and category optional (an item may also be a bare prompt string). seeds overrides the file's (default DEFAULT_SEEDS). Every prompt
-    must fit `chars` generated characters and a round of max_k drafts plus one in `context` positions.
+    name, seeds, id and category optional (an item may also be a bare prompt string).
+    seeds overrides the file's (default DEFAULT_SEEDS). Every prompt must fit `chars` generated characters and
+    a round of max_k drafts plus one in `context` positions.
     Raises WorkloadError (a ValueError) with a one-line message naming the problem.
     """
     where = str(name_or_path)
@@ -182,7 +183,7 @@ def load_workload(name_or_path: str | Path, seeds: Sequence[int] | None = None, 
         if not path.is_file():
             raise WorkloadError(f"workload file {where!r} does not exist; {_ALLOWED}")
         raw = path.read_text(encoding="utf-8", errors="replace")
-    name, file_seeds, items, recipe = _parse_json(where, raw) if suffix == ".json" else _parse_txt(where, raw)
+    name, file_seeds, items, recipe = _parse_json(where, raw) if suffix == ".json" else _parse_txt(raw)
     if not items:
         raise WorkloadError(f"workload {where!r} has no prompts; {_ALLOWED}")
     ids = set()
@@ -203,7 +204,7 @@ def single(prompt: str, seed: int = 0) -> Workload:
     return Workload("single", (WorkloadItem("prompt", "single", prompt),), (seed,))
 
 
-def _parse_txt(where: str, raw: str) -> tuple[str, None, list[WorkloadItem], str]:
+def _parse_txt(raw: str) -> tuple[str, None, list[WorkloadItem], str]:
     prompts = [ln.replace("\\n", "\n") for ln in raw.splitlines() if ln.strip()]
     return "", None, [WorkloadItem(f"p{i + 1}", "user", p) for i, p in enumerate(prompts)], ""
 
@@ -230,15 +231,15 @@ def _parse_json(where: str, raw: str) -> tuple[str, object, list[WorkloadItem], 
 
 def _check_prompt(where: str, item: WorkloadItem, chars: int, context: int, max_k: int) -> None:
     if not item.prompt:
-        raise WorkloadError(f"workload {where!r}: prompt {item.id} is empty; give at least one character")
+        raise WorkloadError(f"workload {where!r}: prompt {item.id!r} is empty; give at least one character")
     vocab = corpus.vocabulary()
     bad = next((ch for ch in item.prompt if ch not in vocab), None)
     if bad is not None:
-        raise WorkloadError(f"workload {where!r}: prompt {item.id} has the character {bad!r}, which is not in "
+        raise WorkloadError(f"workload {where!r}: prompt {item.id!r} has the character {bad!r}, which is not in "
                             f"the vocabulary (allowed: {vocab!r})")
     limit = context - chars - (max_k + 1)  # a round of max_k drafts plus one must still fit at the end
     if len(item.prompt) > limit:
-        raise WorkloadError(f"workload {where!r}: prompt {item.id} is {len(item.prompt)} characters; with "
+        raise WorkloadError(f"workload {where!r}: prompt {item.id!r} is {len(item.prompt)} characters; with "
                             f"{chars} generated and k up to {max_k} it must be at most {limit} (context {context})")
 
 

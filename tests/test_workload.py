@@ -124,15 +124,16 @@ def test_single_is_the_one_item_workload():
     ("empty.json", "[]", "has no prompts; allowed:"),
     ("dict.json", "{\"prompts\": []}", "has no list of items; allowed:"),
     ("num.json", "[\"ROMEO:\", 3]", "item 2 is 3, not a string prompt"),
-    ("vocab.txt", "ROMEO:\nJULIET: caf\u00e9\n", "prompt p2 has the character '\u00e9', which is not in the vocab"),
-    ("back.txt", "a\\tb\n", "prompt p1 has the character '\\\\\\\\'"),
-    ("long.txt", "x" * 48 + "\n", "prompt p1 is 48 characters; with 200 generated and k up to 8 it must be at "
+    ("vocab.txt", "ROMEO:\nJULIET: caf\u00e9\n", "prompt 'p2' has the character '\u00e9', which is not in the vocab"),
+    ("back.txt", "a\\tb\n", "prompt 'p1' has the character '\\\\\\\\'"),
+    ("long.txt", "x" * 48 + "\n", "prompt 'p1' is 48 characters; with 200 generated and k up to 8 it must be at "
                                  "most 47 \\(context 256\\)"),
     ("dup.json", json.dumps({"items": [{"id": "a", "prompt": "x"}, {"id": "a", "prompt": "y"}]}),
      "duplicate id 'a'"),
     ("seeds.json", json.dumps({"seeds": [], "items": ["x"]}), "seeds must be a non-empty list .* got \\[\\]"),
     ("seeds2.json", json.dumps({"seeds": [1, -2], "items": ["x"]}), "got \\[1, -2\\]"),
-    ("emptyprompt.json", "[\"\"]", "prompt p1 is empty"),
+    ("emptyprompt.json", "[\"\"]", "prompt 'p1' is empty"),
+    ("newline-id.json", json.dumps({"items": [{"id": "a\nb", "prompt": "caf\u00e9"}]}), "prompt 'a\\\\nb' has"),
 ])
 def test_bad_files_are_one_line_errors_naming_the_problem(tmp_path, name, content, message):
     if content is not None:
