@@ -14,13 +14,13 @@ TARGET = 0.90  # the share of rows whose interval must contain the other run's m
 
 
 def _rows(doc: dict) -> dict[str, tuple[float, float, float]]:
-    """Row name -> (median, ci_low, ci_high) for every interval a report gives."""
+    """Row name -> (figure, ci_low, ci_high) for every interval a report gives."""
     f = doc["noise_floor"]
-    out = {"noise floor (A/A)": (f["median"], f["ci_low"], f["ci_high"])}
+    out = {"noise floor (A/A)": (f["measured"], f["ci_low"], f["ci_high"])}
     for r in doc["speedup"]:
-        out[f"{r['draft']} k={r['k']}"] = (r["measured_median"], r["ci_low"], r["ci_high"])
+        out[f"{r['draft']} k={r['k']}"] = (r["measured"], r["ci_low"], r["ci_high"])
     for r in doc.get("adaptive", []):
-        out[f"{r['draft']} adaptive"] = (r["measured_median"], r["ci_low"], r["ci_high"])
+        out[f"{r['draft']} adaptive"] = (r["measured"], r["ci_low"], r["ci_high"])
     return out
 
 

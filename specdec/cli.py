@@ -162,7 +162,7 @@ def _cmd_report(args) -> int:
 
     import torch
 
-    from . import calibrate, hygiene, render, report
+    from . import calibrate, hygiene, render, report, workload
 
     if args.threads < 1:
         raise UsageError(f"--threads must be at least 1, got {args.threads}")
@@ -174,9 +174,13 @@ def _cmd_report(args) -> int:
         raise UsageError(f"--repeat must be at least 1, got {args.repeat}")
     if args.device == "cuda" and not torch.cuda.is_available():
         raise UsageError("--device cuda: no CUDA device is available here (allowed: cpu)")
+    if args.prompt is not None and args.workload is not None:
+        raise UsageError("give --prompt (one configuration) or --workload, not both")
     cpus = hygiene.parse_cpus(args.cpu) if args.cpu is not None else None
     drafts = _drafts_arg(args.drafts)
     ks = _ks_arg(args.ks, report.DEFAULT_KS)
+    if args.prompt is None:  # a bad workload file is found now, not after the drafts are built
+        workload.load_workload(args.workload or workload.DEFAULT_WORKLOAD, chars=args.chars, max_k=max(ks))
     # every place a result goes is checked before anything is measured
     outs = [report.check_out_dir(args.out)] + [report.check_out_dir(Path(args.out) / f"repeat-{i}")
                                                for i in range(2, args.repeat + 1)]
@@ -187,7 +191,7 @@ def _cmd_report(args) -> int:
             _log(f"== report {i} of {args.repeat} ==")
         doc = report.measure(target, drafts, ks, quick=args.quick, pairs=args.pairs, threads=args.threads,
                              device=args.device, chars=args.chars, seed=args.seed, budget=args.budget, cpus=cpus,
-                             log=_log)
+                             workload=args.workload, prompt=args.prompt, log=_log)
         text = render.tables(doc)
         print(text)
         for path in report.write(doc, out, text):
@@ -274,7 +278,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--pairs", type=int, default=None, help="alternated pairs every speedup row gets at least "
                    "(default 5, quick 3)")
     p.add_argument("--chars", type=int, default=200)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--workload", default=None, help="a shipped workload (default shakespeare24) or a prompts file "
+                   "(.txt: one prompt a line; .json)")
+    p.add_argument("--prompt", default=None, help="one prompt instead of a workload (the write-up's: ROMEO:)")
+    p.add_argument("--seed", type=int, default=None, help="with --prompt its seed (default 0); with a workload, "
+                   "one seed for every prompt")
     p.set_defaults(func=_cmd_report)
 
     p = sub.add_parser("compare", help="compare two report.json files; exit 1 if a draft cost got worse")

@@ -29,7 +29,7 @@ def plot(doc: dict, path: Path) -> bool:
         mine = sorted((r for r in rows if r["draft"] == name), key=lambda r: r["k"])
         ks = [r["k"] for r in mine]
         color = f"C{i}"
-        ax.plot(ks, [r["measured_median"] for r in mine], "o-", color=color, label=name)
+        ax.plot(ks, [r["measured"] for r in mine], "o-", color=color, label=name)
         ax.fill_between(ks, [r["ci_low"] for r in mine], [r["ci_high"] for r in mine], color=color, alpha=0.15)
         ax.plot(ks, [r["predicted"] for r in mine], "--", color=color, alpha=0.7)
         ax.plot(ks, [r["predicted_before"] for r in mine], ":", marker="x", color=color, alpha=0.9)
@@ -52,6 +52,44 @@ def plot(doc: dict, path: Path) -> bool:
     return True
 
 
+def plot_items(doc: dict, path: Path) -> bool:
+    """Per draft, the per-prompt speedups at each k as a box (whiskers: min-max), the row's figure (the ratio
+    of total times) as a diamond, and the noise floor's interval as a grey band around 1.0."""
+    rows = doc["speedup"]
+    if max(r["items"] for r in rows) < 2:
+        return False  # one prompt: nothing to spread
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    drafts = list(dict.fromkeys(r["draft"] for r in rows))
+    cols = min(3, len(drafts))
+    nrows = -(-len(drafts) // cols)
+    fig, axes = plt.subplots(nrows, cols, figsize=(3.4 * cols, 2.8 * nrows), dpi=110, squeeze=False)
+    f = doc["noise_floor"]
+    for ax, name in zip(axes.flat, drafts):
+        mine = sorted((r for r in rows if r["draft"] == name), key=lambda r: r["k"])
+        data = [[e["ratio"] for e in r["per_item_ratios"]] for r in mine]
+        ax.axhspan(f["ci_low"], f["ci_high"], color="gray", alpha=0.2, lw=0)
+        ax.boxplot(data, whis=(0, 100), widths=0.5)
+        ax.plot(range(1, len(mine) + 1), [r["measured"] for r in mine], "D", color="C3", ms=5)
+        ax.axhline(1.0, color="black", lw=0.7)
+        ax.set_xticks(range(1, len(mine) + 1), [f"k={r['k']}" for r in mine])
+        ax.set_title(name, fontsize=9)
+        ax.tick_params(labelsize=7)
+    for ax in list(axes.flat)[len(drafts):]:
+        ax.axis("off")
+    fig.suptitle(f"speedup per prompt ({doc['settings']['workload']['name']}); diamond: the workload's "
+                 f"(Σ target-only / Σ speculative); grey: A/A noise floor", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return True
+
+
 def _table(headers: list[str], rows: list[list]) -> str:
     """A Markdown pipe table padded to column width, so it reads as well in a terminal as rendered."""
     cells = [[str(h) for h in headers]] + [[str(c) for c in r] for r in rows]
@@ -64,40 +102,61 @@ def _table(headers: list[str], rows: list[list]) -> str:
 def tables(doc: dict) -> str:
     """Every table of the report as Markdown (also what the terminal shows)."""
     m, s = doc["machine"], doc["settings"]
-    pinned = f", pinned to CPU {','.join(map(str, m['cpu_affinity']))}" if m.get("cpu_affinity") else ""
+    w = s["workload"]
+    pinned = f", pinned to CPU {','.join(map(str, m['cpu_affinity']))}" if m.get("pinned") else ""
+    what = (f"Prompt {s['prompt']!r}, seed {w['seeds'][0]}" if s.get("prompt") is not None else
+            f"Workload {w['name']!r}: {w['items']} prompt(s), seeds {', '.join(map(str, w['seeds']))} "
+            f"(one run per prompt)")
     out = [f"# specdec report\n\n{m['cpu']}, {m['threads']} thread(s) ({m.get('interop_threads')} inter-op){pinned}, "
            f"{m['device']}, torch {m['torch_version']}, commit {m.get('commit') or 'n/a'}, {m['date']}; load average "
-           f"{m.get('load_start')} at the start, {m.get('load_end')} at the end. Prompt {s['prompt']!r}, "
-           f"{s['chars']} characters, seed {s['seed']}, temperature {s['temperature']}. Budget {s['budget']:.0f} s, "
-           f"measured in {doc['wall_seconds']:.0f} s."]
-    out += [f"\n**{w}**" for w in doc.get("warnings", [])]
+           f"{m.get('load_start')} at the start, {m.get('load_end')} at the end. {what}; {s['chars']} characters, "
+           f"temperature {s['temperature']}. Budget {s['budget']:.0f} s, measured in {doc['wall_seconds']:.0f} s."]
+    out += [f"\n**{x}**" for x in doc.get("warnings", [])]
     ex = doc["exactness"]
-    out.append("## 1. Exactness (first generated character, %d draws, k = %d)\n" % (ex[0]["samples"], ex[-1]["k"]))
-    out.append(_table(["draft", "total variation", "baseline TV (median, range)", "chi-square p", "verdict"], [
-        [r["draft"] if r["draft"] != "target" else "target, sampled directly (baseline)", f"{r['tv']:.4f}",
-         f"{r['baseline_tv']:.4f} ({r['baseline_tv_min']:.4f}-{r['baseline_tv_max']:.4f})",
+    contexts = list(dict.fromkeys(r["context"] for r in ex))
+    out.append(f"\n## 1. Exactness (first generated character, {ex[0]['samples']} draws, k = {ex[-1]['k']}, at "
+               f"{len(contexts)} workload context(s))\n")
+    out.append(_table(["context", "draft", "total variation", "baseline TV (median, range)", "chi-square p",
+                       "verdict"], [
+        [r["context"], r["draft"] if r["draft"] != "target" else "target, sampled directly (baseline)",
+         f"{r['tv']:.4f}", f"{r['baseline_tv']:.4f} ({r['baseline_tv_min']:.4f}-{r['baseline_tv_max']:.4f})",
          "" if r["p_value"] is None else f"{r['p_value']:.3f}", _verdict(r)] for r in ex]))
-    out.append(f"\n## 2. Acceptance ({s['chars']} characters, seed {s['seed']})\n")
+    out.append(f"\n## 2. Acceptance over the workload ({w['items']} run(s) of {s['chars']} characters; pooled, and "
+               f"spread across runs)\n")
     out.append(_table(["draft", "k", "acceptance", "α (per position)", "chars per target pass", "E(α,k)",
-                       "target passes", "rounds by accepted count"], [
+                       "per run: median (IQR; min-max)", "target passes", "rounds by accepted count"], [
         [r["draft"], r["k"], f"{r['acceptance']:.3f}", f"{r['alpha']:.3f}", f"{r['chars_per_pass']:.2f}",
-         f"{r['expected_length']:.2f}", r["target_passes"], _bunching(r)] for r in doc["acceptance"]]))
-    out.append("\nα is the per-position acceptance probability of Leviathan's model, estimated by maximum "
-               "likelihood from the rounds' accepted counts; E(α,k) the characters per round it predicts. "
-               "\"bunched\" marks a row whose counts reject that geometric model (chi-square p < 0.01) with more "
-               "fully accepted rounds than it allows.")
+         f"{r['expected_length']:.2f}", _spread(r["summary"]["chars_per_pass"]), r["target_passes"], _bunching(r)]
+        for r in doc["acceptance"]]))
+    out.append("\nacceptance and chars per target pass are pooled over the runs (totals); the spread is of each "
+               "run's chars per pass. α is the per-position acceptance probability of Leviathan's model, estimated "
+               "by maximum likelihood from the rounds' accepted counts; E(α,k) the characters per round it "
+               "predicts. \"bunched\" marks a row whose counts reject that geometric model (chi-square p < 0.01) "
+               "with more fully accepted rounds than it allows.")
+    if doc.get("acceptance_writeup"):
+        aw = doc["acceptance_writeup"]
+        out.append(f"\n### 2b. The write-up's table: prompt {aw['prompt']!r}, seed {aw['seed']}\n")
+        out.append(_table(["draft", "k", "acceptance", "chars per target pass", "target passes"], [
+            [r["draft"], r["k"], f"{r['acceptance']:.3f}", f"{r['chars_per_pass']:.2f}", r["target_passes"]]
+            for r in aw["rows"]]))
     f = doc["noise_floor"]
-    out.append(f"\n## 3. Measured speedup (target-only / speculative; alternated pairs, rows interleaved)\n")
-    out.append(_table(["draft", "k", "chars per pass", "median", "95% re-run interval", "range", "pairs", "note"], [
-        ["noise floor: target-only / target-only (A/A)", "", "1.00", f"{f['median']:.3f}",
-         f"{f['ci_low']:.3f}-{f['ci_high']:.3f}", f"{f['min']:.2f}-{f['max']:.2f}", f["pairs"], ""]] + [
-        [r["draft"], r["k"], f"{r['chars_per_pass']:.2f}", f"{r['measured_median']:.2f}",
-         f"{r['ci_low']:.2f}-{r['ci_high']:.2f}", f"{r['measured_min']:.2f}-{r['measured_max']:.2f}", r["pairs"],
-         _noise_note(r, f)] for r in doc["speedup"]]))
-    out.append("\nThe interval is where an independent re-run's median lands with 95 % probability (moving-block "
-               "bootstrap of the median over the pairs in the order they ran, widened by √2 for the re-run's own "
-               "error). A row is noisy when its interval is more than twice as wide as the noise floor's. The "
-               "range (min-max) is shown as the write-up shows it; it carries no verdict.")
+    out.append("\n## 3. Measured speedup (Σ target-only time / Σ speculative time over the workload's runs; "
+               "alternated pairs, rows interleaved)\n")
+    out.append(_table(["draft", "k", "chars per pass", "speedup", "95% re-run interval", "95% CI over prompts",
+                       "per-pair range", "pairs", "note"], [
+        ["noise floor: target-only / target-only (A/A)", "", "1.00", f"{f['measured']:.3f}",
+         f"{f['ci_low']:.3f}-{f['ci_high']:.3f}", _workload_ci(f), f"{f['min']:.2f}-{f['max']:.2f}", f["pairs"], ""]] + [
+        [r["draft"], r["k"], f"{r['chars_per_pass']:.2f}", f"{r['measured']:.2f}",
+         f"{r['ci_low']:.2f}-{r['ci_high']:.2f}", _workload_ci(r), f"{r['measured_min']:.2f}-{r['measured_max']:.2f}",
+         r["pairs"], _noise_note(r, f)] for r in doc["speedup"]]))
+    out.append("\nEach pair times target-only and speculative generation of one run (prompt, seed) back to back; a "
+               "row's pairs cycle through the runs, so its speedup is the workload's: the ratio of total times, "
+               "what a user waiting for the whole workload sees. The re-run interval is where an independent "
+               "re-run's figure lands with 95 % probability (moving-block bootstrap over the pairs in the order they "
+               "ran, ± t·√2·SE). The CI over prompts resamples the runs (each run's two times together): how much "
+               "the figure depends on which prompts the workload holds; set it against the noise floor's interval, "
+               "which is timing noise alone. A row is noisy when its re-run interval is more than twice as wide as "
+               "the floor's. The per-pair range is shown as the write-up shows it; it carries no verdict.")
     c = doc["costs"]
     out.append(f"\n## 4. Costs ({m['threads']} thread(s); medians of round-robin samples)\n")
     t1 = c["target_pass_us"]
@@ -120,18 +179,20 @@ def tables(doc: dict) -> str:
          f"{v['step_us']:.0f}"] for n, per_k in c["loop"].items() for k, v in per_k.items()]))
     out.append("\n## 5. Predicted against measured\n")
     out.append(_table(["draft", "k", "write-up formula", "predicted before the run", "error",
-                       "cost accounting", "error", "measured median", "note"], [
+                       "cost accounting", "error", "measured", "note"], [
         [r["draft"], r["k"], f"{r['predicted']:.2f}", f"{r['predicted_before']:.2f}",
-         f"{r['predicted_before'] / r['measured_median'] - 1:+.1%}", f"{r['predicted_refined']:.2f}",
-         f"{r['predicted_refined'] / r['measured_median'] - 1:+.1%}", f"{r['measured_median']:.2f}", _miss_note(r)]
+         f"{r['predicted_before'] / r['measured'] - 1:+.1%}", f"{r['predicted_refined']:.2f}",
+         f"{r['predicted_refined'] / r['measured'] - 1:+.1%}", f"{r['measured']:.2f}", _miss_note(r)]
         for r in doc["speedup"]]))
     out.append("\nThe write-up's formula is chars per pass / (1 + k·c). The prediction before the run is the refined "
                "model (N·step / (passes·round + drafted·drafted character)) with the terms of table 4, measured "
                "before the first pair, and the run's deterministic counts. The cost accounting is the same model "
                "with terms sampled right after each pair: it checks that the costs add up, and predicts nothing.")
     out.append("\n## Recommended k\n")
-    out.append(_table(["draft", "best k (predicted before the run)", "predicted", "best k (measured)", "measured"], [
-        [n, v["best_k_predicted"], f"{v['predicted']:.2f}", v["best_k_measured"], f"{v['measured']:.2f}"]
+    out.append(_table(["draft", "best k (predicted before the run)", "predicted", "best k (measured)", "measured",
+                       "best k per prompt (k: prompts)"], [
+        [n, v["best_k_predicted"], f"{v['predicted']:.2f}", v["best_k_measured"], f"{v['measured']:.2f}",
+         " ".join(f"{k}: {c}" for k, c in v["best_k_per_item"].items()) + f" of {v['items_compared']}"]
         for n, v in doc["recommendations"].items()]))
     if doc.get("adaptive"):
         a0 = doc["adaptive"][0]
@@ -141,8 +202,8 @@ def tables(doc: dict) -> str:
                            "95% re-run interval", "best fixed k", "adaptive ÷ fixed", "95% re-run interval",
                            "triples"], [
             [r["draft"], f"{r['mean_k']:.2f}", f"{r['acceptance']:.3f}", f"{r['chars_per_pass']:.2f}",
-             r["target_passes"], f"{r['measured_median']:.2f}", f"{r['ci_low']:.2f}-{r['ci_high']:.2f}",
-             r["best_fixed_k"], f"{r['vs_fixed_median']:.3f}", f"{r['vs_fixed_ci_low']:.3f}-{r['vs_fixed_ci_high']:.3f}",
+             r["target_passes"], f"{r['measured']:.2f}", f"{r['ci_low']:.2f}-{r['ci_high']:.2f}",
+             r["best_fixed_k"], f"{r['vs_fixed_measured']:.3f}", f"{r['vs_fixed_ci_low']:.3f}-{r['vs_fixed_ci_high']:.3f}",
              r["pairs"]] for r in doc["adaptive"]]))
     if "greedy" in doc:
         g = doc["greedy"]
@@ -150,7 +211,7 @@ def tables(doc: dict) -> str:
         out.append(_table(["draft", "k", "acceptance", "chars per pass", "target passes", "median",
                            "95% re-run interval", "range", "pairs"], [[
             g["draft"], g["k"], f"{g['acceptance']:.3f}", f"{g['chars_per_pass']:.2f}", g["target_passes"],
-            f"{g['measured_median']:.2f}", f"{g['ci_low']:.2f}-{g['ci_high']:.2f}",
+            f"{g['measured']:.2f}", f"{g['ci_low']:.2f}-{g['ci_high']:.2f}",
             f"{g['measured_min']:.2f}-{g['measured_max']:.2f}", g["pairs"]]]))
     out.append("\n## Findings\n")
     out += [f"- {line}" for line in findings(doc)]
@@ -166,6 +227,16 @@ def _verdict(r: dict) -> str:
         return ""
     ok = r["p_value"] > EXACT_P and r["tv"] <= r["baseline_tv_max"]
     return "exact" if ok else "CHECK"
+
+
+def _spread(d: dict) -> str:
+    return f"{d['median']:.2f} ({d['q1']:.2f}-{d['q3']:.2f}; {d['min']:.2f}-{d['max']:.2f})"
+
+
+def _workload_ci(r: dict) -> str:
+    if r.get("items", 1) < 2:
+        return "(one prompt)"
+    return f"{r['workload_ci_low']:.2f}-{r['workload_ci_high']:.2f}"
 
 
 def _bunching(r: dict) -> str:
@@ -193,10 +264,10 @@ def _miss_note(r: dict) -> str:
     drafted·draft_char, named after the term that makes up most of that time.
     """
     notes = []
-    if abs(r["predicted_before"] / r["measured_median"] - 1) > PREDICTION_TOLERANCE:
+    if abs(r["predicted_before"] / r["measured"] - 1) > PREDICTION_TOLERANCE:
         moved = sorted(((k, r["terms_us"][k] / v - 1) for k, v in r["before_terms_us"].items()), key=lambda t: -abs(t[1]))
         notes.append("terms moved since the cost table: " + ", ".join(f"{k} {off:+.1%}" for k, off in moved))
-    if abs(r["predicted_refined"] / r["measured_median"] - 1) > PREDICTION_TOLERANCE:
+    if abs(r["predicted_refined"] / r["measured"] - 1) > PREDICTION_TOLERANCE:
         spec = "draft character cost" if r["draft_share"] > 0.5 else "verify round cost"
         terms = sorted([("target-only step", r["target_only_error"]), (spec, r["speculative_error"])],
                        key=lambda t: -abs(t[1]))
@@ -212,23 +283,23 @@ def findings(doc: dict) -> list[str]:
     ks = sorted({r["k"] for r in sp})
     k1, kmax = ks[0], ks[-1]
     c = {d: costs["drafts"][d]["c"] for d in drafts}
-    best = {d: max((r for r in sp if r["draft"] == d), key=lambda r: r["measured_median"]) for d in drafts}
+    best = {d: max((r for r in sp if r["draft"] == d), key=lambda r: r["measured"]) for d in drafts}
     out = []
     ranked = sorted(drafts, key=lambda d: acc[d, k1]["acceptance"], reverse=True)
     for label, d in (("Best", ranked[0]), ("Worst", ranked[-1])):
         out.append(f"{label} acceptance at k={k1}: {d}, {acc[d, k1]['acceptance']:.3f} with c = {c[d]:.3f}; "
-                   f"its best measured speedup is {best[d]['measured_median']:.2f}x (k={best[d]['k']}).")
+                   f"its best measured speedup is {best[d]['measured']:.2f}x (k={best[d]['k']}).")
     winners = [d for d in drafts if best[d]["ci_low"] > 1.0]
     out.append("Faster than target-only (95 % CI above 1): " + (", ".join(
-        f"{d} {best[d]['measured_median']:.2f}x at k={best[d]['k']} (c = {c[d]:.3f})" for d in winners)
+        f"{d} {best[d]['measured']:.2f}x at k={best[d]['k']} (c = {c[d]:.3f})" for d in winners)
         if winners else "none.") + ".")
-    slowest = min(drafts, key=lambda d: best[d]["measured_median"])
-    out.append(f"Slowest: {slowest}, {best[slowest]['measured_median']:.2f}x at its best k ({best[slowest]['k']}), "
+    slowest = min(drafts, key=lambda d: best[d]["measured"])
+    out.append(f"Slowest: {slowest}, {best[slowest]['measured']:.2f}x at its best k ({best[slowest]['k']}), "
                f"c = {c[slowest]:.3f}.")
     if {"int8", "int4", "bigram"} <= set(drafts):
         a8, a4 = acc["int8", kmax], acc["int4", kmax]
         trio = ("bigram", "int8", "int4")
-        slow3 = min(trio, key=lambda d: best[d]["measured_median"])
+        slow3 = min(trio, key=lambda d: best[d]["measured"])
         fast3 = [d for d in trio if best[d]["ci_low"] > 1.0]
         out.append(f"Of the write-up's three drafts, faster than target-only: {', '.join(fast3) or 'none'}; "
                    f"slowest: {slow3}.")
@@ -251,7 +322,7 @@ def findings(doc: dict) -> list[str]:
         out.append(f"The real int8 kernel (torch dynamic quantization) costs {dyn:.0f} µs per drafted character "
                    f"against {rnd:.0f} µs for rounded float32 (c {c['int8-dynamic']:.2f} vs {c['int8']:.2f}): on this "
                    f"machine it {verdict} c.")
-    errs = [(r["predicted"] / r["measured_median"] - 1, r) for r in sp]
+    errs = [(r["predicted"] / r["measured"] - 1, r) for r in sp]
     ok = sum(abs(e) <= WRITEUP_TOLERANCE for e, _ in errs)
     e, r = max(errs, key=lambda t: abs(t[0]))
     alone = [costs["round_us"][str(k)] / costs["target_pass_us"] for k in ks]
@@ -262,7 +333,7 @@ def findings(doc: dict) -> list[str]:
                f"right after a transformer draft, whose weights evict the target's from cache.")
     for key, label in (("predicted_before", "The prediction made before the run"),
                        ("predicted_refined", "The cost accounting (terms sampled beside the pairs)")):
-        ref = [(x[key] / x["measured_median"] - 1, x) for x in sp]
+        ref = [(x[key] / x["measured"] - 1, x) for x in sp]
         ok = sum(abs(e) <= PREDICTION_TOLERANCE for e, _ in ref)
         e, r = max(ref, key=lambda t: abs(t[0]))
         out.append(f"{label} is within {PREDICTION_TOLERANCE:.0%} of the measured median on {ok}/{len(ref)} rows "
@@ -272,6 +343,6 @@ def findings(doc: dict) -> list[str]:
         verdict = lambda r: ("faster" if r["vs_fixed_ci_low"] > 1 else "slower" if r["vs_fixed_ci_high"] < 1
                              else "no different")
         out.append("Adaptive k against the best fixed k (95 % CI of the ratio): " + "; ".join(
-            f"{r['draft']} {verdict(r)} ({r['vs_fixed_median']:.2f}x, mean k {r['mean_k']:.1f} vs {r['best_fixed_k']})"
+            f"{r['draft']} {verdict(r)} ({r['vs_fixed_measured']:.2f}x, mean k {r['mean_k']:.1f} vs {r['best_fixed_k']})"
             for r in ad) + ".")
     return out

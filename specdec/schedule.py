@@ -68,17 +68,23 @@ def run_sections(sections: list[Section], budget: Budget, log: Callable[[str], N
 
 @dataclass
 class Runs:
-    """Alternated runs of one row of the report: `fns` run once each per visit, their order rotating."""
+    """Alternated runs of one row of the report: `fns` run once each per visit, their order rotating.
+
+    Visit i works on items[i % len(items)] (a workload's (prompt, seed) runs, say): every fn and the warm-up
+    are called with it, so both sides of a pair always do the same work.
+    """
 
     key: object  # what the row is, e.g. ("ngram", 8) or "noise floor"
-    fns: dict[str, Callable[[], object]]
+    fns: dict[str, Callable[[object], object]]
     ratio: tuple[str, str]  # (numerator, denominator) of the row's figure: their times' per-visit ratio
-    warm: Callable[[], object] | None = None  # run before each visit for `warm_seconds` (caches, not timed)
+    warm: Callable[[object], object] | None = None  # run before each visit for `warm_seconds` (not timed)
     between: Callable[[], object] | None = None  # run after each visit; its results kept in `extra`
+    items: list = field(default_factory=lambda: [None])
     warm_seconds: float = 0.03
     times: dict[str, list[float]] = field(default_factory=dict)
     extra: list = field(default_factory=list)
     visit_seconds: list[float] = field(default_factory=list)
+    visit_items: list[int] = field(default_factory=list)  # which item each visit worked on (its index)
 
     @property
     def visits(self) -> int:
@@ -90,19 +96,25 @@ class Runs:
         return np.asarray(self.times[num]) / np.asarray(self.times[den])
 
     def width(self) -> float:
-        """Relative width of the re-run interval of the median ratio (inf before three visits)."""
-        r = self.ratios()
-        return stats.summarize(r).width if r.size >= 3 else float("inf")
+        """Relative width of the re-run interval of the row's figure, the ratio of total times (inf before
+        three visits)."""
+        if self.visits < 3:
+            return float("inf")
+        num, den = self.ratio
+        return stats.summarize_pairs(self.times[num], self.times[den]).width
 
     def visit(self, device: str = "cpu") -> None:
         gc.collect(1)  # outside the timed region: young garbage gone (a full collection walks every table: ~0.1 s)
         t0 = time.perf_counter()
+        i = self.visits % len(self.items)
+        item = self.items[i]
         if self.warm is not None:
-            timing.warm_up(self.warm, self.warm_seconds, device)
+            timing.warm_up(lambda: self.warm(item), self.warm_seconds, device)
         names = list(self.fns)
         shift = self.visits % len(names)
         for name in names[shift:] + names[:shift]:
-            self.times.setdefault(name, []).append(timing.timed(self.fns[name], device))
+            self.times.setdefault(name, []).append(timing.timed(lambda fn=self.fns[name]: fn(item), device))
+        self.visit_items.append(i)
         if self.between is not None:
             self.extra.append(self.between())
         self.visit_seconds.append(time.perf_counter() - t0)

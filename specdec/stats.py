@@ -27,10 +27,11 @@ RESAMPLES = 2000  # bootstrap resamples behind every interval
 
 @dataclass(frozen=True)
 class Summary:
-    median: float
+    estimate: float  # the figure: the median of the values, or for paired times the ratio of their totals
+    median: float  # median of the values (of the per-pair ratios)
     min: float
     max: float
-    ci_low: float  # 95 % interval for the median an independent re-run measures (see rerun_interval)
+    ci_low: float  # 95 % interval for the estimate an independent re-run measures (see rerun_interval)
     ci_high: float
     n: int
 
@@ -38,49 +39,60 @@ class Summary:
     def width(self) -> float:
         """(ci_high − ci_low) / median: the interval's relative width (what "noisy" is judged by); infinite
         below three values, where there is nothing to resample."""
-        if self.n < 3 or not self.median:
+        if self.n < 3 or not self.estimate:
             return float("inf")
-        return (self.ci_high - self.ci_low) / self.median
+        return (self.ci_high - self.ci_low) / self.estimate
 
 
 def _block_length(n: int) -> int:
     return max(1, int(n ** (1 / 3) + 1e-9))  # 1 up to 7 values, 2 up to 26, 3 up to 63, ...
 
 
-def _block_medians(x: np.ndarray, rng: np.random.Generator, resamples: int) -> np.ndarray:
-    """Medians of `resamples` moving-block bootstrap series of x (x in the order it was measured).
+def _block_indices(n: int, rng: np.random.Generator, resamples: int) -> np.ndarray:
+    """(resamples, n) indices of moving-block bootstrap series over n values in the order they were measured.
 
     Blocks of b = ⌊n^(1/3)⌋ consecutive values (Künsch 1989; Hall, Horowitz and Jing 1995 for the rate)
     keep the short-range correlation of neighbouring pairs inside each resampled series.
     """
-    n = x.size
     b = _block_length(n)
-    n_blocks = -(-n // b)
-    starts = rng.integers(0, n - b + 1, size=(resamples, n_blocks))
-    idx = (starts[:, :, None] + np.arange(b)).reshape(resamples, -1)[:, :n]
-    return np.median(x[idx], axis=1)
+    starts = rng.integers(0, n - b + 1, size=(resamples, -(-n // b)))
+    return (starts[:, :, None] + np.arange(b)).reshape(resamples, -1)[:, :n]
 
 
-def rerun_interval(values, confidence: float = 0.95, seed: int = 0) -> tuple[float, float]:
-    """Interval that an independent re-run's median falls in with probability ~`confidence`.
+def _median(x: np.ndarray) -> np.ndarray:
+    return np.median(x, axis=-1)
 
-    median ± t · √2 · SE: SE is the standard deviation of the median over moving-block bootstrap resamples
-    (blocks keep neighbouring pairs' correlation); √2 because a re-run's median has an error of its own, as
-    large as ours; t is Student's quantile with (blocks − 1) degrees of freedom, which widens the interval
-    where a few blocks give a rough SE. With fewer than 3 values there is nothing to resample: the min-max
-    range, widened by √2 about the median.
+
+def ratio_of_totals(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Σa / Σb along the last axis: with a = target-only and b = speculative times, how much faster the whole
+    set of runs went."""
+    return np.sum(a, axis=-1) / np.sum(b, axis=-1)
+
+
+def rerun_interval(values, confidence: float = 0.95, seed: int = 0, statistic=_median) -> tuple[float, float]:
+    """Interval that an independent re-run's `statistic` falls in with probability ~`confidence`.
+
+    values: one array (or a tuple of equally long arrays, e.g. paired times) in the order measured;
+    statistic maps them, resampled along the last axis, to one figure per resample (default: the median).
+    The interval is estimate ± t · √2 · SE: SE is the standard deviation of the statistic over moving-block
+    bootstrap resamples (blocks keep neighbouring pairs' correlation); √2 because a re-run's figure has an
+    error of its own, as large as ours; t is Student's quantile with (blocks − 1) degrees of freedom, which
+    widens the interval where a few blocks give a rough SE. With fewer than 3 values there is nothing to
+    resample: the statistic's range over the single values, widened by √2 about the estimate.
     """
-    x = np.asarray(values, dtype=float)
-    if x.size == 0:
+    cols = tuple(np.asarray(v, dtype=float) for v in (values if isinstance(values, tuple) else (values,)))
+    n = cols[0].size
+    if n == 0:
         raise ValueError("an interval needs at least one value")
-    med = float(np.median(x))
+    est = float(statistic(*cols))
     r = math.sqrt(2)
-    if x.size < 3 or np.ptp(x) == 0:
-        return med - r * (med - float(x.min())), med + r * (float(x.max()) - med)
-    b = _block_length(x.size)
-    se = float(np.std(_block_medians(x, np.random.default_rng(seed), RESAMPLES), ddof=1))
-    t = float(sstats.t.ppf(0.5 + confidence / 2, df=max(1.0, x.size / b - 1)))
-    return med - t * r * se, med + t * r * se
+    if n < 3:
+        each = statistic(*(c[:, None] for c in cols))  # the statistic of each value alone
+        return est - r * (est - float(np.min(each))), est + r * (float(np.max(each)) - est)
+    idx = _block_indices(n, np.random.default_rng(seed), RESAMPLES)
+    se = float(np.std(statistic(*(c[idx] for c in cols)), ddof=1))
+    t = float(sstats.t.ppf(0.5 + confidence / 2, df=max(1.0, n / _block_length(n) - 1)))
+    return est - t * r * se, est + t * r * se
 
 
 def summarize(values, confidence: float = 0.95, seed: int = 0) -> Summary:
@@ -89,7 +101,20 @@ def summarize(values, confidence: float = 0.95, seed: int = 0) -> Summary:
     if x.size == 0:
         raise ValueError("summarize needs at least one value")
     lo, hi = rerun_interval(x, confidence, seed)
-    return Summary(float(np.median(x)), float(x.min()), float(x.max()), lo, hi, int(x.size))
+    med = float(np.median(x))
+    return Summary(med, med, float(x.min()), float(x.max()), lo, hi, int(x.size))
+
+
+def summarize_pairs(a, b, confidence: float = 0.95, seed: int = 0) -> Summary:
+    """Paired times a (e.g. target-only) and b (speculative), in the order measured: the ratio of their
+    totals Σa/Σb as the estimate, with its re-run interval; median and range of the per-pair ratios a/b."""
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    if a.size == 0 or a.size != b.size:
+        raise ValueError(f"summarize_pairs needs equally many times on both sides, got {a.size} and {b.size}")
+    r = a / b
+    lo, hi = rerun_interval((a, b), confidence, seed, statistic=ratio_of_totals)
+    return Summary(float(ratio_of_totals(a, b)), float(np.median(r)), float(r.min()), float(r.max()), lo, hi,
+                   int(a.size))
 
 
 def predicted_speedup(chars_per_pass: float, k: int, c: float) -> float:

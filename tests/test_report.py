@@ -23,7 +23,7 @@ def test_report_document_has_the_documented_schema(doc):
                       "load_start", "load_end"}
     assert m["threads"] == 1 and m["device"] == "cpu"
     assert doc["settings"]["budget"] == BUDGET and doc["settings"]["min_pairs"] == 3
-    assert [r["draft"] for r in doc["exactness"]] == ["target", "bigram", "int8"]
+    assert [r["draft"] for r in doc["exactness"]] == ["target", "bigram", "int8"]  # quick: one context
     assert {(r["draft"], r["k"]) for r in doc["acceptance"]} == {(d, k) for d in ("bigram", "int8") for k in (1, 2)}
     for r in doc["acceptance"]:
         assert set(r) >= {"draft", "k", "acceptance", "alpha", "expected_length", "bunched", "chars_per_pass",
@@ -41,11 +41,11 @@ def test_report_document_has_the_documented_schema(doc):
                           "measured_median", "measured_min", "measured_max", "ci_low", "ci_high", "pairs", "ratios"}
         assert r["pairs"] == len(r["ratios"]) >= 1 and r["measured_min"] <= r["measured_median"] <= r["measured_max"]
         assert r["measured_median"] == pytest.approx(float(np.median(r["ratios"])))
-        assert r["ci_low"] <= r["measured_median"] <= r["ci_high"]
+        assert r["ci_low"] <= r["measured"] <= r["ci_high"]
     assert set(doc["recommendations"]) == {"bigram", "int8"}
     assert [s["section"].split(":")[0] for s in doc["sections"]] == [
-        "drafts", "exactness", "acceptance (deterministic given the seed)", "costs", "speedup", "adaptive k",
-        "greedy (temperature 0)"]
+        "drafts", "exactness", "acceptance over 6 run(s) (deterministic)", "acceptance, the write-up's prompt and seed",
+        "costs", "speedup", "adaptive k", "greedy (temperature 0)"]
 
 
 def test_the_timed_sections_share_the_budget(doc):
@@ -56,14 +56,38 @@ def test_the_timed_sections_share_the_budget(doc):
     assert sum(s["seconds"] for s in doc["sections"]) <= doc["wall_seconds"]
 
 
-def test_acceptance_rows_match_a_direct_generation(doc, target, draft_factory):
+def test_acceptance_rows_pool_direct_generations_of_the_workload_runs(doc, target, draft_factory):
+    import specdec
+    from specdec import workload
+
+    runs = workload.load_workload("shakespeare24").cycled(4)  # what --quick runs
+    assert doc["settings"]["workload"]["runs"] == [[item.id, seed] for item, seed in runs]
+    row = next(r for r in doc["acceptance"] if r["draft"] == "int8" and r["k"] == 2)
+    sts = [specdec.speculative_generate(target, draft_factory("int8"), item.prompt, 60, k=2, seed=seed).stats
+           for item, seed in runs]
+    assert row["target_passes"] == sum(s.target_passes for s in sts)
+    assert [e["target_passes"] for e in row["per_item"]] == [s.target_passes for s in sts]
+    accepted, hist = sum(s.accepted for s in sts), row["accepted_per_position"]
+    assert row["acceptance"] == accepted / sum(s.drafted for s in sts)
+    assert row["alpha"] == pytest.approx(accepted / (accepted + hist[0] + hist[1]))
+
+
+def test_the_writeup_table_is_romeo_seed_0_exactly(doc, target, draft_factory):
     import specdec
 
-    row = next(r for r in doc["acceptance"] if r["draft"] == "int8" and r["k"] == 2)
-    st = specdec.speculative_generate(target, draft_factory("int8"), "ROMEO:", 60, k=2, seed=0).stats
-    assert (row["target_passes"], row["acceptance"]) == (st.target_passes, st.acceptance)
-    hist = st.accepted_per_position
-    assert row["alpha"] == pytest.approx(st.accepted / (st.accepted + hist[0] + hist[1]))
+    aw = doc["acceptance_writeup"]
+    assert (aw["prompt"], aw["seed"]) == ("ROMEO:", 0)
+    for r in aw["rows"]:
+        st = specdec.speculative_generate(target, draft_factory(r["draft"]), "ROMEO:", 60, k=r["k"], seed=0).stats
+        assert (r["target_passes"], r["acceptance"]) == (st.target_passes, st.acceptance)
+
+
+def test_speedup_rows_are_the_workloads_ratio_of_total_times(doc):
+    for r in doc["speedup"] + [doc["noise_floor"]]:
+        assert r["measured_min"] <= r["measured"] <= r["measured_max"]
+        assert len(r["per_item_ratios"]) == r["items"] == min(r["pairs"], 6)
+        if r["items"] >= 2:
+            assert r["workload_ci_low"] <= r["workload_ci_high"]
 
 
 def test_predicted_is_the_writeup_formula_of_the_recorded_figures(doc):
@@ -101,7 +125,7 @@ def test_a_row_is_noisy_by_its_interval_against_the_floor_never_by_its_range(doc
 
 def test_write_is_all_or_nothing(doc, tmp_path, monkeypatch):
     paths = report.write(doc, tmp_path, render.tables(doc))
-    assert {p.name for p in paths} == {"report.md", "report.json", "speedup.png"}
+    assert {p.name for p in paths} == {"report.md", "report.json", "speedup.png", "per-prompt.png"}
     assert json.loads((tmp_path / "report.json").read_text())["noise_floor"] == doc["noise_floor"]
     before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
 
@@ -121,7 +145,7 @@ def test_findings_are_computed_from_the_figures(doc):
     assert lines[0].startswith(f"Best acceptance at k=1: {top}, {acc[top]:.3f}")
     assert lines[1].startswith(f"Worst acceptance at k=1: {bottom}, {acc[bottom]:.3f}")
     for key, label in (("predicted_before", "made before the run"), ("predicted_refined", "cost accounting")):
-        n_ok = sum(abs(r[key] / r["measured_median"] - 1) <= 0.05 for r in doc["speedup"])
+        n_ok = sum(abs(r[key] / r["measured"] - 1) <= 0.05 for r in doc["speedup"])
         assert any(label in x and f"within 5% of the measured median on {n_ok}/{len(doc['speedup'])} rows" in x
                    for x in lines)
 
@@ -132,17 +156,19 @@ def test_adaptive_rows_face_each_drafts_best_fixed_k(doc, target, draft_factory)
     assert [r["draft"] for r in doc["adaptive"]] == ["bigram", "int8"]
     for r in doc["adaptive"]:
         fixed = [x for x in doc["speedup"] if x["draft"] == r["draft"]]
-        assert r["best_fixed_k"] == max(fixed, key=lambda x: x["measured_median"])["k"]
-        st = specdec.speculative_generate(target, draft_factory(r["draft"]), "ROMEO:", 60, k=r["start_k"], seed=0,
-                                          adaptive=True, k_max=r["k_max"]).stats
-        assert (r["target_passes"], r["mean_k"], r["acceptance"]) == (st.target_passes, st.mean_k, st.acceptance)
-        assert r["pairs"] >= 1 and r["vs_fixed_min"] <= r["vs_fixed_median"] <= r["vs_fixed_max"]
+        assert r["best_fixed_k"] == max(fixed, key=lambda x: x["measured"])["k"]
+        sts = [specdec.speculative_generate(target, draft_factory(r["draft"]), item.prompt, 60, k=r["start_k"],
+                                            seed=seed, adaptive=True, k_max=r["k_max"]).stats
+               for item, seed in specdec.workload.load_workload("shakespeare24").cycled(4)]
+        assert r["target_passes"] == sum(s.target_passes for s in sts)
+        assert r["mean_k"] == sum(s.drafted for s in sts) / sum(s.draft_calls for s in sts)
+        assert r["pairs"] >= 1 and r["vs_fixed_measured_min"] <= r["vs_fixed_measured"] <= r["vs_fixed_measured_max"]
     text = render.tables(doc)
     assert "## Adaptive k" in text and "adaptive ÷ fixed" in text
     assert any(x.startswith("Adaptive k against the best fixed k") for x in render.findings(doc))
 
 
-_ROW = {"measured_median": 1.0, "before_terms_us": {"step": 500.0, "draft_char": 10.0, "round": 700.0},
+_ROW = {"measured": 1.0, "before_terms_us": {"step": 500.0, "draft_char": 10.0, "round": 700.0},
         "terms_us": {"step": 500.0, "draft_char": 10.0, "round": 700.0}, "target_only_error": 0.0,
         "speculative_error": 0.0, "draft_share": 0.1, "predicted_before": 1.0, "predicted_refined": 1.0}
 
@@ -167,8 +193,8 @@ def test_a_missed_prediction_names_the_terms_that_moved_since_the_cost_table():
 def _calibration_doc(rows: dict) -> dict:
     """A report document with only the intervals calibration reads: name -> (median, low, high)."""
     floor = rows.pop("floor")
-    return {"noise_floor": {"median": floor[0], "ci_low": floor[1], "ci_high": floor[2]},
-            "speedup": [{"draft": d, "k": k, "measured_median": m, "ci_low": lo, "ci_high": hi}
+    return {"noise_floor": {"measured": floor[0], "ci_low": floor[1], "ci_high": floor[2]},
+            "speedup": [{"draft": d, "k": k, "measured": m, "ci_low": lo, "ci_high": hi}
                         for (d, k), (m, lo, hi) in rows.items()]}
 
 
@@ -194,6 +220,9 @@ def _cli(*args):
     (["--cpu", "4096"], "CPU 4096 is not available"),
     (["--cpu", "one"], "is not a CPU list"),
     (["--pairs", "0"], "--pairs must be at least 1, got 0"),
+    (["--prompt", "ROMEO:", "--workload", "shakespeare24"], "give --prompt (one configuration) or --workload"),
+    (["--workload", "hamlet99"], "hamlet99"),
+    (["--workload", "/nonexistent/prompts.txt"], "/nonexistent/prompts.txt"),
 ])
 def test_bad_report_options_are_one_line_before_anything_runs(args, message, tmp_path):
     out = tmp_path / "r"

@@ -37,29 +37,31 @@ def test_budget_refuses_nonpositive_seconds_and_keeps_its_reserve():
 
 def test_a_visit_rotates_the_order_and_keeps_between():
     order = []
-    r = schedule.Runs("row", {n: (lambda n=n: order.append(n)) for n in "abc"}, ("a", "b"),
-                      between=lambda: len(order))
+    r = schedule.Runs("row", {n: (lambda item, n=n: order.append(n + item)) for n in "abc"}, ("a", "b"),
+                      between=lambda: len(order), items=["1", "2"])
     for _ in range(3):
         r.visit()
-    assert "".join(order) == "abc" + "bca" + "cab" and r.extra == [3, 6, 9] and r.visits == 3
+    assert order == ["a1", "b1", "c1", "b2", "c2", "a2", "c1", "a1", "b1"]  # items cycle, the order rotates
+    assert r.extra == [3, 6, 9] and r.visits == 3 and r.visit_items == [0, 1, 0]
     assert all(len(t) == 3 for t in r.times.values()) and len(r.ratios()) == 3
 
 
 def _row(key, a_seconds, b_seconds):
-    return schedule.Runs(key, {"a": lambda: time.sleep(a_seconds), "b": lambda: time.sleep(b_seconds)}, ("a", "b"))
+    return schedule.Runs(key, {"a": lambda _: time.sleep(a_seconds), "b": lambda _: time.sleep(b_seconds)},
+                         ("a", "b"))
 
 
 def test_interleave_gives_every_row_its_minimum_then_stops_when_precise():
     rows = [_row(i, 0.0, 0.0) for i in range(3)]
-    for r in rows:  # ratios of 1.0 exactly: an interval of zero width after the minimum
-        r.ratios = lambda: __import__("numpy").ones(r.visits)
+    for r in rows:  # as if every ratio were 1.0 exactly: an interval of zero width once there are three
+        r.width = lambda r=r: 0.0 if r.visits >= 3 else float("inf")
     rounds = schedule.interleave(rows, seconds=5.0, min_visits=4, precision=0.05, log=lambda s: None)
     assert rounds == 4 and [r.visits for r in rows] == [4, 4, 4]
 
 
 def test_interleave_rotates_rows_and_ends_on_time():
     calls = []
-    rows = [schedule.Runs(i, {"a": (lambda i=i: (calls.append(i), time.sleep(0.01)))}, ("a", "a"))
+    rows = [schedule.Runs(i, {"a": (lambda _, i=i: (calls.append(i), time.sleep(0.01)))}, ("a", "a"))
             for i in range(3)]
     t0 = time.perf_counter()
     schedule.interleave(rows, seconds=0.5, min_visits=1000, precision=0.0, log=lambda s: None)
@@ -78,8 +80,7 @@ def test_after_the_minimum_the_widest_rows_get_the_time():
     import numpy as np
 
     quiet, loud = _row("quiet", 0, 0), _row("loud", 0, 0)
-    quiet.ratios = lambda: np.ones(quiet.visits)
-    rng = np.random.default_rng(0)
-    loud.ratios = lambda: 1 + rng.normal(0, 0.2, loud.visits)
+    quiet.width = lambda: 0.0 if quiet.visits >= 3 else np.inf
+    loud.width = lambda: 0.5
     schedule.interleave([quiet, loud], seconds=0.3, min_visits=3, precision=0.01, log=lambda s: None)
     assert quiet.visits == 3 and loud.visits > 3
