@@ -28,6 +28,7 @@ import torch
 
 from . import sampling
 
+MAX_NODES = 4096  # far past anything one verify pass can hold (the context is 256)
 
 @dataclass(frozen=True)
 class TreeSpec:
@@ -50,6 +51,9 @@ class TreeSpec:
         widths = tuple(int(w) for w in widths)
         if not widths or min(widths) < 1:
             raise ValueError(f"tree widths must be positive integers, got {widths}")
+        nodes = int(np.cumprod(np.array(widths, dtype=float)).sum())
+        if nodes > MAX_NODES:
+            raise ValueError(f"tree {'x'.join(map(str, widths))} has {nodes} nodes; at most {MAX_NODES}")
         parents, level = [], [-1]
         for w in widths:
             nxt = []
@@ -64,9 +68,12 @@ class TreeSpec:
     def parse(cls, text: str) -> TreeSpec:
         """'4x2x2x1' (widths per depth); a budget needs an acceptance vector: see `optimal_tree`."""
         try:
-            return cls.from_widths(int(w) for w in str(text).lower().split("x"))
+            widths = [int(w) for w in str(text).lower().split("x")]
         except ValueError:
-            raise ValueError(f"bad tree shape {text!r}: give widths per depth like 4x2x2x1 (each >= 1)") from None
+            widths = [0]
+        if min(widths) < 1:
+            raise ValueError(f"bad tree shape {text!r}: give widths per depth like 4x2x2x1 (each >= 1)")
+        return cls.from_widths(widths)
 
     @property
     def budget(self) -> int:

@@ -16,7 +16,6 @@ import itertools
 
 import numpy as np
 import pytest
-import torch
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from scipy import stats as sstats
@@ -197,41 +196,8 @@ def test_gumbel_top_k_draws_in_sequential_without_replacement_order():
 PROMPT = "ROMEO:"
 
 
-@torch.inference_mode()
-def _target_law(target, n, min_expected=20):
-    """The target's exact law of the first three characters as categories, and a sample -> category map.
-
-    Pairs (a, b) expected at least `min_expected` times in n draws get one category per third character;
-    every other pair is one category (chi_square_p pools the sparse ones).
-    """
-    ids = corpus.encode(PROMPT)
-    V = target.config.vocab_size
-    p1 = exactness.target_distribution(target, PROMPT)  # (V,)
-    ctx = torch.tensor([ids + [a] for a in range(V)])  # (V, len + 1)
-    p2 = sampling.probs(target(ctx)[:, -1], 1.0)  # (V, V): p(b | a)
-    joint2 = p1[:, None] * p2
-    pairs = [tuple(ab) for ab in np.argwhere(joint2 * n >= min_expected)]
-    p3 = sampling.probs(target(torch.tensor([ids + list(ab) for ab in pairs]))[:, -1], 1.0)
-    detail = {ab: i for i, ab in enumerate(pairs)}
-    law = np.concatenate([(joint2[a, b] * p3[i]) for i, (a, b) in enumerate(pairs)] + [joint2.ravel()])
-    for a, b in pairs:
-        law[len(pairs) * V + a * V + b] = 0.0  # those pairs are detailed above
-
-    def category(text):
-        a, b, c = corpus.encode(text[:3])
-        return detail[(a, b)] * V + c if (a, b) in detail else len(pairs) * V + a * V + b
-
-    return p1, law, category
-
-
 def _pipeline_p_values(target, draft, spec, n, seed0=0):
-    p1, law, category = _target_law(target, n)
-    first, joint = np.zeros(len(p1)), np.zeros(len(law))
-    for seed in range(seed0, seed0 + n):
-        text = specdec.speculative_generate(target, draft, PROMPT, 3, k=1, seed=seed, tree=spec).text
-        first[corpus.encode(text[0])[0]] += 1
-        joint[category(text)] += 1
-    return exactness.chi_square_p(first, p1), exactness.chi_square_p(joint, law)
+    return exactness.tree_generation_p_values(target, draft, spec, n, seed0, PROMPT)
 
 
 @pytest.mark.parametrize("draft", ["bigram", "ngram"])
@@ -246,6 +212,13 @@ def test_tree_generation_fits_the_target_first_and_three_chars(target, draft_fac
 def test_tree_generation_fits_the_target_large(target, draft_factory, draft, shape):
     p_first, p_joint = _pipeline_p_values(target, draft_factory(draft), TreeSpec.parse(shape), 6000, seed0=10_000)
     assert p_first > 1e-4 and p_joint > 1e-4
+
+
+@pytest.mark.parametrize("draft", ["bigram", "ngram"])
+def test_verify_tree_first_char_rows(target, draft_factory, draft):
+    row = exactness.verify_tree(target, {draft: draft_factory(draft)}, TreeSpec.parse("4x2"), samples=4000)[0]
+    assert row["tree"] == "4x2" and row["joint_p_value"] is None
+    assert row["p_value"] > 1e-4 and row["tv"] <= 1.5 * row["baseline_tv_max"]
 
 
 class _Table(TableDraft):
@@ -276,3 +249,15 @@ def test_rule_chi_square_on_synthetic_tables_and_its_controls(monkeypatch, contr
         counts[out[0] * 3 + out[1]] += 1
     p_value = exactness.chi_square_p(counts, (P3[0][:, None] * P3).ravel())
     assert p_value > 1e-4 if control is None else p_value < 1e-6
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("control", ["replacement", "no q update"])
+def test_pipeline_negative_controls_fail_the_first_char_chi_square(monkeypatch, target, draft_factory, control):
+    """Through speculative_generate: 3000 draws show 'no q update' only at p ~ 1e-4 (ngram), 15 000 decide it."""
+    if control == "replacement":
+        monkeypatch.setattr(trees, "_top_k", _with_replacement)
+    else:
+        monkeypatch.setattr(trees, "_remove", lambda q, x: q)
+    p_first, _ = _pipeline_p_values(target, draft_factory("ngram"), TreeSpec.parse("4x2x2x1"), 15_000, seed0=10_000)
+    assert p_first < 1e-6
