@@ -26,7 +26,7 @@ from typing import Callable
 import numpy as np
 import torch
 
-from . import sampling
+from . import corpus, sampling
 
 MAX_NODES = 4096  # far past anything one verify pass can hold (the context is 256)
 
@@ -272,8 +272,6 @@ def measure_child_acceptance(target, draft, prompt: str = "ROMEO:", chars: int =
     from .decode import generate  # decode imports this module
 
     text = prompt + generate(target, prompt, chars, seed=seed, temperature=temperature).text
-    from . import corpus
-
     ids = corpus.encode(text)
     p_all = sampling.probs(target(torch.tensor([ids]))[0], temperature)  # (len, V)
     rng = np.random.default_rng(seed + 1)

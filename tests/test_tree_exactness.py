@@ -20,8 +20,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from scipy import stats as sstats
 
-import specdec
-from specdec import corpus, exactness, sampling, trees
+from specdec import exactness, sampling, trees
 from specdec.drafts import TableDraft
 from specdec.trees import TreeSpec
 
