@@ -99,6 +99,7 @@ def _cmd_generate(args) -> int:
     from .decode import generate, speculative_generate
     from .drafts import make_draft
 
+    _check_tree_args(args)
     if args.draft is None and (args.k is not None or args.adaptive):
         raise UsageError(f"{'-k' if args.k is not None else '--adaptive'} needs --draft (the draft that proposes "
                          "the characters)")
@@ -106,7 +107,9 @@ def _cmd_generate(args) -> int:
         raise UsageError(f"--temperature must be >= 0, got {args.temperature}")
     torch.set_num_threads(args.threads)
     target = _target(args)
-    if args.draft is None:
+    if args.tree is not None:
+        out = _tree_generate(args, target)
+    elif args.draft is None:
         out = generate(target, args.prompt, args.chars, args.seed, args.temperature)
     else:
         k = 4 if args.k is None else args.k
@@ -122,7 +125,11 @@ def _cmd_generate(args) -> int:
     print(args.prompt + out.text)
     print("---")
     line = f"chars {st.chars}  target passes {st.target_passes}  chars per pass {st.chars_per_pass:.2f}"
-    if args.draft:
+    if st.tree:
+        line += (f"  draft {args.draft} tree {st.tree} ({st.drafted // max(st.draft_calls, 1)} nodes)"
+                 f"  accepted {st.accepted}  acceptance per depth "
+                 f"{[round(a, 3) for a in st.depth_acceptance]}")
+    elif args.draft:
         line += (f"  draft {args.draft} k {st.k}" + (f" adaptive (mean {st.mean_k:.2f})" if st.adaptive else "")
                  + f"  acceptance {st.acceptance:.3f}  drafted {st.drafted}"
                  f"  accepted {st.accepted}  draft calls {st.draft_calls}"
@@ -137,11 +144,14 @@ def _cmd_verify(args) -> int:
     from . import exactness
     from .drafts import make_draft
 
+    _check_tree_args(args)
     if args.k < 1:
         raise UsageError(f"-k must be at least 1, got {args.k}")
     if args.samples < 100:
         raise UsageError(f"--samples must be at least 100, got {args.samples}")
     target = _target(args)
+    if args.tree is not None:
+        return _tree_verify(args, target)
     drafts = {n: make_draft(n, target) for n in _drafts_arg(args.draft)}
     rows = exactness.verify(target, drafts, k=args.k, samples=args.samples, seed=args.seed)
     if args.json:
@@ -152,6 +162,78 @@ def _cmd_verify(args) -> int:
     for r in rows:
         print(f"{r['draft']:14} {r['k']:>2} {r['samples']:>8} {r['tv']:>8.4f} {r['baseline_tv']:>12.4f} "
               f"{r['p_value']:>8.3f}")
+    return 0
+
+
+# --- trees (issue 13): --tree for generate and verify ---------------------------------------------------
+
+TREE_DRAFTS = ("bigram", "ngram")
+
+
+def _check_tree_args(args) -> None:
+    """Every --tree mistake is reported before the target and the drafts are loaded."""
+    if args.tree is None:
+        return
+    _tree_spec(args.tree, None, None, 0, check_only=True)
+    names = [args.draft] if isinstance(args.draft, str) else (args.draft or [])
+    for name in names:
+        if name not in TREE_DRAFTS:
+            raise UsageError(f"--tree needs a table draft ({', '.join(TREE_DRAFTS)}), got {name!r}")
+    if args.command == "generate" and (args.draft is None or args.k is not None or args.adaptive):
+        raise UsageError("--tree needs --draft (bigram or ngram) and takes no -k or --adaptive")
+    if args.command == "verify" and args.joint < 0:
+        raise UsageError(f"--joint must be >= 0, got {args.joint}")
+
+
+def _tree_spec(text: str, target, draft, seed: int, check_only: bool = False):
+    """'4x2x2x1': widths per depth; 'N' (a plain integer): N nodes shaped by Sequoia's dynamic program from
+    this draft's child acceptance, measured on 200 target-generated characters after 'ROMEO:'."""
+    from . import trees
+
+    if text.isdigit():
+        if not 1 <= int(text) <= 255:
+            raise UsageError(f"--tree budget must be between 1 and 255 nodes, got {text}")
+        if check_only:
+            return None
+        acc = trees.measure_child_acceptance(target, draft, seed=seed)
+        return trees.optimal_tree(acc, int(text))[0]
+    try:
+        spec = trees.TreeSpec.parse(text)
+    except ValueError as exc:
+        raise UsageError(f"--tree: {exc}" + (" or a node budget like 32" if "bad tree" in str(exc) else "")) from None
+    if spec.budget > 255:
+        raise UsageError(f"--tree {text} has {spec.budget} nodes; at most 255 fit the context")
+    return spec
+
+
+def _tree_generate(args, target):
+    from .decode import speculative_generate
+    from .drafts import make_draft
+
+    draft = make_draft(args.draft, target)
+    spec = _tree_spec(args.tree, target, draft, args.seed)
+    return speculative_generate(target, draft, args.prompt, args.chars, 1, args.seed, args.temperature, tree=spec)
+
+
+def _tree_verify(args, target) -> int:
+    import json
+
+    from . import exactness
+    from .drafts import make_draft
+
+    rows = []
+    for name in args.draft or TREE_DRAFTS:
+        draft = make_draft(name, target)
+        spec = _tree_spec(args.tree, target, draft, args.seed)
+        rows += exactness.verify_tree(target, {name: draft}, spec, args.samples, args.seed, joint_samples=args.joint)
+    if args.json:
+        print(json.dumps(rows))
+        return 0
+    print(f"{'draft':8} {'tree':>12} {'samples':>8} {'TV':>8} {'baseline TV':>12} {'p-value':>8} {'joint p':>8}")
+    for r in rows:
+        joint = "" if r["joint_p_value"] is None else f"{r['joint_p_value']:.3f}"
+        print(f"{r['draft']:8} {r['tree']:>12} {r['samples']:>8} {r['tv']:>8.4f} {r['baseline_tv']:>12.4f} "
+              f"{r['p_value']:>8.3f} {joint:>8}")
     return 0
 
 
@@ -253,6 +335,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "a rejection (from -k, at most 16)")
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--json", action="store_true")
+    p.add_argument("--tree", default=None, metavar="SHAPE", help="draft a token tree: widths per depth (4x2x2x1) "
+                   "or a node budget (32) shaped by the dynamic program; bigram or ngram")
     p.set_defaults(func=_cmd_generate)
 
     p = with_checkpoint(sub.add_parser("verify", help="exactness: TV and chi-square of speculative draws"))
@@ -261,6 +345,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--samples", type=int, default=20_000)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", action="store_true", help="a JSON list of rows")
+    p.add_argument("--tree", default=None, metavar="SHAPE", help="verify tree rounds of this shape (4x2x2x1, or a "
+                   "node budget like 32) for bigram and ngram")
+    p.add_argument("--joint", type=int, default=0, metavar="N", help="with --tree: also chi-square the first three "
+                   "characters jointly over N generations (seeds)")
     p.set_defaults(func=_cmd_verify)
 
     p = with_checkpoint(sub.add_parser("report", help="measure everything here; tables, report.json, figure"))
