@@ -244,12 +244,17 @@ def _cmd_report(args) -> int:
 
     import torch
 
-    from . import calibrate, hygiene, render, report, workload
+    from . import calibrate, hygiene, render, report, tree_sections, workload
 
     if args.threads < 1:
         raise UsageError(f"--threads must be at least 1, got {args.threads}")
     if args.pairs is not None and args.pairs < 1:
         raise UsageError(f"--pairs must be at least 1, got {args.pairs}")
+    for text in args.trees or []:  # a bad tree configuration is found before anything is loaded
+        try:
+            tree_sections.parse_config(text)
+        except ValueError as exc:
+            raise UsageError(f"--trees: {exc}") from None
     if args.budget is not None and not (math.isfinite(args.budget) and args.budget > 0):
         raise UsageError(f"--budget must be a positive number of seconds, got {args.budget}")
     if args.repeat < 1:
@@ -273,7 +278,7 @@ def _cmd_report(args) -> int:
             _log(f"== report {i} of {args.repeat} ==")
         doc = report.measure(target, drafts, ks, quick=args.quick, pairs=args.pairs, threads=args.threads,
                              device=args.device, chars=args.chars, seed=args.seed, budget=args.budget, cpus=cpus,
-                             workload=args.workload, prompt=args.prompt, log=_log)
+                             workload=args.workload, prompt=args.prompt, trees=args.trees, log=_log)
         text = render.tables(doc)
         print(text)
         for path in report.write(doc, out, text):
@@ -371,6 +376,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--prompt", default=None, help="one prompt instead of a workload (the write-up's: ROMEO:)")
     p.add_argument("--seed", type=int, default=None, help="with --prompt its seed (default 0); with a workload, "
                    "one seed for every prompt")
+    p.add_argument("--trees", nargs="*", default=None, help="tree configurations for each table draft: shapes "
+                   "like 4x2x2x1 and node budgets like 32 (shape from measured child acceptance); default "
+                   "4x2x2x1 32; give --trees alone for none")
     p.set_defaults(func=_cmd_report)
 
     p = sub.add_parser("compare", help="compare two report.json files; exit 1 if a draft cost got worse")

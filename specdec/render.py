@@ -11,6 +11,16 @@ from pathlib import Path
 EXACT_P = 1e-3  # a verify row passes when its chi-square p-value is above this ...
 PREDICTION_TOLERANCE = 0.05  # ... and the refined model, before the run and as accounting, is held to 5 %
 WRITEUP_TOLERANCE = 0.10  # the write-up's formula is judged at 10 %
+TARGET_SPEEDUP = 3.0  # issue 13's target for an exact configuration
+
+
+def _config(r: dict) -> str:
+    """A row's configuration: its k for a chain, 'tree 4x2x2x1' (or 'tree budget 32') for a tree."""
+    return str(r["k"]) if r.get("tree") is None else f"tree {r['tree']['shape']}"
+
+
+def _chains(rows: list[dict]) -> list[dict]:
+    return [r for r in rows if r.get("tree") is None]
 
 
 def plot(doc: dict, path: Path) -> bool:
@@ -24,7 +34,7 @@ def plot(doc: dict, path: Path) -> bool:
     except ImportError:
         return False
     fig, ax = plt.subplots(figsize=(7.5, 4.8), dpi=120)
-    rows = doc["speedup"]
+    rows = _chains(doc["speedup"])  # against k: the tree rows are in the tables and the per-prompt figure
     for i, name in enumerate(dict.fromkeys(r["draft"] for r in rows)):
         mine = sorted((r for r in rows if r["draft"] == name), key=lambda r: r["k"])
         ks = [r["k"] for r in mine]
@@ -71,13 +81,14 @@ def plot_items(doc: dict, path: Path) -> bool:
     fig, axes = plt.subplots(nrows, cols, figsize=(3.4 * cols, 2.8 * nrows), dpi=110, squeeze=False)
     f = doc["noise_floor"]
     for ax, name in zip(axes.flat, drafts):
-        mine = sorted((r for r in rows if r["draft"] == name), key=lambda r: r["k"])
+        mine = sorted((r for r in rows if r["draft"] == name), key=lambda r: (r.get("tree") is not None, r["k"]))
         data = [[e["ratio"] for e in r["per_item_ratios"]] for r in mine]
         ax.axhspan(f["ci_low"], f["ci_high"], color="gray", alpha=0.2, lw=0)
         ax.boxplot(data, whis=(0, 100), widths=0.5)
         ax.plot(range(1, len(mine) + 1), [r["measured"] for r in mine], "D", color="C3", ms=5)
         ax.axhline(1.0, color="black", lw=0.7)
-        ax.set_xticks(range(1, len(mine) + 1), [f"k={r['k']}" for r in mine])
+        ax.set_xticks(range(1, len(mine) + 1), [f"k={r['k']}" if r.get("tree") is None else r["tree"]["shape"].replace("budget ", "b")
+                                                  for r in mine])
         ax.set_title(name, fontsize=9)
         ax.tick_params(labelsize=7)
     for ax in list(axes.flat)[len(drafts):]:
@@ -114,11 +125,13 @@ def tables(doc: dict) -> str:
     out += [f"\n**{x}**" for x in doc.get("warnings", [])]
     ex = doc["exactness"]
     contexts = list(dict.fromkeys(r["context"] for r in ex))
-    out.append(f"\n## 1. Exactness (first generated character, {ex[0]['samples']} draws, k = {ex[-1]['k']}, at "
+    out.append(f"\n## 1. Exactness (first generated character, {ex[0]['samples']} draws, k = {_chains(ex)[-1]['k']} "
+               f"and every tree configuration, at "
                f"{len(contexts)} workload context(s))\n")
     out.append(_table(["context", "draft", "total variation", "baseline TV (median, range)", "chi-square p",
                        "verdict"], [
-        [r["context"], r["draft"] if r["draft"] != "target" else "target, sampled directly (baseline)",
+        [r["context"], (r["draft"] if r.get("tree") is None else f"{r['draft']} {_config(r)}")
+         if r["draft"] != "target" else "target, sampled directly (baseline)",
          f"{r['tv']:.4f}", f"{r['baseline_tv']:.4f} ({r['baseline_tv_min']:.4f}-{r['baseline_tv_max']:.4f})",
          "" if r["p_value"] is None else f"{r['p_value']:.3f}", _verdict(r)] for r in ex]))
     out.append(f"\n## 2. Acceptance over the workload ({w['items']} run(s) of {s['chars']} characters; pooled, and "
@@ -127,12 +140,13 @@ def tables(doc: dict) -> str:
                        "per run: median (IQR; min-max)", "target passes", "rounds by accepted count"], [
         [r["draft"], r["k"], f"{r['acceptance']:.3f}", f"{r['alpha']:.3f}", f"{r['chars_per_pass']:.2f}",
          f"{r['expected_length']:.2f}", _spread(r["summary"]["chars_per_pass"]), r["target_passes"], _bunching(r)]
-        for r in doc["acceptance"]]))
+        for r in _chains(doc["acceptance"])]))
     out.append("\nacceptance and chars per target pass are pooled over the runs (totals); the spread is of each "
                "run's chars per pass. α is the per-position acceptance probability of Leviathan's model, estimated "
                "by maximum likelihood from the rounds' accepted counts; E(α,k) the characters per round it "
                "predicts. \"bunched\" marks a row whose counts reject that geometric model (chi-square p < 0.01) "
                "with more fully accepted rounds than it allows.")
+    out += _tree_acceptance(doc)
     if doc.get("acceptance_writeup"):
         aw = doc["acceptance_writeup"]
         out.append(f"\n### 2b. The write-up's table: prompt {aw['prompt']!r}, seed {aw['seed']}\n")
@@ -146,7 +160,7 @@ def tables(doc: dict) -> str:
                        "per-pair range", "pairs", "note"], [
         ["noise floor: target-only / target-only (A/A)", "", "1.00", f"{f['measured']:.3f}",
          f"{f['ci_low']:.3f}-{f['ci_high']:.3f}", _workload_ci(f), f"{f['min']:.2f}-{f['max']:.2f}", f["pairs"], ""]] + [
-        [r["draft"], r["k"], f"{r['chars_per_pass']:.2f}", f"{r['measured']:.2f}",
+        [r["draft"], _config(r), f"{r['chars_per_pass']:.2f}", f"{r['measured']:.2f}",
          f"{r['ci_low']:.2f}-{r['ci_high']:.2f}", _workload_ci(r), f"{r['measured_min']:.2f}-{r['measured_max']:.2f}",
          r["pairs"], _noise_note(r, f)] for r in doc["speedup"]]))
     out.append("\nEach pair times target-only and speculative generation of one run (prompt, seed) back to back; a "
@@ -168,6 +182,9 @@ def tables(doc: dict) -> str:
              for k, v in c["round_us"].items()]
     rows += [[f"one {n} character", f"{d['char_us']:.1f}", f"{d['c']:.3f}", f"{d['weight_bytes']:,}", f"c = {d['c']:.3f}"]
              for n, d in c["drafts"].items()]
+    rows += [[f"one tree verify pass ({n} positions: 1 + {int(n) - 1} nodes)", f"{v:.0f}",
+              f"{_median(c['tree_verify_ratio_samples'][n]):.3f}", "", "median of per-sample T(N)/T(1)"]
+             for n, v in c.get("tree_verify_pass_us", {}).items()]
     out.append(_table(["what", "µs", "÷ target pass", "weight bytes", ""], rows))
     out.append(f"\n{c['samples']} samples. c uses one drafted character at k = {c['draft_k']}. Inside a simulated round "
                "at the generation's mean position (the draft proposes k, then the target verifies and the rule runs),"
@@ -177,22 +194,38 @@ def tables(doc: dict) -> str:
                        "target-only step (µs)"], [
         [n, k, f"{v['char_us']:.1f}", f"{v['round_us']:.0f}", f"{v['round_us'] / c['round_us'][k]:.3f}",
          f"{v['step_us']:.0f}"] for n, per_k in c["loop"].items() for k, v in per_k.items()]))
+    if c.get("tree_loop"):
+        out.append("\nA tree round: drafting the tree (per node), then the verify pass over its nodes, the walk of the "
+                   "rule and moving the accepted path's keys and values (the round without the draft):\n")
+        out.append(_table(["draft", "tree", "drafting per node (µs)", "round without the draft (µs)",
+                           "target-only step (µs)"], [
+            [n, label, f"{v['node_us']:.1f}", f"{v['round_us']:.0f}", f"{v['step_us']:.0f}"]
+            for n, per in c["tree_loop"].items() for label, v in per.items()]))
     out.append("\n## 5. Predicted against measured\n")
     out.append(_table(["draft", "k", "write-up formula", "predicted before the run", "error",
                        "cost accounting", "error", "measured", "note"], [
-        [r["draft"], r["k"], f"{r['predicted']:.2f}", f"{r['predicted_before']:.2f}",
+        [r["draft"], _config(r), f"{r['predicted']:.2f}", f"{r['predicted_before']:.2f}",
          f"{r['predicted_before'] / r['measured'] - 1:+.1%}", f"{r['predicted_refined']:.2f}",
          f"{r['predicted_refined'] / r['measured'] - 1:+.1%}", f"{r['measured']:.2f}", _miss_note(r)]
         for r in doc["speedup"]]))
     out.append("\nThe write-up's formula is chars per pass / (1 + k·c). The prediction before the run is the refined "
                "model (N·step / (passes·round + drafted·drafted character)) with the terms of table 4, measured "
                "before the first pair, and the run's deterministic counts. The cost accounting is the same model "
-               "with terms sampled right after each pair: it checks that the costs add up, and predicts nothing.")
+               "with terms sampled right after each pair: it checks that the costs add up, and predicts nothing. "
+               "For a tree, k is its nodes per round and the drafted character a drafted node; the round is the "
+               "verify pass over every node plus the walk.")
     out.append("\n## Recommended k\n")
     out.append(_table(["draft", "best k (predicted before the run)", "predicted", "best k (measured)", "measured",
                        "best k per prompt (k: prompts)"], [
         [n, v["best_k_predicted"], f"{v['predicted']:.2f}", v["best_k_measured"], f"{v['measured']:.2f}",
          " ".join(f"{k}: {c}" for k, c in v["best_k_per_item"].items()) + f" of {v['items_compared']}"]
+        for n, v in doc["recommendations"].items() if "best_k_measured" in v]))
+    out.append("\n### Best configuration per draft (chains and trees)\n")
+    out.append(_table(["draft", "best (predicted before the run)", "predicted", "best (measured)", "measured",
+                       "95% re-run interval", "best per prompt"], [
+        [n, v["best_config_predicted"], f"{v['best_config_predicted_speedup']:.2f}", v["best_config_measured"],
+         f"{v['best_config_measured_speedup']:.2f}", "-".join(f"{x:.2f}" for x in v["best_config_measured_ci"]),
+         " ".join(f"{k}: {c}" for k, c in v["best_config_per_item"].items()) + f" of {v['configs_items_compared']}"]
         for n, v in doc["recommendations"].items()]))
     if doc.get("adaptive"):
         a0 = doc["adaptive"][0]
@@ -277,7 +310,8 @@ def _miss_note(r: dict) -> str:
 
 def findings(doc: dict) -> list[str]:
     """What the figures say, in sentences computed from them (nothing here is written by hand)."""
-    sp, acc_rows, costs = doc["speedup"], doc["acceptance"], doc["costs"]
+    every, acc_rows, costs = doc["speedup"], _chains(doc["acceptance"]), doc["costs"]
+    sp = _chains(every)  # the chain findings; the trees' come last
     acc = {(r["draft"], r["k"]): r for r in acc_rows}
     drafts = list(dict.fromkeys(r["draft"] for r in sp))
     ks = sorted({r["k"] for r in sp})
@@ -333,11 +367,11 @@ def findings(doc: dict) -> list[str]:
                f"right after a transformer draft, whose weights evict the target's from cache.")
     for key, label in (("predicted_before", "The prediction made before the run"),
                        ("predicted_refined", "The cost accounting (terms sampled beside the pairs)")):
-        ref = [(x[key] / x["measured"] - 1, x) for x in sp]
+        ref = [(x[key] / x["measured"] - 1, x) for x in every]
         ok = sum(abs(e) <= PREDICTION_TOLERANCE for e, _ in ref)
         e, r = max(ref, key=lambda t: abs(t[0]))
-        out.append(f"{label} is within {PREDICTION_TOLERANCE:.0%} of the measured median on {ok}/{len(ref)} rows "
-                   f"(largest error {e:+.1%}: {r['draft']} k={r['k']}).")
+        out.append(f"{label} is within {PREDICTION_TOLERANCE:.0%} of the measured median on {ok}/{len(ref)} rows, "
+                   f"chains and trees (largest error {e:+.1%}: {r['draft']} {_config(r)}).")
     if doc.get("adaptive"):
         ad = doc["adaptive"]
         verdict = lambda r: ("faster" if r["vs_fixed_ci_low"] > 1 else "slower" if r["vs_fixed_ci_high"] < 1
@@ -345,4 +379,55 @@ def findings(doc: dict) -> list[str]:
         out.append("Adaptive k against the best fixed k (95 % CI of the ratio): " + "; ".join(
             f"{r['draft']} {verdict(r)} ({r['vs_fixed_measured']:.2f}x, mean k {r['mean_k']:.1f} vs {r['best_fixed_k']})"
             for r in ad) + ".")
+    out += _best_exact(doc)
     return out
+
+
+def _median(xs) -> float:
+    xs = sorted(xs)
+    n = len(xs)
+    return (xs[(n - 1) // 2] + xs[n // 2]) / 2 if n else float("nan")
+
+
+def _tree_acceptance(doc: dict) -> list[str]:
+    """Table 2's tree rows: chars per pass, acceptance per depth, nodes; and the child acceptance behind the
+    budget shapes."""
+    rows = [r for r in doc["acceptance"] if r.get("tree") is not None]
+    if not rows:
+        return []
+    out = ["\n### 2a. Token trees over the workload (deterministic; acceptance = accepted / drafted nodes)\n",
+           _table(["draft", "tree", "nodes (per depth)", "depth", "chars per target pass", "expected (child model)",
+                   "per run: median (IQR; min-max)", "acceptance per depth", "target passes"], [
+               [r["draft"], r["tree"]["shape"], f"{r['tree']['budget']} ({'-'.join(map(str, r['tree']['nodes_per_depth']))})",
+                r["tree"]["depth"], f"{r['chars_per_pass']:.2f}",
+                "" if r.get("expected_chars_per_pass") is None else f"{r['expected_chars_per_pass']:.2f}",
+                _spread(r["summary"]["chars_per_pass"]),
+                " ".join("-" if a is None else f"{a:.2f}" for a in r["depth_acceptance"]), r["target_passes"]]
+               for r in rows])]
+    for name, ch in doc.get("child_acceptance", {}).items():
+        out.append(f"\n{name}: the i-th child tried at a node is the accepted one with probability "
+                   + " ".join(f"{a:.3f}" for a in ch["vector"]) + f" (over {len(ch['runs'])} run(s)); the budget "
+                   "shapes are Sequoia's dynamic program on this vector, and \"expected\" is what it predicts.")
+    return out
+
+
+def _best_exact(doc: dict) -> list[str]:
+    """The best measured configuration whose exactness rows all pass, and whether it reaches the target."""
+    ex = doc.get("exactness", [])
+
+    def exact(r: dict) -> bool:
+        mine = [e for e in ex if e["draft"] == r["draft"] and (e.get("tree") or {}).get("shape") ==
+                (r.get("tree") or {}).get("shape") and (r.get("tree") is not None or e["k"] == _chains(ex)[-1]["k"])]
+        return bool(mine) and all(_verdict(e) == "exact" for e in mine)
+
+    checked = [r for r in doc["speedup"] if exact(r)]
+    if not checked:
+        return ["No configuration has passing exactness rows to recommend."]
+    b = max(checked, key=lambda r: r["measured"])
+    kind = "k" if b.get("tree") is None else "tree"
+    what = f"{b['draft']} k={b['k']}" if kind == "k" else f"{b['draft']} {_config(b)} ({b['tree']['budget']} nodes)"
+    reach = ("reaches" if b["ci_low"] >= TARGET_SPEEDUP else "does not clearly reach" if b["measured"] >= TARGET_SPEEDUP
+             else "does not reach")
+    return [f"Best exact configuration (exactness rows passing): {what}, {b['measured']:.2f}x "
+            f"({b['ci_low']:.2f}-{b['ci_high']:.2f}), predicted {b['predicted_before']:.2f}x before the run; it "
+            f"{reach} {TARGET_SPEEDUP:.1f}x."]

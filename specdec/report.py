@@ -22,6 +22,7 @@ from pathlib import Path
 import torch
 
 from . import hygiene, render, sections
+from . import tree_sections as ts
 from . import workload as wl
 from .drafts import DRAFTS
 from .model import GPT
@@ -56,6 +57,7 @@ def measure(
     budget: float | None = None,
     cpus: list[int] | None = None,
     workload: str | os.PathLike | None = None,
+    trees: list[str] | None = None,
     log=print,
 ) -> dict:
     """Run every section within `budget` seconds and return the report document (schema in README.md).
@@ -64,7 +66,9 @@ def measure(
     `seed`, default 0) -- the single configuration, e.g. the write-up's 'ROMEO:', seed 0. seed with a workload:
     that one seed for every item. pairs: the minimum of alternated pairs per speedup row (default 5, quick 3).
     cpus: pin the process to these CPUs first. Torch's threads are set to `threads` (inter-op too where torch
-    allows) and recorded.
+    allows) and recorded. trees: tree shapes ('4x2x2x1') and node budgets ('budget 32': the shape from the
+    measured child acceptance), each for every table draft among `drafts` (default `tree_sections.DEFAULT_TREES`;
+    [] for none).
     """
     knobs = dict(QUICK if quick else FULL)
     if budget is not None:
@@ -72,6 +76,9 @@ def measure(
     if pairs is not None:
         knobs["min_pairs"] = pairs
     ks = sorted(set(ks or DEFAULT_KS))
+    knobs["trees"] = list(ts.DEFAULT_TREES if trees is None else trees)
+    for text in knobs["trees"]:
+        ts.parse_config(text)  # a bad shape fails before anything is measured
     if prompt is not None:
         work = wl.single(prompt, 0 if seed is None else seed)
         runs = work.runs()
@@ -89,6 +96,7 @@ def measure(
     contexts = min(knobs["contexts"], len(runs))
     todo = [
         Section("drafts", lambda s: sections.setup(run)),
+        Section("trees: child acceptance and shapes (deterministic)", lambda s: _trees(run)),
         Section(f"exactness: {knobs['samples']} draws per draft at {contexts} context(s)",
                 lambda s: sections.exactness_rows(run, contexts)),
         Section(f"acceptance over {len(runs)} run(s) (deterministic)", lambda s: sections.acceptance(run)),
@@ -98,7 +106,7 @@ def measure(
         Section("greedy (temperature 0)", lambda s: sections.greedy(run, s), SHARES["greedy"]),
     ]
     if prompt is None:  # the write-up's table too, exactly as published (a few seconds)
-        todo.insert(3, Section("acceptance, the write-up's prompt and seed", lambda s: sections.writeup_acceptance(run)))
+        todo.insert(4, Section("acceptance, the write-up's prompt and seed", lambda s: sections.writeup_acceptance(run)))
     doc = {"machine": machine, "settings": {
         "workload": {"name": work.name, "items": len(runs), "seeds": sorted({s for _, s in runs}),
                      "runs": [[item.id, s] for item, s in runs]},
@@ -119,12 +127,29 @@ def measure(
     return doc
 
 
+def _trees(run: sections.ReportRun) -> dict:
+    out = ts.setup(run)
+    run.child = out["child_acceptance"]
+    return out
+
+
+def config_label(r: dict) -> str:
+    """A row's configuration: 'k=8' for a chain, 'tree 4x2x2x1' for a tree."""
+    return f"k={r['k']}" if r.get("tree") is None else f"tree {r['tree']['shape']}"
+
+
 def recommend(rows: list[dict]) -> dict:
     """Per draft: the k with the best prediction made before the run, the k with the best measured speedup
-    over the workload, and how often each k was best per item (among the items every k's row timed)."""
+    over the workload, and how often each k was best per item (among the items every k's row timed); and the
+    same over every configuration, chains and trees (best_config_*)."""
     out = {}
     for name in dict.fromkeys(r["draft"] for r in rows):
         mine = [r for r in rows if r["draft"] == name]
+        everything = _best(mine, config_label)
+        mine = [r for r in mine if r.get("tree") is None]
+        if not mine:
+            out[name] = everything
+            continue
         bp = max(mine, key=lambda r: r["predicted_before"])
         bm = max(mine, key=lambda r: r["measured"])
         ratio = {r["k"]: {(e["prompt_id"], e["seed"]): e["ratio"] for e in r["per_item_ratios"]} for r in mine}
@@ -134,8 +159,25 @@ def recommend(rows: list[dict]) -> dict:
             per_item[max(ratio, key=lambda k: (ratio[k][item], -k))] += 1
         out[name] = {"best_k_predicted": bp["k"], "predicted": bp["predicted_before"],
                      "best_k_measured": bm["k"], "measured": bm["measured"],
-                     "best_k_per_item": {str(k): n for k, n in per_item.items()}, "items_compared": len(common)}
+                     "best_k_per_item": {str(k): n for k, n in per_item.items()}, "items_compared": len(common),
+                     **everything}
     return out
+
+
+def _best(mine: list[dict], label) -> dict:
+    """best_config_predicted / _measured over a draft's rows (chains and trees), their figures, and how
+    often each configuration was best per item."""
+    bp = max(mine, key=lambda r: r["predicted_before"])
+    bm = max(mine, key=lambda r: r["measured"])
+    ratio = {label(r): {(e["prompt_id"], e["seed"]): e["ratio"] for e in r["per_item_ratios"]} for r in mine}
+    common = set.intersection(*(set(v) for v in ratio.values()))
+    per_item = dict.fromkeys(ratio, 0)
+    for item in common:
+        per_item[max(ratio, key=lambda c: ratio[c][item])] += 1
+    return {"best_config_predicted": label(bp), "best_config_predicted_speedup": bp["predicted_before"],
+            "best_config_measured": label(bm), "best_config_measured_speedup": bm["measured"],
+            "best_config_measured_ci": [bm["ci_low"], bm["ci_high"]],
+            "best_config_per_item": per_item, "configs_items_compared": len(common)}
 
 
 def check_out_dir(out_dir: str | os.PathLike) -> Path:

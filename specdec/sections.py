@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import exactness, stats, timing
+from . import tree_sections as ts
 from . import workload as wl
 from .decode import generate, speculative_generate
 from .drafts import make_draft
@@ -47,6 +48,8 @@ class ReportRun:
     samplers: dict = field(default_factory=dict)
     costs: timing.Costs | None = None
     rows: list = field(default_factory=list)
+    trees: dict = field(default_factory=dict)  # (draft, label) -> TreeSpec: the tree configurations
+    child: dict = field(default_factory=dict)  # draft -> measured child acceptance (report.json's record)
 
     def spec(self, name: str, k: int, chars: int | None = None, temperature: float | None = None, **kw):
         """A call generating one run speculatively: fn((item, seed))."""
@@ -81,7 +84,7 @@ def exactness_rows(run: ReportRun, contexts: int) -> dict:
     for item, _ in run.runs[:contexts]:
         part = [exactness.target_row(run.target, n, 0, item.prompt)] + exactness.verify(
             run.target, run.objs, k=max(run.ks), samples=n, seed=0, prompt=item.prompt)
-        rows += [{**r, "context": item.id} for r in part]
+        rows += [{**r, "tree": None, "context": item.id} for r in part] + ts.exactness_rows(run, item.prompt, item.id)
     return {"exactness": rows}
 
 
@@ -102,8 +105,8 @@ def acceptance(run: ReportRun) -> dict:
                          "accepted_per_position": a["accepted_per_position"],
                          "position_acceptance": a["position_acceptance"],
                          "summary": {"acceptance": a["acceptance"], "chars_per_pass": a["chars_per_pass"]},
-                         "per_item": a["per_item"]})
-    return {"acceptance": rows}
+                         "per_item": a["per_item"], "tree": None})
+    return {"acceptance": rows + ts.acceptance_rows(run, run.child)}
 
 
 def writeup_acceptance(run: ReportRun) -> dict:
@@ -131,9 +134,10 @@ def costs(run: ReportRun, seconds: float) -> dict:
             run.samplers[name, k] = timing.loop_sampler(run.target, run.objs[name], k, run.temperature, run.device,
                                                         kn["term_calls"], all_accepted=full,
                                                         position=run.mean_position())
+    tree_fns, tree_samplers = ts.cost_extras(run)
     c = timing.measure_costs(run.target, run.objs, run.ks, samples=kn["cost_samples"], number=kn["cost_calls"],
                              temperature=run.temperature, device=run.device, samplers=run.samplers,
-                             seconds=seconds)
+                             seconds=seconds, extra_fns=tree_fns, extra_samplers=tree_samplers)
     run.costs = c
     return {"costs": {
         "samples": c.samples,
@@ -150,6 +154,7 @@ def costs(run: ReportRun, seconds: float) -> dict:
         "loop": {n: {str(k): {"char_us": c.loop_char_us[n][k], "round_us": c.loop_round_us[n][k],
                               "step_us": float(np.median(c.loop_samples[n, k][:, 0]))}
                      for k in run.ks} for n in run.drafts},
+        **ts.costs_doc(run, c),
     }}
 
 
@@ -180,6 +185,9 @@ def speedup(run: ReportRun, seconds: float) -> dict:
     rows = [Runs((name, k), {"target": run.plain(), "spec": run.spec(name, k)}, ("target", "spec"),
                  warm=run.spec(name, k, WARM_CHARS), between=run.samplers[name, k], items=run.runs)
             for name in run.drafts for k in run.ks]
+    rows += [Runs((name, label), {"target": run.plain(), "spec": run.spec(name, 1, tree=spec)}, ("target", "spec"),
+                  warm=run.spec(name, 1, WARM_CHARS, tree=spec), between=run.samplers[name, label], items=run.runs)
+             for (name, label), spec in run.trees.items()]
     interleave([floor] + rows, seconds, kn["min_pairs"], kn["precision"], run.device, run.log, "speedup ")
     f = paired_figures(floor, "a", "b")
     noise = {**f, "median": f["measured_median"], "min": f["measured_min"], "max": f["measured_max"]}
@@ -199,11 +207,15 @@ def _predictions(a: dict, terms: np.ndarray) -> stats.Summary:
 def _speedup_row(run: ReportRun, r: Runs, floor_width: float) -> dict:
     """One row of tables 3 and 5: the measured ratio; the prediction made from the cost table before any pair
     (predicted_before); and the cost accounting from terms sampled after each pair (predicted_refined)."""
-    name, k = r.key
+    name, k = r.key  # k: a chain's k, or a tree configuration's label
     a, costs_ = run.acc[name, k], run.costs
     t = a["totals"]
+    tree = run.trees.get((name, k))
     fig = paired_figures(r, "target", "spec")
-    before_terms, after_terms = costs_.loop_samples[name, k], np.asarray(r.extra, dtype=float)
+    before_terms = ts.before_terms(run, name, k) if tree else costs_.loop_samples[name, k]
+    after_terms = np.asarray(r.extra, dtype=float)
+    # a tree round drafts its nodes (fewer where q runs out of characters): the formula's k is nodes per round
+    per_round = t["drafted"] / t["draft_calls"] if tree and t["draft_calls"] else k
     before, after = _predictions(a, before_terms), _predictions(a, after_terms)
     step_us, char_us, round_us = (float(np.median(after_terms[:, i])) for i in range(3))
     terms = stats.refined_terms(t["chars"], t["target_passes"], t["drafted"], step_us, round_us, char_us)
@@ -212,8 +224,9 @@ def _speedup_row(run: ReportRun, r: Runs, floor_width: float) -> dict:
     implied_step = float(np.mean(r.times["target"])) * 1e6 / (t["chars"] / n_runs)
     implied_spec = float(np.mean(r.times["spec"])) * 1e6 * n_runs
     return {
-        "draft": name, "k": k, "chars_per_pass": t["chars_per_pass"],
-        "predicted": stats.predicted_speedup(t["chars_per_pass"], k, costs_.c(name)),
+        "draft": name, "k": tree.depth if tree else k, "tree": ts.tree_key(tree), "drafted_per_round": per_round,
+        "chars_per_pass": t["chars_per_pass"],
+        "predicted": stats.predicted_speedup(t["chars_per_pass"], per_round, costs_.c(name)),
         "predicted_before": before.estimate, "predicted_before_ci_low": before.ci_low,
         "predicted_before_ci_high": before.ci_high,
         "predicted_refined": after.estimate, "predicted_refined_ci_low": after.ci_low,
@@ -235,7 +248,7 @@ def adaptive(run: ReportRun, seconds: float) -> dict:
     kn = run.knobs
     rows, fixed = [], {}
     for name in run.drafts:
-        fixed[name] = max((r for r in run.rows if r["draft"] == name), key=lambda r: r["measured"])["k"]
+        fixed[name] = max((r for r in _chains(run.rows) if r["draft"] == name), key=lambda r: r["measured"])["k"]
         ad = run.spec(name, ADAPTIVE["start_k"], adaptive=True, k_max=ADAPTIVE["k_max"])
         rows.append(Runs(name, {"target": run.plain(), "fixed": run.spec(name, fixed[name]), "adaptive": ad},
                          ("target", "adaptive"), warm=run.spec(name, ADAPTIVE["start_k"], WARM_CHARS),
@@ -257,7 +270,7 @@ def adaptive(run: ReportRun, seconds: float) -> dict:
 
 def greedy(run: ReportRun, seconds: float) -> dict:
     """The best sampled configuration again at temperature 0, where acceptance is argmax agreement."""
-    best = max(run.rows, key=lambda r: r["measured"])
+    best = max(_chains(run.rows), key=lambda r: r["measured"])  # adaptive and greedy compare chains
     name, k = best["draft"], best["k"]
     sts = [run.spec(name, k, temperature=0.0)(x).stats for x in run.runs]
     r = Runs("greedy", {"target": run.plain(temperature=0.0), "spec": run.spec(name, k, temperature=0.0)},
@@ -267,3 +280,7 @@ def greedy(run: ReportRun, seconds: float) -> dict:
     return {"greedy": {"draft": name, "k": k, "acceptance": sum(s.accepted for s in sts) / drafted,
                        "chars_per_pass": sum(s.chars for s in sts) / passes, "target_passes": passes,
                        **paired_figures(r, "target", "spec")}}
+
+
+def _chains(rows: list[dict]) -> list[dict]:
+    return [r for r in rows if r.get("tree") is None]

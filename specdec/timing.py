@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 import numpy as np
@@ -127,6 +127,9 @@ class Costs:
     draft_k: int
     threads: int
     device: str
+    # name -> per-sample values of the caller's extra quantities: µs per call for `extra_fns`, the returned
+    # tuples for `extra_samplers` (the report's tree verify passes and tree-round terms)
+    extra_samples: dict[str, np.ndarray] = field(default_factory=dict)
 
     def c(self, draft: str) -> float:
         """Median of the per-sample c."""
@@ -241,6 +244,8 @@ def measure_costs(
     term_calls: int = 10,
     seconds: float | None = None,
     min_samples: int = 3,
+    extra_fns: dict[str, Callable[[], object]] | None = None,
+    extra_samplers: dict[str, Callable[[], object]] | None = None,
 ) -> Costs:
     """Time each piece the loops pay, every quantity sampled in turn, `samples` times (fewer when `seconds`
     run out, never fewer than `min_samples`).
@@ -249,7 +254,9 @@ def measure_costs(
     prompt, ~80 characters in), `number` calls a sample; a speculative round without a draft; and for each
     draft and k the three terms of the refined model, from `samplers[(draft, k)]` (see `loop_sampler`; built
     with `term_calls` rounds at the cost prompt's position where not given). c is the drafted character at
-    k = draft_k over the single pass of the same sample.
+    k = draft_k over the single pass of the same sample. extra_fns and extra_samplers join the same rounds
+    (timed calls and self-measuring samplers; names must not clash with the built-in ones); their samples come
+    back in `Costs.extra_samples`.
     """
     tokens = corpus.encode(COST_PROMPT)
     pos = len(tokens) - 1
@@ -274,14 +281,18 @@ def measure_costs(
             return sampling.accept_reject(sampling.probs(logits, temperature), q_uniform[:k], drafted, rng)
 
         fns[f"round{k}"] = round_
+    fns.update(extra_fns or {})
     sim_ks = sorted(set(ks) | {draft_k})
     given = samplers or {}
     loops = {f"loop:{name}:{k}": given.get((name, k)) or loop_sampler(target, draft, k, temperature, device,
                                                                         term_calls)
              for name, draft in drafts.items() for k in sim_ks}
+    loops.update(extra_samplers or {})
     deadline = None if seconds is None else time.perf_counter() + seconds
     raw = round_robin(fns, samples, number, device, samplers=loops, deadline=deadline, min_samples=min_samples)
     terms = {(n, k): np.asarray(raw.pop(f"loop:{n}:{k}"), dtype=float) for n in drafts for k in sim_ks}
+    extra = {n: np.asarray(raw.pop(n), dtype=float) for n in (extra_samplers or {})}
+    extra.update({n: raw.pop(n) * 1e6 for n in (extra_fns or {})})
     us = {n: t * 1e6 for n, t in raw.items()}
     med = {n: float(np.median(t)) for n, t in us.items()}
     target_samples = us["target"]
@@ -303,4 +314,5 @@ def measure_costs(
         draft_k=draft_k,
         threads=threads_used or torch.get_num_threads(),
         device=str(device),
+        extra_samples=extra,
     )
