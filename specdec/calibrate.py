@@ -10,6 +10,8 @@ both directions.
 
 from __future__ import annotations
 
+from .render_trees import config_label
+
 TARGET = 0.90  # the share of rows whose interval must contain the other run's median
 
 
@@ -18,7 +20,7 @@ def _rows(doc: dict) -> dict[str, tuple[float, float, float]]:
     f = doc["noise_floor"]
     out = {"noise floor (A/A)": (f["measured"], f["ci_low"], f["ci_high"])}
     for r in doc["speedup"]:
-        out[f"{r['draft']} k={r['k']}"] = (r["measured"], r["ci_low"], r["ci_high"])
+        out[f"{r['draft']} {config_label(r)}"] = (r["measured"], r["ci_low"], r["ci_high"])
     for r in doc.get("adaptive", []):
         out[f"{r['draft']} adaptive"] = (r["measured"], r["ci_low"], r["ci_high"])
     return out

@@ -12,6 +12,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from .render_trees import config_label
+
 REQUIRED = ("machine", "costs", "acceptance", "speedup")
 
 
@@ -68,17 +70,17 @@ def compare(a: dict, b: dict) -> tuple[str, dict[str, str]]:
                      f"{_ratio(da['char_us'], db['char_us']):>7}")
         flag = "  WORSE" if name in worse else ""
         lines.append(f"{name + ' c':38} {da['c']:>10.4f} {db['c']:>10.4f} {_ratio(da['c'], db['c']):>7}{flag}")
-    acc_a = {(r["draft"], r["k"]): r for r in a["acceptance"]}
+    acc_a = {(r["draft"], config_label(r)): r for r in a["acceptance"]}
     for r in b["acceptance"]:
-        ra = acc_a.get((r["draft"], r["k"]))
+        ra = acc_a.get((r["draft"], config_label(r)))
         if ra:
-            lines.append(f"{r['draft'] + ' k=' + str(r['k']) + ' acceptance':38} {ra['acceptance']:>10.3f} "
+            lines.append(f"{r['draft'] + ' ' + config_label(r) + ' acceptance':38} {ra['acceptance']:>10.3f} "
                          f"{r['acceptance']:>10.3f} {_ratio(ra['acceptance'], r['acceptance']):>7}")
-    sp_a = {(r["draft"], r["k"]): r for r in a["speedup"]}
+    sp_a = {(r["draft"], config_label(r)): r for r in a["speedup"]}
     for r in b["speedup"]:
-        ra = sp_a.get((r["draft"], r["k"]))
+        ra = sp_a.get((r["draft"], config_label(r)))
         if ra:
-            lines.append(f"{r['draft'] + ' k=' + str(r['k']) + ' speedup (median)':38} "
+            lines.append(f"{r['draft'] + ' ' + config_label(r) + ' speedup (median)':38} "
                          f"{ra['measured_median']:>10.2f} {r['measured_median']:>10.2f} "
                          f"{_ratio(ra['measured_median'], r['measured_median']):>7}")
     lines.append("")

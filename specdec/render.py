@@ -8,19 +8,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from .render_trees import _chains, _config, _median, best_exact, tree_acceptance, tree_costs
+
 EXACT_P = 1e-3  # a verify row passes when its chi-square p-value is above this ...
 PREDICTION_TOLERANCE = 0.05  # ... and the refined model, before the run and as accounting, is held to 5 %
 WRITEUP_TOLERANCE = 0.10  # the write-up's formula is judged at 10 %
-TARGET_SPEEDUP = 3.0  # issue 13's target for an exact configuration
-
-
-def _config(r: dict) -> str:
-    """A row's configuration: its k for a chain, 'tree 4x2x2x1' (or 'tree budget 32') for a tree."""
-    return str(r["k"]) if r.get("tree") is None else f"tree {r['tree']['shape']}"
-
-
-def _chains(rows: list[dict]) -> list[dict]:
-    return [r for r in rows if r.get("tree") is None]
 
 
 def plot(doc: dict, path: Path) -> bool:
@@ -146,7 +138,7 @@ def tables(doc: dict) -> str:
                "by maximum likelihood from the rounds' accepted counts; E(α,k) the characters per round it "
                "predicts. \"bunched\" marks a row whose counts reject that geometric model (chi-square p < 0.01) "
                "with more fully accepted rounds than it allows.")
-    out += _tree_acceptance(doc)
+    out += tree_acceptance(doc)
     if doc.get("acceptance_writeup"):
         aw = doc["acceptance_writeup"]
         out.append(f"\n### 2b. The write-up's table: prompt {aw['prompt']!r}, seed {aw['seed']}\n")
@@ -194,13 +186,7 @@ def tables(doc: dict) -> str:
                        "target-only step (µs)"], [
         [n, k, f"{v['char_us']:.1f}", f"{v['round_us']:.0f}", f"{v['round_us'] / c['round_us'][k]:.3f}",
          f"{v['step_us']:.0f}"] for n, per_k in c["loop"].items() for k, v in per_k.items()]))
-    if c.get("tree_loop"):
-        out.append("\nA tree round: drafting the tree (per node), then the verify pass over its nodes, the walk of the "
-                   "rule and moving the accepted path's keys and values (the round without the draft):\n")
-        out.append(_table(["draft", "tree", "drafting per node (µs)", "round without the draft (µs)",
-                           "target-only step (µs)"], [
-            [n, label, f"{v['node_us']:.1f}", f"{v['round_us']:.0f}", f"{v['step_us']:.0f}"]
-            for n, per in c["tree_loop"].items() for label, v in per.items()]))
+    out += tree_costs(c)
     out.append("\n## 5. Predicted against measured\n")
     out.append(_table(["draft", "k", "write-up formula", "predicted before the run", "error",
                        "cost accounting", "error", "measured", "note"], [
@@ -379,55 +365,5 @@ def findings(doc: dict) -> list[str]:
         out.append("Adaptive k against the best fixed k (95 % CI of the ratio): " + "; ".join(
             f"{r['draft']} {verdict(r)} ({r['vs_fixed_measured']:.2f}x, mean k {r['mean_k']:.1f} vs {r['best_fixed_k']})"
             for r in ad) + ".")
-    out += _best_exact(doc)
+    out += best_exact(doc)
     return out
-
-
-def _median(xs) -> float:
-    xs = sorted(xs)
-    n = len(xs)
-    return (xs[(n - 1) // 2] + xs[n // 2]) / 2 if n else float("nan")
-
-
-def _tree_acceptance(doc: dict) -> list[str]:
-    """Table 2's tree rows: chars per pass, acceptance per depth, nodes; and the child acceptance behind the
-    budget shapes."""
-    rows = [r for r in doc["acceptance"] if r.get("tree") is not None]
-    if not rows:
-        return []
-    out = ["\n### 2a. Token trees over the workload (deterministic; acceptance = accepted / drafted nodes)\n",
-           _table(["draft", "tree", "nodes (per depth)", "depth", "chars per target pass", "expected (child model)",
-                   "per run: median (IQR; min-max)", "acceptance per depth", "target passes"], [
-               [r["draft"], r["tree"]["shape"], f"{r['tree']['budget']} ({'-'.join(map(str, r['tree']['nodes_per_depth']))})",
-                r["tree"]["depth"], f"{r['chars_per_pass']:.2f}",
-                "" if r.get("expected_chars_per_pass") is None else f"{r['expected_chars_per_pass']:.2f}",
-                _spread(r["summary"]["chars_per_pass"]),
-                " ".join("-" if a is None else f"{a:.2f}" for a in r["depth_acceptance"]), r["target_passes"]]
-               for r in rows])]
-    for name, ch in doc.get("child_acceptance", {}).items():
-        out.append(f"\n{name}: the i-th child tried at a node is the accepted one with probability "
-                   + " ".join(f"{a:.3f}" for a in ch["vector"]) + f" (over {len(ch['runs'])} run(s)); the budget "
-                   "shapes are Sequoia's dynamic program on this vector, and \"expected\" is what it predicts.")
-    return out
-
-
-def _best_exact(doc: dict) -> list[str]:
-    """The best measured configuration whose exactness rows all pass, and whether it reaches the target."""
-    ex = doc.get("exactness", [])
-
-    def exact(r: dict) -> bool:
-        mine = [e for e in ex if e["draft"] == r["draft"] and (e.get("tree") or {}).get("shape") ==
-                (r.get("tree") or {}).get("shape") and (r.get("tree") is not None or e["k"] == _chains(ex)[-1]["k"])]
-        return bool(mine) and all(_verdict(e) == "exact" for e in mine)
-
-    checked = [r for r in doc["speedup"] if exact(r)]
-    if not checked:
-        return ["No configuration has passing exactness rows to recommend."]
-    b = max(checked, key=lambda r: r["measured"])
-    kind = "k" if b.get("tree") is None else "tree"
-    what = f"{b['draft']} k={b['k']}" if kind == "k" else f"{b['draft']} {_config(b)} ({b['tree']['budget']} nodes)"
-    reach = ("reaches" if b["ci_low"] >= TARGET_SPEEDUP else "does not clearly reach" if b["measured"] >= TARGET_SPEEDUP
-             else "does not reach")
-    return [f"Best exact configuration (exactness rows passing): {what}, {b['measured']:.2f}x "
-            f"({b['ci_low']:.2f}-{b['ci_high']:.2f}), predicted {b['predicted_before']:.2f}x before the run; it "
-            f"{reach} {TARGET_SPEEDUP:.1f}x."]

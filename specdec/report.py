@@ -26,6 +26,7 @@ from . import tree_sections as ts
 from . import workload as wl
 from .drafts import DRAFTS
 from .model import GPT
+from .render_trees import config_label
 from .schedule import Budget, Section, run_sections
 
 DEFAULT_KS = (1, 2, 4, 8)
@@ -131,11 +132,6 @@ def _trees(run: sections.ReportRun) -> dict:
     out = ts.setup(run)
     run.child = out["child_acceptance"]
     return out
-
-
-def config_label(r: dict) -> str:
-    """A row's configuration: 'k=8' for a chain, 'tree 4x2x2x1' for a tree."""
-    return f"k={r['k']}" if r.get("tree") is None else f"tree {r['tree']['shape']}"
 
 
 def recommend(rows: list[dict]) -> dict:

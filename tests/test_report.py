@@ -8,13 +8,16 @@ import pytest
 
 from specdec import calibrate, render, report
 
-BUDGET = 20.0
+from .conftest import REPORT_BUDGET as BUDGET
 
 
 @pytest.fixture(scope="module")
-def doc(target):
-    return report.measure(target, ["bigram", "int8"], [1, 2], quick=True, pairs=3, threads=1, chars=60,
-                          budget=BUDGET, log=lambda s: None)
+def doc(report_doc):
+    return report_doc
+
+
+def _chains(rows):
+    return [r for r in rows if r["tree"] is None]
 
 
 def test_report_document_has_the_documented_schema(doc):
@@ -23,9 +26,10 @@ def test_report_document_has_the_documented_schema(doc):
                       "load_start", "load_end"}
     assert m["threads"] == 1 and m["device"] == "cpu"
     assert doc["settings"]["budget"] == BUDGET and doc["settings"]["min_pairs"] == 3
-    assert [r["draft"] for r in doc["exactness"]] == ["target", "bigram", "int8"]  # quick: one context
-    assert {(r["draft"], r["k"]) for r in doc["acceptance"]} == {(d, k) for d in ("bigram", "int8") for k in (1, 2)}
-    for r in doc["acceptance"]:
+    assert [r["draft"] for r in _chains(doc["exactness"])] == ["target", "bigram", "int8"]  # quick: one context
+    assert {(r["draft"], r["k"]) for r in _chains(doc["acceptance"])} == {(d, k) for d in ("bigram", "int8")
+                                                                        for k in (1, 2)}
+    for r in _chains(doc["acceptance"]):
         assert set(r) >= {"draft", "k", "acceptance", "alpha", "expected_length", "bunched", "chars_per_pass",
                           "target_passes", "chars"}
     c = doc["costs"]
@@ -44,7 +48,8 @@ def test_report_document_has_the_documented_schema(doc):
         assert r["ci_low"] <= r["measured"] <= r["ci_high"]
     assert set(doc["recommendations"]) == {"bigram", "int8"}
     assert [s["section"].split(":")[0] for s in doc["sections"]] == [
-        "drafts", "exactness", "acceptance over 6 run(s) (deterministic)", "acceptance, the write-up's prompt and seed",
+        "drafts", "trees", "exactness", "acceptance over 6 run(s) (deterministic)",
+        "acceptance, the write-up's prompt and seed",
         "costs", "speedup", "adaptive k", "greedy (temperature 0)"]
 
 
@@ -93,13 +98,14 @@ def test_speedup_rows_are_the_workloads_ratio_of_total_times(doc):
 def test_predicted_is_the_writeup_formula_of_the_recorded_figures(doc):
     for r in doc["speedup"]:
         c = doc["costs"]["drafts"][r["draft"]]["c"]
-        assert r["predicted"] == pytest.approx(r["chars_per_pass"] / (1 + r["k"] * c))
+        per_round = r["k"] if r["tree"] is None else r["drafted_per_round"]  # a tree's round drafts its nodes
+        assert r["predicted"] == pytest.approx(r["chars_per_pass"] / (1 + per_round * c))
 
 
 def test_the_prediction_before_the_run_uses_the_cost_tables_terms(doc):
-    acc = {(r["draft"], r["k"]): r for r in doc["acceptance"]}
+    acc = {(r["draft"], r["k"], str(r["tree"])): r for r in doc["acceptance"]}
     for r in doc["speedup"]:
-        t, a = r["before_terms_us"], acc[r["draft"], r["k"]]
+        t, a = r["before_terms_us"], acc[r["draft"], r["k"], str(r["tree"])]
         from_medians = a["chars"] * t["step"] / (a["target_passes"] * t["round"] + a["drafted"] * t["draft_char"])
         # the median of per-sample predictions, near the prediction from the medians of the terms
         assert r["predicted_before"] == pytest.approx(from_medians, rel=0.15)
@@ -155,7 +161,7 @@ def test_adaptive_rows_face_each_drafts_best_fixed_k(doc, target, draft_factory)
 
     assert [r["draft"] for r in doc["adaptive"]] == ["bigram", "int8"]
     for r in doc["adaptive"]:
-        fixed = [x for x in doc["speedup"] if x["draft"] == r["draft"]]
+        fixed = [x for x in _chains(doc["speedup"]) if x["draft"] == r["draft"]]
         assert r["best_fixed_k"] == max(fixed, key=lambda x: x["measured"])["k"]
         sts = [specdec.speculative_generate(target, draft_factory(r["draft"]), item.prompt, 60, k=r["start_k"],
                                             seed=seed, adaptive=True, k_max=r["k_max"]).stats
