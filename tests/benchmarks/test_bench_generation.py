@@ -13,6 +13,7 @@ import pytest
 import torch
 
 import specdec
+from specdec import trees
 
 PROMPT, CHARS, SEED = "ROMEO:", 200, 0
 DRAFTS = list(specdec.DRAFTS)
@@ -94,3 +95,26 @@ def test_workload_generation(benchmark, target, draft_factory, draft, k):
                                 rejected_per_drafted=(drafted - accepted) / drafted if drafted else None,
                                 threads=torch.get_num_threads())
     assert all(len(o.text) == CHARS for o in outs) and passes <= CHARS * len(outs)
+
+
+@pytest.fixture(scope="module")
+def budget_tree(target, draft_factory):
+    """The ngram draft's DP shape for 32 nodes, from its child acceptance at the benchmark's prompt and seed
+    (deterministic, measured once: not part of the timed generation)."""
+    acc = trees.measure_child_acceptance(target, draft_factory("ngram"), PROMPT, CHARS, seed=SEED)
+    return trees.optimal_tree(acc, 32)[0]
+
+
+@pytest.mark.parametrize("shape", ["4x2x2x1", "budget 32"])
+def test_tree_generation(benchmark, target, draft_factory, budget_tree, shape):
+    """Tree rounds with the ngram draft (issue 13); extra_info carries the lower-is-better counts: target
+    passes per character and rejected per drafted node."""
+    spec = budget_tree if shape == "budget 32" else trees.TreeSpec.parse(shape)
+    benchmark.group = f"generate {CHARS} chars, trees"
+    out = benchmark(specdec.speculative_generate, target, draft_factory("ngram"), PROMPT, CHARS, 1, SEED, tree=spec)
+    st = out.stats
+    benchmark.extra_info.update(draft="ngram", tree=str(spec), nodes=spec.budget, depth=spec.depth,
+                                passes_per_char=st.target_passes / CHARS, chars_per_pass=st.chars_per_pass,
+                                rejected_per_drafted=(st.drafted - st.accepted) / st.drafted,
+                                threads=torch.get_num_threads())
+    assert len(out.text) == CHARS and st.accepted + st.target_passes == CHARS
