@@ -228,6 +228,8 @@ def _cli(*args):
     (["--pairs", "0"], "--pairs must be at least 1, got 0"),
     (["--prompt", "ROMEO:", "--workload", "shakespeare24"], "give --prompt (one configuration) or --workload"),
     (["--workload", "hamlet99"], "hamlet99"),
+    (["--trees", "4x0"], "--trees: bad tree shape '4x0'"),
+    (["--trees", "budget 0"], "--trees: a tree budget must be at least 1 node"),
     (["--workload", "/nonexistent/prompts.txt"], "/nonexistent/prompts.txt"),
 ])
 def test_bad_report_options_are_one_line_before_anything_runs(args, message, tmp_path):
