@@ -2,7 +2,7 @@
 
 The report is a list of sections (`schedule.Section`; the functions are in `sections`), each returning its part
 of the JSON document, run by one scheduler against a budget in seconds: fixed work first (building the drafts,
-the exactness draws, the deterministic acceptance counts), then the timed sections, each given its share of the
+the tree configurations' child acceptance and shapes, the exactness draws, the deterministic acceptance counts), then the timed sections, each given its share of the
 time left -- the cost table, the paired speedups (with the A/A noise floor among them), adaptive k, greedy.
 Every figure is taken over a workload (by default the shipped `shakespeare24`), or over one prompt and seed.
 Measurement and presentation (`render`) are separate: every table, finding and figure is rendered from the

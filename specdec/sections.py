@@ -123,8 +123,9 @@ def writeup_acceptance(run: ReportRun) -> dict:
 
 
 def costs(run: ReportRun, seconds: float) -> dict:
-    """The cost table, and the refined model's terms per draft x k, measured before any speedup pair: from
-    these and the deterministic counts comes the prediction made before the measurement it predicts."""
+    """The cost table, and the refined model's terms per draft x k and per tree configuration, measured before
+    any speedup pair: from these and the deterministic counts comes the prediction made before the measurement
+    it predicts. The tree-masked passes T(N) take their turns in the same round-robin."""
     kn = run.knobs
     for name in run.drafts:
         for k in sorted(set(run.ks) | {4}):

@@ -103,3 +103,12 @@ def test_a_shape_configuration_parses_to_its_tree():
     assert ts.parse_config("4x2x2x1").parents == trees.TreeSpec.parse("4x2x2x1").parents
     with pytest.raises(ValueError):
         ts.parse_config("4x0")
+
+
+def test_the_tree_round_sampler_returns_the_three_terms(target, draft_factory):
+    from specdec import tree_timing
+
+    step, node, rnd = tree_timing.tree_loop_sampler(target, draft_factory("bigram"), trees.TreeSpec.parse("2x2"),
+                                                    number=1, position=40)()
+    assert step > 0 and node > 0 and rnd > 0  # no claim on their sizes: the machine is shared
+    assert set(tree_timing.verify_fns(target)) == {f"tree_verify{n}" for n in (1, 2, 5, 9, 17, 33, 65)}
