@@ -71,7 +71,9 @@ def expected_chars(spec: trees.TreeSpec, acceptance) -> float:
 
 def setup(run) -> dict:
     """Measure child acceptance per table draft, choose the shapes, record both (fixed, deterministic)."""
-    out = {}
+    out: dict = {}
+    if not run.knobs.get("trees", DEFAULT_TREES):  # --trees alone: no trees, nothing to measure
+        return {"child_acceptance": out}
     for name in table_drafts(run):
         acc = _child_acceptance(run, name)
         for text in run.knobs.get("trees", DEFAULT_TREES):
