@@ -237,6 +237,7 @@ def _speedup_row(run: ReportRun, r: Runs, floor_width: float) -> dict:
         "terms_us": {"step": step_us, "draft_char": char_us, "round": round_us},
         "before_terms_us": {key: float(np.median(before_terms[:, i]))
                             for i, key in enumerate(("step", "draft_char", "round"))},
+        "before_terms_samples": np.asarray(before_terms, dtype=float).tolist(),  # [step, draft_char, round] µs
         "target_only_error": implied_step / step_us - 1.0,
         "speculative_error": implied_spec / terms["speculative_us"] - 1.0,
         "draft_share": terms["draft_share"],
