@@ -15,6 +15,7 @@ from .model import GPT, ContextOverflowError, GPTConfig
 from .sampling import accept_reject
 from .stats import expected_length, optimal_k, predicted_speedup, refined_speedup, summarize
 from .train import CheckpointError, load_checkpoint, load_target, save_checkpoint
+from .workload import WORKLOADS, Workload, WorkloadError, load_workload
 
 # Submodules `specdec.decode` and `specdec.train` keep their names: the corpus's decode and the training
 # function are reached as specdec.corpus.decode and specdec.train.train, never shadowing a module.
@@ -31,13 +32,17 @@ __all__ = [
     "GenerationStats",
     "UnknownDraftError",
     "VocabularyError",
+    "WORKLOADS",
     "WRITEUP_DRAFTS",
+    "Workload",
+    "WorkloadError",
     "accept_reject",
     "encode",
     "expected_length",
     "generate",
     "load_checkpoint",
     "load_target",
+    "load_workload",
     "make_draft",
     "optimal_k",
     "predicted_speedup",

@@ -99,6 +99,7 @@ def _cmd_generate(args) -> int:
     from .decode import generate, speculative_generate
     from .drafts import make_draft
 
+    _check_tree_args(args)
     if args.draft is None and (args.k is not None or args.adaptive):
         raise UsageError(f"{'-k' if args.k is not None else '--adaptive'} needs --draft (the draft that proposes "
                          "the characters)")
@@ -106,7 +107,9 @@ def _cmd_generate(args) -> int:
         raise UsageError(f"--temperature must be >= 0, got {args.temperature}")
     torch.set_num_threads(args.threads)
     target = _target(args)
-    if args.draft is None:
+    if args.tree is not None:
+        out = _tree_generate(args, target)
+    elif args.draft is None:
         out = generate(target, args.prompt, args.chars, args.seed, args.temperature)
     else:
         k = 4 if args.k is None else args.k
@@ -122,7 +125,11 @@ def _cmd_generate(args) -> int:
     print(args.prompt + out.text)
     print("---")
     line = f"chars {st.chars}  target passes {st.target_passes}  chars per pass {st.chars_per_pass:.2f}"
-    if args.draft:
+    if st.tree:
+        line += (f"  draft {args.draft} tree {st.tree} ({st.drafted // max(st.draft_calls, 1)} nodes)"
+                 f"  accepted {st.accepted}  acceptance per depth "
+                 f"{[round(a, 3) for a in st.depth_acceptance]}")
+    elif args.draft:
         line += (f"  draft {args.draft} k {st.k}" + (f" adaptive (mean {st.mean_k:.2f})" if st.adaptive else "")
                  + f"  acceptance {st.acceptance:.3f}  drafted {st.drafted}"
                  f"  accepted {st.accepted}  draft calls {st.draft_calls}"
@@ -137,11 +144,14 @@ def _cmd_verify(args) -> int:
     from . import exactness
     from .drafts import make_draft
 
+    _check_tree_args(args)
     if args.k < 1:
         raise UsageError(f"-k must be at least 1, got {args.k}")
     if args.samples < 100:
         raise UsageError(f"--samples must be at least 100, got {args.samples}")
     target = _target(args)
+    if args.tree is not None:
+        return _tree_verify(args, target)
     drafts = {n: make_draft(n, target) for n in _drafts_arg(args.draft)}
     rows = exactness.verify(target, drafts, k=args.k, samples=args.samples, seed=args.seed)
     if args.json:
@@ -155,26 +165,133 @@ def _cmd_verify(args) -> int:
     return 0
 
 
+# --- trees (issue 13): --tree for generate and verify ---------------------------------------------------
+
+TREE_DRAFTS = ("bigram", "ngram")
+
+
+def _check_tree_args(args) -> None:
+    """Every --tree mistake is reported before the target and the drafts are loaded."""
+    if args.tree is None:
+        return
+    _tree_spec(args.tree, None, None, 0, check_only=True)
+    names = [args.draft] if isinstance(args.draft, str) else (args.draft or [])
+    for name in names:
+        if name not in TREE_DRAFTS:
+            raise UsageError(f"--tree needs a table draft ({', '.join(TREE_DRAFTS)}), got {name!r}")
+    if args.command == "generate" and (args.draft is None or args.k is not None or args.adaptive):
+        raise UsageError("--tree needs --draft (bigram or ngram) and takes no -k or --adaptive")
+    if args.command == "verify" and args.joint < 0:
+        raise UsageError(f"--joint must be >= 0, got {args.joint}")
+
+
+def _tree_spec(text: str, target, draft, seed: int, check_only: bool = False):
+    """'4x2x2x1': widths per depth; 'N' (a plain integer): N nodes shaped by Sequoia's dynamic program from
+    this draft's child acceptance, measured on 200 target-generated characters after 'ROMEO:'."""
+    from . import trees
+
+    if text.isdigit():
+        if not 1 <= int(text) <= 255:
+            raise UsageError(f"--tree budget must be between 1 and 255 nodes, got {text}")
+        if check_only:
+            return None
+        acc = trees.measure_child_acceptance(target, draft, seed=seed)
+        return trees.optimal_tree(acc, int(text))[0]
+    try:
+        spec = trees.TreeSpec.parse(text)
+    except ValueError as exc:
+        raise UsageError(f"--tree: {exc}" + (" or a node budget like 32" if "bad tree" in str(exc) else "")) from None
+    if spec.budget > 255:
+        raise UsageError(f"--tree {text} has {spec.budget} nodes; at most 255 fit the context")
+    return spec
+
+
+def _tree_generate(args, target):
+    from .decode import speculative_generate
+    from .drafts import make_draft
+
+    draft = make_draft(args.draft, target)
+    spec = _tree_spec(args.tree, target, draft, args.seed)
+    return speculative_generate(target, draft, args.prompt, args.chars, 1, args.seed, args.temperature, tree=spec)
+
+
+def _tree_verify(args, target) -> int:
+    import json
+
+    from . import exactness
+    from .drafts import make_draft
+
+    rows = []
+    for name in args.draft or TREE_DRAFTS:
+        draft = make_draft(name, target)
+        spec = _tree_spec(args.tree, target, draft, args.seed)
+        rows += exactness.verify_tree(target, {name: draft}, spec, args.samples, args.seed, joint_samples=args.joint)
+    if args.json:
+        print(json.dumps(rows))
+        return 0
+    print(f"{'draft':8} {'tree':>12} {'samples':>8} {'TV':>8} {'baseline TV':>12} {'p-value':>8} {'joint p':>8}")
+    for r in rows:
+        joint = "" if r["joint_p_value"] is None else f"{r['joint_p_value']:.3f}"
+        print(f"{r['draft']:8} {r['tree']:>12} {r['samples']:>8} {r['tv']:>8.4f} {r['baseline_tv']:>12.4f} "
+              f"{r['p_value']:>8.3f} {joint:>8}")
+    return 0
+
+
 def _cmd_report(args) -> int:
+    import json
+    import math
+    from pathlib import Path
+
     import torch
 
-    from . import render, report
+    from . import calibrate, hygiene, render, report, tree_sections, workload
 
     if args.threads < 1:
         raise UsageError(f"--threads must be at least 1, got {args.threads}")
     if args.pairs is not None and args.pairs < 1:
         raise UsageError(f"--pairs must be at least 1, got {args.pairs}")
+    for text in args.trees or []:  # a bad tree configuration is found before anything is loaded
+        try:
+            tree_sections.parse_config(text)
+        except ValueError as exc:
+            raise UsageError(f"--trees: {exc}") from None
+    if args.budget is not None and not (math.isfinite(args.budget) and args.budget > 0):
+        raise UsageError(f"--budget must be a positive number of seconds, got {args.budget}")
+    if args.repeat < 1:
+        raise UsageError(f"--repeat must be at least 1, got {args.repeat}")
     if args.device == "cuda" and not torch.cuda.is_available():
         raise UsageError("--device cuda: no CUDA device is available here (allowed: cpu)")
+    if args.prompt is not None and args.workload is not None:
+        raise UsageError("give --prompt (one configuration) or --workload, not both")
+    cpus = hygiene.parse_cpus(args.cpu) if args.cpu is not None else None
     drafts = _drafts_arg(args.drafts)
     ks = _ks_arg(args.ks, report.DEFAULT_KS)
+    if args.prompt is None:  # a bad workload file is found now, not after the drafts are built
+        workload.load_workload(args.workload or workload.DEFAULT_WORKLOAD, chars=args.chars, max_k=max(ks))
+    # every place a result goes is checked before anything is measured
+    outs = [report.check_out_dir(args.out)] + [report.check_out_dir(Path(args.out) / f"repeat-{i}")
+                                               for i in range(2, args.repeat + 1)]
     target = _target(args)
-    doc = report.measure(target, drafts, ks, quick=args.quick, pairs=args.pairs, threads=args.threads,
-                         device=args.device, chars=args.chars, seed=args.seed, log=_log)
-    text = render.tables(doc)
-    print(text)
-    for path in report.write(doc, args.out, text):
-        _log(f"wrote {path}")
+    docs = []
+    for i, out in enumerate(outs, start=1):
+        if args.repeat > 1:
+            _log(f"== report {i} of {args.repeat} ==")
+        doc = report.measure(target, drafts, ks, quick=args.quick, pairs=args.pairs, threads=args.threads,
+                             device=args.device, chars=args.chars, seed=args.seed, budget=args.budget, cpus=cpus,
+                             workload=args.workload, prompt=args.prompt, trees=args.trees, log=_log)
+        text = render.tables(doc)
+        print(text)
+        for path in report.write(doc, out, text):
+            _log(f"wrote {path}")
+        docs.append(doc)
+    if len(docs) > 1:
+        covs = [calibrate.coverage(a, b) for a, b in zip(docs, docs[1:])]
+        text = calibrate.render(covs)
+        print(text)
+        for name, content in (("calibration.md", text), ("calibration.json", json.dumps(covs, indent=2) + "\n")):
+            report.write_atomic(outs[0] / name, content)
+            _log(f"wrote {outs[0] / name}")
+        return 0 if all(c["passed"] for c in covs) else 1
     return 0
 
 
@@ -225,6 +342,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "a rejection (from -k, at most 16)")
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--json", action="store_true")
+    p.add_argument("--tree", default=None, metavar="SHAPE", help="draft a token tree: widths per depth (4x2x2x1) "
+                   "or a node budget (32) shaped by the dynamic program; bigram or ngram")
     p.set_defaults(func=_cmd_generate)
 
     p = with_checkpoint(sub.add_parser("verify", help="exactness: TV and chi-square of speculative draws"))
@@ -233,18 +352,35 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--samples", type=int, default=20_000)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", action="store_true", help="a JSON list of rows")
+    p.add_argument("--tree", default=None, metavar="SHAPE", help="verify tree rounds of this shape (4x2x2x1, or a "
+                   "node budget like 32) for bigram and ngram")
+    p.add_argument("--joint", type=int, default=0, metavar="N", help="with --tree: also chi-square the first three "
+                   "characters jointly over N generations (seeds)")
     p.set_defaults(func=_cmd_verify)
 
     p = with_checkpoint(sub.add_parser("report", help="measure everything here; tables, report.json, figure"))
-    p.add_argument("--quick", action="store_true", help="fewer pairs and draws (under a minute)")
+    p.add_argument("--quick", action="store_true", help="a one-minute look: budget 60 s, fewer draws")
+    p.add_argument("--budget", type=float, default=None, help="seconds the whole report may take (default 300, "
+                   "quick 60); pairs go to the rows whose intervals are widest until it is spent")
+    p.add_argument("--repeat", type=int, default=1, help="measure N reports back to back and check that each "
+                   "one's intervals contain the other's medians (calibration; exit 1 if not)")
+    p.add_argument("--cpu", default=None, help="pin the process to these CPUs (e.g. 1 or 0,1; recorded)")
     p.add_argument("--out", default="specdec-report", help="folder for report.md, report.json, speedup.png")
     p.add_argument("--threads", type=int, default=1, help="torch threads while timing (recorded)")
     p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     p.add_argument("--drafts", nargs="+", default=None, help="drafts to measure (default all)")
     p.add_argument("--ks", nargs="+", type=int, default=None, help="k values (default 1 2 4 8)")
-    p.add_argument("--pairs", type=int, default=None, help="alternated pairs per speedup row")
+    p.add_argument("--pairs", type=int, default=None, help="alternated pairs every speedup row gets at least "
+                   "(default 5, quick 3)")
     p.add_argument("--chars", type=int, default=200)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--workload", default=None, help="a shipped workload (default shakespeare24) or a prompts file "
+                   "(.txt: one prompt a line; .json)")
+    p.add_argument("--prompt", default=None, help="one prompt instead of a workload (the write-up's: ROMEO:)")
+    p.add_argument("--seed", type=int, default=None, help="with --prompt its seed (default 0); with a workload, "
+                   "one seed for every prompt")
+    p.add_argument("--trees", nargs="*", default=None, help="tree configurations for each table draft: shapes "
+                   "like 4x2x2x1 and node budgets like 32 (shape from measured child acceptance); default "
+                   "4x2x2x1 32; give --trees alone for none")
     p.set_defaults(func=_cmd_report)
 
     p = sub.add_parser("compare", help="compare two report.json files; exit 1 if a draft cost got worse")

@@ -28,8 +28,11 @@ from pathlib import Path
 import numpy as np
 from scipy import stats
 
+from .render_trees import config_label
+
 REQUIRED = ("machine", "settings", "costs", "acceptance", "speedup")
 SETTINGS = ("prompt", "chars", "seed", "temperature", "ks")
+OPTIONAL_SETTINGS = ("workload", "trees")  # compared too; a report without them has none
 ALPHA = 0.01  # family-wise false-alarm rate over all tested rows
 MIN_EFFECT = 0.05  # smallest relative change of a median worth a verdict
 
@@ -56,6 +59,11 @@ def comparable(a: dict, b: dict) -> None:
         va, vb = _need(a, "A", "settings", key), _need(b, "B", "settings", key)
         if va != vb:
             diffs.append(f"{key} {va!r} vs {vb!r}")
+    for key in OPTIONAL_SETTINGS:
+        va, vb = a["settings"].get(key), b["settings"].get(key)
+        if va != vb:
+            long = isinstance(va, dict) or isinstance(vb, dict)  # a workload's run list is too long for a line
+            diffs.append(f"{key} differs" if long else f"{key} {va!r} vs {vb!r}")
     ta, tb = _need(a, "A", "machine", "threads"), _need(b, "B", "machine", "threads")
     if ta != tb:
         diffs.append(f"threads {ta} vs {tb}")
@@ -114,18 +122,19 @@ def _rows(a: dict, b: dict) -> list[Row]:
         rows.append(Row(f"{name} char (us)", da["char_us"], db["char_us"], "info"))
         rows.append(_ratio_row(f"{name} c", _need(a, "A", "costs", "drafts", name, "c_samples"),
                                _need(b, "B", "costs", "drafts", name, "c_samples")))
-    acc_b = {(r["draft"], r["k"]): r for r in b["acceptance"]}
+    # rows are named by configuration: 'k=8' for a chain, 'tree 4x2x2x1' for a tree (whose k is its depth)
+    acc_b = {(r["draft"], config_label(r)): r for r in b["acceptance"]}
     for r in a["acceptance"]:
-        rb = acc_b.get((r["draft"], r["k"]))
+        rb = acc_b.get((r["draft"], config_label(r)))
         if rb is not None:
-            label = f"{r['draft']} k={r['k']}"
+            label = f"{r['draft']} {config_label(r)}"
             rows.append(Row(f"{label} acceptance", r["acceptance"], rb["acceptance"], "count", False))
             rows.append(Row(f"{label} target passes", r["target_passes"], rb["target_passes"], "count"))
-    sp_b = {(r["draft"], r["k"]): r for r in b["speedup"]}
+    sp_b = {(r["draft"], config_label(r)): r for r in b["speedup"]}
     for r in a["speedup"]:
-        rb = sp_b.get((r["draft"], r["k"]))
+        rb = sp_b.get((r["draft"], config_label(r)))
         if rb is not None:
-            rows.append(_ratio_row(f"{r['draft']} k={r['k']} speedup", _pairs(r, "A"), _pairs(rb, "B"),
+            rows.append(_ratio_row(f"{r['draft']} {config_label(r)} speedup", _pairs(r, "A"), _pairs(rb, "B"),
                                    higher_is_worse=False))
     return rows
 
@@ -133,7 +142,7 @@ def _rows(a: dict, b: dict) -> list[Row]:
 def _pairs(row: dict, side: str) -> list[float]:
     """A speedup row's per-pair ratios (target-only / speculative)."""
     if "ratios" not in row:
-        raise ValueError(f"report {side} lacks speedup[].ratios for {row.get('draft')} k={row.get('k')}")
+        raise ValueError(f"report {side} lacks speedup[].ratios for {row.get('draft')} {config_label(row)}")
     return row["ratios"]
 
 

@@ -22,8 +22,8 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 import torch
 
-from . import corpus, sampling
-from .drafts import Draft
+from . import corpus, sampling, trees
+from .drafts import Draft, TableDraft
 from .model import GPT
 
 
@@ -37,6 +37,9 @@ class GenerationStats:
     k: int = 0  # characters drafted per full round (0 for target-only generation; the first k if adaptive)
     adaptive: bool = False  # k followed the +2 / -1 schedule
     accepted_per_position: list[int] = field(default_factory=list)  # rounds by accepted count, 0..k (0..k_max)
+    tree: str | None = None  # the tree shape (None for chains); then drafted counts tree nodes, k is its depth
+    tried_per_depth: list[int] = field(default_factory=list)  # tree rounds whose walk tried children at depth d
+    accepted_per_depth: list[int] = field(default_factory=list)  # ... and accepted one of them
 
     @property
     def acceptance(self) -> float:
@@ -53,9 +56,14 @@ class GenerationStats:
         """Characters drafted per round that drafted (k itself unless adaptive or the last round was cut)."""
         return self.drafted / self.draft_calls if self.draft_calls else 0.0
 
+    @property
+    def depth_acceptance(self) -> list[float]:
+        """Per tree depth: rounds that accepted a node there / rounds whose walk tried that depth."""
+        return [a / t if t else 0.0 for a, t in zip(self.accepted_per_depth, self.tried_per_depth)]
+
     def to_dict(self) -> dict:
         return {**asdict(self), "acceptance": self.acceptance, "chars_per_pass": self.chars_per_pass,
-                "mean_k": self.mean_k}
+                "mean_k": self.mean_k, "depth_acceptance": self.depth_acceptance}
 
 
 @dataclass
@@ -118,12 +126,19 @@ def speculative_generate(
     temperature: float = 1.0,
     adaptive: bool = False,
     k_max: int = 16,
+    tree: trees.TreeSpec | None = None,
 ) -> Generation:
     """Generate `chars` characters by speculative decoding with `draft` proposing k per round.
 
     The output distribution is exactly the target's, whatever the draft (see `sampling.accept_reject`).
     adaptive: start at k and follow the +2 / -1 schedule (see the module docstring), never above k_max.
+    tree: draft a token tree of this shape each round instead of a chain (table drafts only; k is then
+    ignored); the target verifies every node in one pass and `trees.accept_tree` walks it, exactly.
     """
+    if tree is not None:
+        if adaptive:
+            raise ValueError("adaptive k does not apply to trees; give a tree shape or a chain")
+        return _tree_generate(target, draft, prompt, chars, tree, seed, temperature)
     if k < 1:
         raise ValueError(f"k must be at least 1, got {k}")
     if adaptive and k_max < k:
@@ -160,5 +175,53 @@ def speculative_generate(
             stats.accepted_per_position[n_acc] += 1
         if adaptive and kr == k:  # a round cut short by the end says nothing about k
             k = min(k + 2, k_max) if n_acc == k else max(k - 1, 1)
+    stats.chars = chars
+    return Generation(corpus.decode(tokens[n_prompt:]), stats, prompt)
+
+
+def _tree_generate(target: GPT, draft: Draft, prompt: str, chars: int, spec: trees.TreeSpec, seed: int,
+                   temperature: float) -> Generation:
+    """Tree rounds: draft a tree, one verify pass over pending tokens + nodes, walk, move the path's K/V."""
+    if not isinstance(draft, TableDraft):
+        raise ValueError(f"tree drafting needs a table draft (bigram, ngram), not {draft.name!r}")
+    if spec.budget < 1:
+        raise ValueError("the tree has no nodes")
+    tokens = check_request(target, prompt, chars, temperature=temperature)
+    target.setup_cache(1)
+    rng = np.random.default_rng(seed)
+    dev = target.device
+    n_prompt, context = len(tokens), target.config.context
+    depth = spec.depth
+    stats = GenerationStats(k=depth, accepted_per_position=[0] * (depth + 1), tree=str(spec),
+                            tried_per_depth=[0] * depth, accepted_per_depth=[0] * depth)
+    pos = 0
+    while (left := chars - (len(tokens) - n_prompt)) > 0:
+        # never draft past the end (a round emits up to depth + 1) nor past the cache's last slot
+        shape = spec.limit(context - len(tokens), left - 1)
+        t = trees.draft_tree(shape, draft, tokens, rng, temperature) if shape.budget else None
+        n_pend = len(tokens) - pos
+        ids = tokens[pos:] + (t.tokens if t else [])
+        attn = t.attention(pos, n_pend, dev) if t else None
+        logits = target(torch.tensor([ids], device=dev), pos, attn)[0, n_pend - 1 :]  # (1 + N, V)
+        stats.target_passes += 1
+        p = sampling.probs(logits, temperature)
+        if t is None:
+            path, nxt = [], sampling.sample(p[0], rng)
+        else:
+            stats.draft_calls += 1
+            stats.drafted += len(t.tokens)
+            path, nxt = trees.accept_tree(t, p, rng)
+            stats.accepted_per_position[len(path)] += 1
+            tried = len(path) + bool(t.children[path[-1] + 1 if path else 0])  # a leaf tries nothing more
+            for d in range(tried):
+                stats.tried_per_depth[d] += 1
+            for d in range(len(path)):
+                stats.accepted_per_depth[d] += 1
+        # the accepted nodes' K/V (slots pos + n_pend + node id) move to follow the prefix in order
+        target.keep_path(len(tokens), [pos + n_pend + j for j in path])
+        tokens.extend(t.tokens[j] for j in path)
+        tokens.append(nxt)
+        pos = len(tokens) - 1
+        stats.accepted += len(path)
     stats.chars = chars
     return Generation(corpus.decode(tokens[n_prompt:]), stats, prompt)

@@ -136,11 +136,15 @@ class GPT(nn.Module):
             block.attn.v_cache = torch.zeros(shape, dtype=p.dtype, device=p.device)
         self.cache_batch = batch
 
-    def forward(self, idx: torch.Tensor, pos: int | None = None) -> torch.Tensor:
+    def forward(self, idx: torch.Tensor, pos: int | None = None,
+                tree: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
         """Logits (B, T, vocab) for token ids idx (B, T).
 
         pos=None: a training window from position 0 without the cache. pos=t: idx holds positions t..t+T-1
         of a sequence whose positions < t are already in the cache.
+        tree (with pos): (position ids (T,), attention mask (T, pos + T) bool) from `trees.Tree.attention`:
+        idx holds the prefix's pending tokens then a token tree's nodes; K/V still go to cache slots
+        pos..pos+T-1, and `keep_path` later moves the accepted nodes' slots into place.
         """
         B, T = idx.shape
         start = 0 if pos is None else pos
@@ -153,7 +157,27 @@ class GPT(nn.Module):
             if B > self.cache_batch:
                 raise RuntimeError(f"batch {B} exceeds the KV cache's {self.cache_batch}: call setup_cache")
             mask = self.causal[pos : pos + T, : pos + T]
-        x = self.wte(idx) + self.wpe(self.positions[start : start + T])
+        if tree is None:
+            x = self.wte(idx) + self.wpe(self.positions[start : start + T])
+        else:  # a tree's nodes share positions by depth and see only their own branch
+            x = self.wte(idx) + self.wpe(tree[0])
+            mask = tree[1]
         for block in self.blocks:
             x = block(x, pos, mask)
         return self.lm_head(self.ln_f(x))
+
+    def keep_path(self, pos: int, slots) -> None:
+        """Move the cache entries at increasing positions `slots` to pos..pos+len(slots)-1 (every block).
+
+        After a tree pass the accepted nodes' keys and values sit at scattered slots; the next pass must find
+        them contiguous, as if the accepted text had been fed in order. slots[i] >= pos + i, so reading all
+        of them (advanced indexing copies) before writing is safe.
+        """
+        n = len(slots)
+        if n == 0 or list(slots) == list(range(pos, pos + n)):
+            return
+        idx = torch.as_tensor(list(slots), device=self.device)
+        for block in self.blocks:
+            a = block.attn
+            a.k_cache[:, :, pos : pos + n] = a.k_cache[:, :, idx]
+            a.v_cache[:, :, pos : pos + n] = a.v_cache[:, :, idx]

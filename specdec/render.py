@@ -8,14 +8,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from .render_trees import _chains, _config, _median, best_exact, tree_acceptance, tree_costs
+
 EXACT_P = 1e-3  # a verify row passes when its chi-square p-value is above this ...
-REFINED_TOLERANCE = 0.05  # ... and the refined model is held to within 5 % of the measured median
+PREDICTION_TOLERANCE = 0.05  # ... and the refined model, before the run and as accounting, is held to 5 %
 WRITEUP_TOLERANCE = 0.10  # the write-up's formula is judged at 10 %
 
 
 def plot(doc: dict, path: Path) -> bool:
-    """Measured speedup against k per draft (min-max band), the write-up's formula dashed, the refined
-    prediction dotted with crosses, a line at 1.0."""
+    """Measured speedup against k per draft (band: the re-run interval), the write-up's formula dashed, the
+    prediction made before the run dotted with crosses, a line at 1.0."""
     try:
         import matplotlib
 
@@ -24,22 +26,21 @@ def plot(doc: dict, path: Path) -> bool:
     except ImportError:
         return False
     fig, ax = plt.subplots(figsize=(7.5, 4.8), dpi=120)
-    rows = doc["speedup"]
+    rows = _chains(doc["speedup"])  # against k: the tree rows are in the tables and the per-prompt figure
     for i, name in enumerate(dict.fromkeys(r["draft"] for r in rows)):
         mine = sorted((r for r in rows if r["draft"] == name), key=lambda r: r["k"])
         ks = [r["k"] for r in mine]
         color = f"C{i}"
-        ax.plot(ks, [r["measured_median"] for r in mine], "o-", color=color, label=name)
-        ax.fill_between(ks, [r["measured_min"] for r in mine], [r["measured_max"] for r in mine],
-                        color=color, alpha=0.15)
+        ax.plot(ks, [r["measured"] for r in mine], "o-", color=color, label=name)
+        ax.fill_between(ks, [r["ci_low"] for r in mine], [r["ci_high"] for r in mine], color=color, alpha=0.15)
         ax.plot(ks, [r["predicted"] for r in mine], "--", color=color, alpha=0.7)
-        ax.plot(ks, [r["predicted_refined"] for r in mine], ":", marker="x", color=color, alpha=0.9)
+        ax.plot(ks, [r["predicted_before"] for r in mine], ":", marker="x", color=color, alpha=0.9)
     ax.axhline(1.0, color="black", lw=0.8)
     drafts_legend = ax.legend(fontsize=7, loc="upper left", title="draft", title_fontsize=7)
     ax.add_artist(drafts_legend)
-    styles = [plt.Line2D([], [], color="gray", marker="o", ls="-", label="measured median (band: min-max)"),
+    styles = [plt.Line2D([], [], color="gray", marker="o", ls="-", label="measured median (band: 95 % re-run interval)"),
               plt.Line2D([], [], color="gray", ls="--", label="predicted: cpp / (1 + k·c)"),
-              plt.Line2D([], [], color="gray", ls=":", marker="x", label="predicted: refined")]
+              plt.Line2D([], [], color="gray", ls=":", marker="x", label="predicted before the run: refined model")]
     ax.legend(handles=styles, fontsize=7, loc="upper center")
     ax.set_xscale("log", base=2)
     ax.set_xticks(sorted({r["k"] for r in rows}), [str(k) for k in sorted({r["k"] for r in rows})])
@@ -47,6 +48,45 @@ def plot(doc: dict, path: Path) -> bool:
     ax.set_ylabel("speedup over target-only (x)")
     m = doc["machine"]
     ax.set_title(f"speculative decoding, {m['threads']} thread(s), {m['device']}", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return True
+
+
+def plot_items(doc: dict, path: Path) -> bool:
+    """Per draft, the per-prompt speedups at each k as a box (whiskers: min-max), the row's figure (the ratio
+    of total times) as a diamond, and the noise floor's interval as a grey band around 1.0."""
+    rows = doc["speedup"]
+    if max(r["items"] for r in rows) < 2:
+        return False  # one prompt: nothing to spread
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    drafts = list(dict.fromkeys(r["draft"] for r in rows))
+    cols = min(3, len(drafts))
+    nrows = -(-len(drafts) // cols)
+    fig, axes = plt.subplots(nrows, cols, figsize=(3.4 * cols, 2.8 * nrows), dpi=110, squeeze=False)
+    f = doc["noise_floor"]
+    for ax, name in zip(axes.flat, drafts):
+        mine = sorted((r for r in rows if r["draft"] == name), key=lambda r: (r.get("tree") is not None, r["k"]))
+        data = [[e["ratio"] for e in r["per_item_ratios"]] for r in mine]
+        ax.axhspan(f["ci_low"], f["ci_high"], color="gray", alpha=0.2, lw=0)
+        ax.boxplot(data, whis=(0, 100), widths=0.5)
+        ax.plot(range(1, len(mine) + 1), [r["measured"] for r in mine], "D", color="C3", ms=5)
+        ax.axhline(1.0, color="black", lw=0.7)
+        ax.set_xticks(range(1, len(mine) + 1), [f"k={r['k']}" if r.get("tree") is None else r["tree"]["shape"].replace("budget ", "b")
+                                                  for r in mine])
+        ax.set_title(name, fontsize=9)
+        ax.tick_params(labelsize=7)
+    for ax in list(axes.flat)[len(drafts):]:
+        ax.axis("off")
+    fig.suptitle(f"speedup per prompt ({doc['settings']['workload']['name']}); diamond: the workload's "
+                 f"(Σ target-only / Σ speculative); grey: A/A noise floor", fontsize=8)
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
@@ -65,24 +105,64 @@ def _table(headers: list[str], rows: list[list]) -> str:
 def tables(doc: dict) -> str:
     """Every table of the report as Markdown (also what the terminal shows)."""
     m, s = doc["machine"], doc["settings"]
-    out = [f"# specdec report\n\n{m['cpu']}, {m['threads']} thread(s), {m['device']}, torch {m['torch_version']}, "
-           f"commit {m.get('commit') or 'n/a'}, {m['date']}. Prompt {s['prompt']!r}, {s['chars']} characters, "
-           f"seed {s['seed']}, temperature {s['temperature']}, {s['pairs']} pairs per row."]
+    w = s["workload"]
+    pinned = f", pinned to CPU {','.join(map(str, m['cpu_affinity']))}" if m.get("pinned") else ""
+    what = (f"Prompt {s['prompt']!r}, seed {w['seeds'][0]}" if s.get("prompt") is not None else
+            f"Workload {w['name']!r}: {w['items']} prompt(s), seeds {', '.join(map(str, w['seeds']))} "
+            f"(one run per prompt)")
+    out = [f"# specdec report\n\n{m['cpu']}, {m['threads']} thread(s) ({m.get('interop_threads')} inter-op){pinned}, "
+           f"{m['device']}, torch {m['torch_version']}, commit {m.get('commit') or 'n/a'}, {m['date']}; load average "
+           f"{m.get('load_start')} at the start, {m.get('load_end')} at the end. {what}; {s['chars']} characters, "
+           f"temperature {s['temperature']}. Budget {s['budget']:.0f} s, measured in {doc['wall_seconds']:.0f} s."]
+    out += [f"\n**{x}**" for x in doc.get("warnings", [])]
     ex = doc["exactness"]
-    out.append("## 1. Exactness (first generated character, %d draws, k = %d)\n" % (ex[0]["samples"], ex[-1]["k"]))
-    out.append(_table(["draft", "total variation", "baseline TV (median, range)", "chi-square p", "verdict"], [
-        [r["draft"] if r["draft"] != "target" else "target, sampled directly (baseline)", f"{r['tv']:.4f}",
-         f"{r['baseline_tv']:.4f} ({r['baseline_tv_min']:.4f}-{r['baseline_tv_max']:.4f})",
+    contexts = list(dict.fromkeys(r["context"] for r in ex))
+    out.append(f"\n## 1. Exactness (first generated character, {ex[0]['samples']} draws, k = {_chains(ex)[-1]['k']} "
+               f"and every tree configuration, at "
+               f"{len(contexts)} workload context(s))\n")
+    out.append(_table(["context", "draft", "total variation", "baseline TV (median, range)", "chi-square p",
+                       "verdict"], [
+        [r["context"], (r["draft"] if r.get("tree") is None else f"{r['draft']} {_config(r)}")
+         if r["draft"] != "target" else "target, sampled directly (baseline)",
+         f"{r['tv']:.4f}", f"{r['baseline_tv']:.4f} ({r['baseline_tv_min']:.4f}-{r['baseline_tv_max']:.4f})",
          "" if r["p_value"] is None else f"{r['p_value']:.3f}", _verdict(r)] for r in ex]))
-    out.append(f"\n## 2. Acceptance ({s['chars']} characters, seed {s['seed']})\n")
-    out.append(_table(["draft", "k", "acceptance", "chars per target pass", "E(α,k)", "target passes"], [
-        [r["draft"], r["k"], f"{r['acceptance']:.3f}", f"{r['chars_per_pass']:.2f}", f"{r['expected_length']:.2f}",
-         r["target_passes"]] for r in doc["acceptance"]]))
-    out.append(f"\n## 3. Measured speedup (target-only / speculative, {s['pairs']} alternated pairs)\n")
-    out.append(_table(["draft", "k", "chars per pass", "median", "range", "95% CI", "note"], [
-        [r["draft"], r["k"], f"{r['chars_per_pass']:.2f}", f"{r['measured_median']:.2f}",
-         f"{r['measured_min']:.2f}-{r['measured_max']:.2f}", f"{r['ci_low']:.2f}-{r['ci_high']:.2f}",
-         _noise_note(r)] for r in doc["speedup"]]))
+    out.append(f"\n## 2. Acceptance over the workload ({w['items']} run(s) of {s['chars']} characters; pooled, and "
+               f"spread across runs)\n")
+    out.append(_table(["draft", "k", "acceptance", "α (per position)", "chars per target pass", "E(α,k)",
+                       "per run: median (IQR; min-max)", "target passes", "rounds by accepted count"], [
+        [r["draft"], r["k"], f"{r['acceptance']:.3f}", f"{r['alpha']:.3f}", f"{r['chars_per_pass']:.2f}",
+         f"{r['expected_length']:.2f}", _spread(r["summary"]["chars_per_pass"]), r["target_passes"], _bunching(r)]
+        for r in _chains(doc["acceptance"])]))
+    out.append("\nacceptance and chars per target pass are pooled over the runs (totals); the spread is of each "
+               "run's chars per pass. α is the per-position acceptance probability of Leviathan's model, estimated "
+               "by maximum likelihood from the rounds' accepted counts; E(α,k) the characters per round it "
+               "predicts. \"bunched\" marks a row whose counts reject that geometric model (chi-square p < 0.01) "
+               "with more fully accepted rounds than it allows.")
+    out += tree_acceptance(doc)
+    if doc.get("acceptance_writeup"):
+        aw = doc["acceptance_writeup"]
+        out.append(f"\n### 2b. The write-up's table: prompt {aw['prompt']!r}, seed {aw['seed']}\n")
+        out.append(_table(["draft", "k", "acceptance", "chars per target pass", "target passes"], [
+            [r["draft"], r["k"], f"{r['acceptance']:.3f}", f"{r['chars_per_pass']:.2f}", r["target_passes"]]
+            for r in aw["rows"]]))
+    f = doc["noise_floor"]
+    out.append("\n## 3. Measured speedup (Σ target-only time / Σ speculative time over the workload's runs; "
+               "alternated pairs, rows interleaved)\n")
+    out.append(_table(["draft", "k", "chars per pass", "speedup", "95% re-run interval", "95% CI over prompts",
+                       "per-pair range", "pairs", "note"], [
+        ["noise floor: target-only / target-only (A/A)", "", "1.00", f"{f['measured']:.3f}",
+         f"{f['ci_low']:.3f}-{f['ci_high']:.3f}", _workload_ci(f), f"{f['min']:.2f}-{f['max']:.2f}", f["pairs"], ""]] + [
+        [r["draft"], _config(r), f"{r['chars_per_pass']:.2f}", f"{r['measured']:.2f}",
+         f"{r['ci_low']:.2f}-{r['ci_high']:.2f}", _workload_ci(r), f"{r['measured_min']:.2f}-{r['measured_max']:.2f}",
+         r["pairs"], _noise_note(r, f)] for r in doc["speedup"]]))
+    out.append("\nEach pair times target-only and speculative generation of one run (prompt, seed) back to back; a "
+               "row's pairs cycle through the runs, so its speedup is the workload's: the ratio of total times, "
+               "what a user waiting for the whole workload sees. The re-run interval is where an independent "
+               "re-run's figure lands with 95 % probability (moving-block bootstrap over the pairs in the order they "
+               "ran, ± t·√2·SE). The CI over prompts resamples the runs (each run's two times together): how much "
+               "the figure depends on which prompts the workload holds; set it against the noise floor's interval, "
+               "which is timing noise alone. A row is noisy when its re-run interval is more than twice as wide as "
+               "the floor's. The per-pair range is shown as the write-up shows it; it carries no verdict.")
     c = doc["costs"]
     out.append(f"\n## 4. Costs ({m['threads']} thread(s); medians of round-robin samples)\n")
     t1 = c["target_pass_us"]
@@ -94,41 +174,70 @@ def tables(doc: dict) -> str:
              for k, v in c["round_us"].items()]
     rows += [[f"one {n} character", f"{d['char_us']:.1f}", f"{d['c']:.3f}", f"{d['weight_bytes']:,}", f"c = {d['c']:.3f}"]
              for n, d in c["drafts"].items()]
+    rows += [[f"one tree verify pass ({n} positions: 1 + {int(n) - 1} nodes)", f"{v:.0f}",
+              f"{_median(c['tree_verify_ratio_samples'][n]):.3f}", "", "median of per-sample T(N)/T(1)"]
+             for n, v in c.get("tree_verify_pass_us", {}).items()]
     out.append(_table(["what", "µs", "÷ target pass", "weight bytes", ""], rows))
-    out.append(f"\nc uses one drafted character at k = {c['draft_k']}. Inside a simulated round (the draft proposes"
-               " k, then the target verifies and the rule runs), each part pays the cache misses the other causes;"
-               " these are the terms of the refined prediction:\n")
-    out.append(_table(["draft", "k", "drafted character (µs)", "round without the draft (µs)", "÷ round alone"], [
-        [n, k, f"{v['char_us']:.1f}", f"{v['round_us']:.0f}", f"{v['round_us'] / c['round_us'][k]:.3f}"]
-        for n, per_k in c["loop"].items() for k, v in per_k.items()]))
+    out.append(f"\n{c['samples']} samples. c uses one drafted character at k = {c['draft_k']}. Inside a simulated round "
+               "at the generation's mean position (the draft proposes k, then the target verifies and the rule runs),"
+               " each part pays the cache misses the other causes; with a target-only step timed once the target "
+               "has settled, these are the terms of the refined model, measured before any speedup pair:\n")
+    out.append(_table(["draft", "k", "drafted character (µs)", "round without the draft (µs)", "÷ round alone",
+                       "target-only step (µs)"], [
+        [n, k, f"{v['char_us']:.1f}", f"{v['round_us']:.0f}", f"{v['round_us'] / c['round_us'][k]:.3f}",
+         f"{v['step_us']:.0f}"] for n, per_k in c["loop"].items() for k, v in per_k.items()]))
+    out += tree_costs(c)
     out.append("\n## 5. Predicted against measured\n")
-    out.append(_table(["draft", "k", "predicted (cpp/(1+k·c))", "predicted (refined)", "measured median",
-                       "refined error", "note"], [
-        [r["draft"], r["k"], f"{r['predicted']:.2f}", f"{r['predicted_refined']:.2f}", f"{r['measured_median']:.2f}",
-         f"{r['predicted_refined'] / r['measured_median'] - 1:+.1%}", _miss_note(r)] for r in doc["speedup"]]))
+    out.append(_table(["draft", "k", "write-up formula", "predicted before the run", "error",
+                       "cost accounting", "error", "measured", "note"], [
+        [r["draft"], _config(r), f"{r['predicted']:.2f}", f"{r['predicted_before']:.2f}",
+         f"{r['predicted_before'] / r['measured'] - 1:+.1%}", f"{r['predicted_refined']:.2f}",
+         f"{r['predicted_refined'] / r['measured'] - 1:+.1%}", f"{r['measured']:.2f}", _miss_note(r)]
+        for r in doc["speedup"]]))
+    out.append("\nThe write-up's formula is chars per pass / (1 + k·c). The prediction before the run is the refined "
+               "model (N·step / (passes·round + drafted·drafted character)) with the terms of table 4, measured "
+               "before the first pair, and the run's deterministic counts. The cost accounting is the same model "
+               "with terms sampled right after each pair: it checks that the costs add up, and predicts nothing. "
+               "For a tree, k is its nodes per round and the drafted character a drafted node; the round is the "
+               "verify pass over every node plus the walk.")
     out.append("\n## Recommended k\n")
-    out.append(_table(["draft", "best k (predicted)", "predicted", "best k (measured)", "measured"], [
-        [n, v["best_k_predicted"], f"{v['predicted']:.2f}", v["best_k_measured"], f"{v['measured']:.2f}"]
+    out.append(_table(["draft", "best k (predicted before the run)", "predicted", "best k (measured)", "measured",
+                       "best k per prompt (k: prompts)"], [
+        [n, v["best_k_predicted"], f"{v['predicted']:.2f}", v["best_k_measured"], f"{v['measured']:.2f}",
+         " ".join(f"{k}: {c}" for k, c in v["best_k_per_item"].items()) + f" of {v['items_compared']}"]
+        for n, v in doc["recommendations"].items() if "best_k_measured" in v]))
+    out.append("\n### Best configuration per draft (chains and trees)\n")
+    out.append(_table(["draft", "best (predicted before the run)", "predicted", "best (measured)", "measured",
+                       "95% re-run interval", "best per prompt"], [
+        [n, v["best_config_predicted"], f"{v['best_config_predicted_speedup']:.2f}", v["best_config_measured"],
+         f"{v['best_config_measured_speedup']:.2f}", "-".join(f"{x:.2f}" for x in v["best_config_measured_ci"]),
+         " ".join(f"{k}: {c}" for k, c in v["best_config_per_item"].items()) + f" of {v['configs_items_compared']}"]
         for n, v in doc["recommendations"].items()]))
     if doc.get("adaptive"):
         a0 = doc["adaptive"][0]
         out.append(f"\n## Adaptive k (+2 after a fully accepted round, -1 after a rejection; from k = {a0['start_k']},"
-                   f" at most {a0['k_max']}; {a0['pairs']} rotated triples)\n")
+                   f" at most {a0['k_max']}; rotated triples, drafts interleaved)\n")
         out.append(_table(["draft", "mean k", "acceptance", "chars per pass", "target passes", "speedup median",
-                           "range", "best fixed k", "adaptive ÷ fixed", "range", "95% CI"], [
+                           "95% re-run interval", "best fixed k", "adaptive ÷ fixed", "95% re-run interval",
+                           "triples"], [
             [r["draft"], f"{r['mean_k']:.2f}", f"{r['acceptance']:.3f}", f"{r['chars_per_pass']:.2f}",
-             r["target_passes"], f"{r['measured_median']:.2f}", f"{r['measured_min']:.2f}-{r['measured_max']:.2f}",
-             r["best_fixed_k"], f"{r['vs_fixed_median']:.3f}", f"{r['vs_fixed_min']:.2f}-{r['vs_fixed_max']:.2f}",
-             f"{r['vs_fixed_ci_low']:.3f}-{r['vs_fixed_ci_high']:.3f}"] for r in doc["adaptive"]]))
+             r["target_passes"], f"{r['measured']:.2f}", f"{r['ci_low']:.2f}-{r['ci_high']:.2f}",
+             r["best_fixed_k"], f"{r['vs_fixed_measured']:.3f}", f"{r['vs_fixed_ci_low']:.3f}-{r['vs_fixed_ci_high']:.3f}",
+             r["pairs"]] for r in doc["adaptive"]]))
     if "greedy" in doc:
         g = doc["greedy"]
         out.append("\n## Greedy decoding (temperature 0), the best sampled configuration\n")
-        out.append(_table(["draft", "k", "acceptance", "chars per pass", "target passes", "median", "range"], [[
+        out.append(_table(["draft", "k", "acceptance", "chars per pass", "target passes", "median",
+                           "95% re-run interval", "range", "pairs"], [[
             g["draft"], g["k"], f"{g['acceptance']:.3f}", f"{g['chars_per_pass']:.2f}", g["target_passes"],
-            f"{g['measured_median']:.2f}", f"{g['measured_min']:.2f}-{g['measured_max']:.2f}"]]))
+            f"{g['measured']:.2f}", f"{g['ci_low']:.2f}-{g['ci_high']:.2f}",
+            f"{g['measured_min']:.2f}-{g['measured_max']:.2f}", g["pairs"]]]))
     out.append("\n## Findings\n")
     out += [f"- {line}" for line in findings(doc)]
-    out.append(f"\nMeasured in {doc['wall_seconds']:.0f} s.")
+    out.append(f"\n## Time spent (budget {s['budget']:.0f} s)\n")
+    out.append(_table(["section", "seconds", "allotted"], [
+        [x["section"], f"{x['seconds']:.1f}", "" if x["allotted"] is None else f"{x['allotted']:.1f}"]
+        for x in doc["sections"]] + [["all (measured)", f"{doc['wall_seconds']:.1f}", f"{s['budget']:.0f}"]]))
     return "\n".join(out) + "\n"
 
 
@@ -139,58 +248,78 @@ def _verdict(r: dict) -> str:
     return "exact" if ok else "CHECK"
 
 
-def _noise_note(r: dict) -> str:
-    notes = []
-    if r.get("retaken"):
-        first, second = r["ci_widths"]
-        notes.append(f"pairs doubled (CI {first:.0%} of median, then {second:.0%})")
+def _spread(d: dict) -> str:
+    return f"{d['median']:.2f} ({d['q1']:.2f}-{d['q3']:.2f}; {d['min']:.2f}-{d['max']:.2f})"
+
+
+def _workload_ci(r: dict) -> str:
+    if r.get("items", 1) < 2:
+        return "(one prompt)"
+    return f"{r['workload_ci_low']:.2f}-{r['workload_ci_high']:.2f}"
+
+
+def _bunching(r: dict) -> str:
+    hist = " ".join(map(str, r["accepted_per_position"]))
+    if r.get("bunched"):
+        return f"{hist} (bunched, p = {r['geometric_p']:.1g})"
+    return hist
+
+
+def _noise_note(r: dict, floor: dict) -> str:
+    if r["pairs"] < 3:
+        return f"{r['pairs']} pair(s): too few for an interval; give a larger --budget"
     if r["noisy"]:
-        spread = (r["measured_max"] - r["measured_min"]) / r["measured_median"]
-        notes.append(f"noisy: range {spread:.0%} of median; rerun with --pairs {max(2 * r['pairs'], 15)}")
-    return "; ".join(notes)
+        return (f"noisy: interval {r['width']:.0%} of median, {r['width'] / floor['width']:.1f}x the noise floor's; "
+                f"give a larger --budget or a quieter machine")
+    return ""
 
 
 def _miss_note(r: dict) -> str:
-    """For a row the refined model misses: which term the paired runs disagree with, the larger first.
+    """For a row a prediction misses by more than 5 %: what moved, the larger first.
 
-    target_only_error is what the target-only runs imply per character against the step term;
-    speculative_error what the speculative runs imply against passes·round + drafted·draft_char, named after
-    the term that makes up most of that time.
+    Before the run: how far each term sampled beside the pairs moved from the cost table's (the machine's state
+    changed between them). Cost accounting: what the paired runs imply for each side against its terms --
+    target_only_error per character against the step term, speculative_error against passes·round +
+    drafted·draft_char, named after the term that makes up most of that time.
     """
-    err = r["predicted_refined"] / r["measured_median"] - 1
-    if abs(err) <= REFINED_TOLERANCE:
-        return ""
-    spec = "draft character cost" if r["draft_share"] > 0.5 else "verify round cost"
-    terms = sorted([("target-only step", r["target_only_error"]), (spec, r["speculative_error"])],
-                   key=lambda t: -abs(t[1]))
-    return "off in the paired runs: " + ", ".join(f"{name} {off:+.1%}" for name, off in terms)
+    notes = []
+    if abs(r["predicted_before"] / r["measured"] - 1) > PREDICTION_TOLERANCE:
+        moved = sorted(((k, r["terms_us"][k] / v - 1) for k, v in r["before_terms_us"].items()), key=lambda t: -abs(t[1]))
+        notes.append("terms moved since the cost table: " + ", ".join(f"{k} {off:+.1%}" for k, off in moved))
+    if abs(r["predicted_refined"] / r["measured"] - 1) > PREDICTION_TOLERANCE:
+        spec = "draft character cost" if r["draft_share"] > 0.5 else "verify round cost"
+        terms = sorted([("target-only step", r["target_only_error"]), (spec, r["speculative_error"])],
+                       key=lambda t: -abs(t[1]))
+        notes.append("accounting off in the paired runs: " + ", ".join(f"{n} {off:+.1%}" for n, off in terms))
+    return "; ".join(notes)
 
 
 def findings(doc: dict) -> list[str]:
     """What the figures say, in sentences computed from them (nothing here is written by hand)."""
-    sp, acc_rows, costs = doc["speedup"], doc["acceptance"], doc["costs"]
+    every, acc_rows, costs = doc["speedup"], _chains(doc["acceptance"]), doc["costs"]
+    sp = _chains(every)  # the chain findings; the trees' come last
     acc = {(r["draft"], r["k"]): r for r in acc_rows}
     drafts = list(dict.fromkeys(r["draft"] for r in sp))
     ks = sorted({r["k"] for r in sp})
     k1, kmax = ks[0], ks[-1]
     c = {d: costs["drafts"][d]["c"] for d in drafts}
-    best = {d: max((r for r in sp if r["draft"] == d), key=lambda r: r["measured_median"]) for d in drafts}
+    best = {d: max((r for r in sp if r["draft"] == d), key=lambda r: r["measured"]) for d in drafts}
     out = []
     ranked = sorted(drafts, key=lambda d: acc[d, k1]["acceptance"], reverse=True)
     for label, d in (("Best", ranked[0]), ("Worst", ranked[-1])):
         out.append(f"{label} acceptance at k={k1}: {d}, {acc[d, k1]['acceptance']:.3f} with c = {c[d]:.3f}; "
-                   f"its best measured speedup is {best[d]['measured_median']:.2f}x (k={best[d]['k']}).")
+                   f"its best measured speedup is {best[d]['measured']:.2f}x (k={best[d]['k']}).")
     winners = [d for d in drafts if best[d]["ci_low"] > 1.0]
     out.append("Faster than target-only (95 % CI above 1): " + (", ".join(
-        f"{d} {best[d]['measured_median']:.2f}x at k={best[d]['k']} (c = {c[d]:.3f})" for d in winners)
+        f"{d} {best[d]['measured']:.2f}x at k={best[d]['k']} (c = {c[d]:.3f})" for d in winners)
         if winners else "none.") + ".")
-    slowest = min(drafts, key=lambda d: best[d]["measured_median"])
-    out.append(f"Slowest: {slowest}, {best[slowest]['measured_median']:.2f}x at its best k ({best[slowest]['k']}), "
+    slowest = min(drafts, key=lambda d: best[d]["measured"])
+    out.append(f"Slowest: {slowest}, {best[slowest]['measured']:.2f}x at its best k ({best[slowest]['k']}), "
                f"c = {c[slowest]:.3f}.")
     if {"int8", "int4", "bigram"} <= set(drafts):
         a8, a4 = acc["int8", kmax], acc["int4", kmax]
         trio = ("bigram", "int8", "int4")
-        slow3 = min(trio, key=lambda d: best[d]["measured_median"])
+        slow3 = min(trio, key=lambda d: best[d]["measured"])
         fast3 = [d for d in trio if best[d]["ci_low"] > 1.0]
         out.append(f"Of the write-up's three drafts, faster than target-only: {', '.join(fast3) or 'none'}; "
                    f"slowest: {slow3}.")
@@ -213,7 +342,7 @@ def findings(doc: dict) -> list[str]:
         out.append(f"The real int8 kernel (torch dynamic quantization) costs {dyn:.0f} µs per drafted character "
                    f"against {rnd:.0f} µs for rounded float32 (c {c['int8-dynamic']:.2f} vs {c['int8']:.2f}): on this "
                    f"machine it {verdict} c.")
-    errs = [(r["predicted"] / r["measured_median"] - 1, r) for r in sp]
+    errs = [(r["predicted"] / r["measured"] - 1, r) for r in sp]
     ok = sum(abs(e) <= WRITEUP_TOLERANCE for e, _ in errs)
     e, r = max(errs, key=lambda t: abs(t[0]))
     alone = [costs["round_us"][str(k)] / costs["target_pass_us"] for k in ks]
@@ -222,16 +351,19 @@ def findings(doc: dict) -> list[str]:
                f"rows (worst {e:+.0%}: {r['draft']} k={r['k']}). It prices a round at one target pass; a round here "
                f"costs {alone[0]:.2f}-{alone[-1]:.2f} passes alone (k={k1}..{kmax}), and up to {after:.2f}x that "
                f"right after a transformer draft, whose weights evict the target's from cache.")
-    ref = [(x["predicted_refined"] / x["measured_median"] - 1, x) for x in sp]
-    ok = sum(abs(e) <= REFINED_TOLERANCE for e, _ in ref)
-    e, r = max(ref, key=lambda t: abs(t[0]))
-    out.append(f"The refined prediction is within {REFINED_TOLERANCE:.0%} on {ok}/{len(ref)} rows (largest error "
-               f"{e:+.1%}: {r['draft']} k={r['k']}).")
+    for key, label in (("predicted_before", "The prediction made before the run"),
+                       ("predicted_refined", "The cost accounting (terms sampled beside the pairs)")):
+        ref = [(x[key] / x["measured"] - 1, x) for x in every]
+        ok = sum(abs(e) <= PREDICTION_TOLERANCE for e, _ in ref)
+        e, r = max(ref, key=lambda t: abs(t[0]))
+        out.append(f"{label} is within {PREDICTION_TOLERANCE:.0%} of the measured median on {ok}/{len(ref)} rows, "
+                   f"chains and trees (largest error {e:+.1%}: {r['draft']} {_config(r)}).")
     if doc.get("adaptive"):
         ad = doc["adaptive"]
         verdict = lambda r: ("faster" if r["vs_fixed_ci_low"] > 1 else "slower" if r["vs_fixed_ci_high"] < 1
                              else "no different")
         out.append("Adaptive k against the best fixed k (95 % CI of the ratio): " + "; ".join(
-            f"{r['draft']} {verdict(r)} ({r['vs_fixed_median']:.2f}x, mean k {r['mean_k']:.1f} vs {r['best_fixed_k']})"
+            f"{r['draft']} {verdict(r)} ({r['vs_fixed_measured']:.2f}x, mean k {r['mean_k']:.1f} vs {r['best_fixed_k']})"
             for r in ad) + ".")
+    out += best_exact(doc)
     return out

@@ -1,8 +1,13 @@
-"""Summaries of paired ratios and the speedup models.
+"""Summaries of paired ratios, the interval a re-run would land in, and the speedup models.
 
-- `summarize`: median, min-max range and a bootstrap confidence interval of the median ratio.
+- `summarize`: median, min-max range and the 95 % interval for the median an independent re-run measures.
+- `rerun_interval`: that interval. Consecutive pairs on a shared machine are not independent (load comes and
+  goes over seconds to minutes), so the median is resampled by a moving-block bootstrap over the pairs in the
+  order they ran, and the interval is widened by √2: a re-run's median carries its own error as well as ours.
 - `predicted_speedup`: the write-up's formula, chars per target pass / (1 + k·c).
 - `expected_length`: Leviathan et al.'s E(α, k) = (1 − α^(k+1)) / (1 − α) characters per round.
+- `acceptance_alpha`: α as Leviathan defines it (a per-position acceptance probability), estimated by maximum
+  likelihood from the rounds' accepted counts, with a goodness-of-fit test of the geometric model behind E.
 - `optimal_k`: the k that maximises E(α, k) / (1 + k·c).
 - `refined_speedup`: what the loop really pays per character, target-only against speculative: the verify
   pass's growth with k, the per-round and per-step work outside the models, and the actual pass and draft
@@ -11,48 +16,105 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
 from scipy import stats as sstats
 
-NOISY_RANGE = 0.10  # a min-max range wider than this fraction of the median marks a row as noisy
+RESAMPLES = 2000  # bootstrap resamples behind every interval
 
 
 @dataclass(frozen=True)
 class Summary:
-    median: float
+    estimate: float  # the figure: the median of the values, or for paired times the ratio of their totals
+    median: float  # median of the values (of the per-pair ratios)
     min: float
     max: float
-    ci_low: float  # bootstrap 95 % interval of the median
+    ci_low: float  # 95 % interval for the estimate an independent re-run measures (see rerun_interval)
     ci_high: float
     n: int
 
     @property
-    def spread(self) -> float:
-        """(max − min) / median: the relative width of the min-max range."""
-        return (self.max - self.min) / self.median if self.median else float("inf")
+    def width(self) -> float:
+        """(ci_high − ci_low) / median: the interval's relative width (what "noisy" is judged by); infinite
+        below three values, where there is nothing to resample."""
+        if self.n < 3 or not self.estimate:
+            return float("inf")
+        return (self.ci_high - self.ci_low) / self.estimate
 
-    @property
-    def noisy(self) -> bool:
-        return self.spread > NOISY_RANGE
+
+def _block_length(n: int) -> int:
+    return max(1, int(n ** (1 / 3) + 1e-9))  # 1 up to 7 values, 2 up to 26, 3 up to 63, ...
 
 
-def summarize(ratios, confidence: float = 0.95, seed: int = 0) -> Summary:
-    """Median, range and a percentile-bootstrap CI of the median of `ratios` (at least one value)."""
-    x = np.asarray(ratios, dtype=float)
+def _block_indices(n: int, rng: np.random.Generator, resamples: int) -> np.ndarray:
+    """(resamples, n) indices of moving-block bootstrap series over n values in the order they were measured.
+
+    Blocks of b = ⌊n^(1/3)⌋ consecutive values (Künsch 1989; Hall, Horowitz and Jing 1995 for the rate)
+    keep the short-range correlation of neighbouring pairs inside each resampled series.
+    """
+    b = _block_length(n)
+    starts = rng.integers(0, n - b + 1, size=(resamples, -(-n // b)))
+    return (starts[:, :, None] + np.arange(b)).reshape(resamples, -1)[:, :n]
+
+
+def _median(x: np.ndarray) -> np.ndarray:
+    return np.median(x, axis=-1)
+
+
+def ratio_of_totals(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Σa / Σb along the last axis: with a = target-only and b = speculative times, how much faster the whole
+    set of runs went."""
+    return np.sum(a, axis=-1) / np.sum(b, axis=-1)
+
+
+def rerun_interval(values, confidence: float = 0.95, seed: int = 0, statistic=_median) -> tuple[float, float]:
+    """Interval that an independent re-run's `statistic` falls in with probability ~`confidence`.
+
+    values: one array (or a tuple of equally long arrays, e.g. paired times) in the order measured;
+    statistic maps them, resampled along the last axis, to one figure per resample (default: the median).
+    The interval is estimate ± t · √2 · SE: SE is the standard deviation of the statistic over moving-block
+    bootstrap resamples (blocks keep neighbouring pairs' correlation); √2 because a re-run's figure has an
+    error of its own, as large as ours; t is Student's quantile with (blocks − 1) degrees of freedom, which
+    widens the interval where a few blocks give a rough SE. With fewer than 3 values there is nothing to
+    resample: the statistic's range over the single values, widened by √2 about the estimate.
+    """
+    cols = tuple(np.asarray(v, dtype=float) for v in (values if isinstance(values, tuple) else (values,)))
+    n = cols[0].size
+    if n == 0:
+        raise ValueError("an interval needs at least one value")
+    est = float(statistic(*cols))
+    r = math.sqrt(2)
+    if n < 3:
+        each = statistic(*(c[:, None] for c in cols))  # the statistic of each value alone
+        return est - r * (est - float(np.min(each))), est + r * (float(np.max(each)) - est)
+    idx = _block_indices(n, np.random.default_rng(seed), RESAMPLES)
+    se = float(np.std(statistic(*(c[idx] for c in cols)), ddof=1))
+    t = float(sstats.t.ppf(0.5 + confidence / 2, df=max(1.0, n / _block_length(n) - 1)))
+    return est - t * r * se, est + t * r * se
+
+
+def summarize(values, confidence: float = 0.95, seed: int = 0) -> Summary:
+    """Median, range and the re-run interval of `values` (at least one), given in the order measured."""
+    x = np.asarray(values, dtype=float)
     if x.size == 0:
-        raise ValueError("summarize needs at least one ratio")
+        raise ValueError("summarize needs at least one value")
+    lo, hi = rerun_interval(x, confidence, seed)
     med = float(np.median(x))
-    if x.size < 3 or np.ptp(x) == 0:  # too few (or identical) values to resample: the range itself
-        lo, hi = float(x.min()), float(x.max())
-    else:
-        res = sstats.bootstrap(
-            (x,), np.median, confidence_level=confidence, n_resamples=2000, method="percentile",
-            random_state=np.random.default_rng(seed),
-        )
-        lo, hi = float(res.confidence_interval.low), float(res.confidence_interval.high)
-    return Summary(med, float(x.min()), float(x.max()), lo, hi, int(x.size))
+    return Summary(med, med, float(x.min()), float(x.max()), lo, hi, int(x.size))
+
+
+def summarize_pairs(a, b, confidence: float = 0.95, seed: int = 0) -> Summary:
+    """Paired times a (e.g. target-only) and b (speculative), in the order measured: the ratio of their
+    totals Σa/Σb as the estimate, with its re-run interval; median and range of the per-pair ratios a/b."""
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    if a.size == 0 or a.size != b.size:
+        raise ValueError(f"summarize_pairs needs equally many times on both sides, got {a.size} and {b.size}")
+    r = a / b
+    lo, hi = rerun_interval((a, b), confidence, seed, statistic=ratio_of_totals)
+    return Summary(float(ratio_of_totals(a, b)), float(np.median(r)), float(r.min()), float(r.max()), lo, hi,
+                   int(a.size))
 
 
 def predicted_speedup(chars_per_pass: float, k: int, c: float) -> float:
@@ -69,6 +131,45 @@ def expected_length(alpha: float, k: int) -> float:
     if alpha == 1.0:
         return float(k + 1)
     return (1.0 - alpha ** (k + 1)) / (1.0 - alpha)
+
+
+@dataclass(frozen=True)
+class AlphaFit:
+    alpha: float  # maximum-likelihood per-position acceptance probability
+    p_value: float | None  # chi-square goodness of fit of the rounds' accepted counts to the geometric model
+    bunched: bool  # more fully accepted rounds than the model allows, and the fit rejected (p < BUNCHED_P)
+
+
+BUNCHED_P = 0.01
+
+
+def acceptance_alpha(accepted_per_position: list[int], k: int) -> AlphaFit:
+    """α from a histogram of rounds by accepted count 0..k, under Leviathan's model.
+
+    The model: each drafted position is accepted with probability α independently, and a round stops at its
+    first rejection, so P(n accepted) = αⁿ(1 − α) for n < k and αᵏ for n = k. Its likelihood is
+    α^A (1 − α)^R with A the accepted drafts and R the rounds that ended in a rejection, maximised at
+    α = A / (A + R). (accepted / drafted also counts the drafts thrown away after a rejection, which the
+    model never scores; with it E(α, k) can only fall below the measured chars per pass.)
+    The fit is tested by chi-square (cells expected under 5 pooled); acceptance is called bunched only when
+    that test rejects the model and the fully accepted rounds are more than it predicts.
+    """
+    from .exactness import chi_square_p  # the same pooled chi-square the exactness check uses
+
+    h = np.asarray(accepted_per_position[: k + 1], dtype=float)
+    rounds = h.sum()
+    if rounds == 0:
+        return AlphaFit(0.0, None, False)
+    accepted = float(np.dot(np.arange(k + 1), h))
+    rejected = float(h[:k].sum())
+    alpha = accepted / (accepted + rejected) if accepted + rejected else 0.0
+    if rejected == 0 or accepted == 0:  # every round alike: nothing to test
+        return AlphaFit(alpha, None, False)
+    model = np.append(alpha ** np.arange(k) * (1 - alpha), alpha**k)
+    # pooling needs at least two cells expected 5 times or more to leave a test with a degree of freedom
+    p = chi_square_p(h, model) if (model * rounds >= 5).sum() >= 2 else None
+    bunched = p is not None and p < BUNCHED_P and h[k] > rounds * model[k]
+    return AlphaFit(alpha, p, bunched)
 
 
 def optimal_k(alpha: float, c: float, k_max: int = 16) -> int:

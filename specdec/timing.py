@@ -1,10 +1,11 @@
-"""Timers, paired alternating A/B runs, and the cost measurements the speedup models need.
+"""Timers, round-robin samples, and the cost measurements the speedup models need.
 
 Shared machines drift by tens of percent between runs, so nothing here reports a lone absolute time as a
-result: speedups are per-pair ratios of runs made back to back (A B, then B A, ...), and costs are medians of
-samples taken round-robin across every quantity, so that drift touches all of them alike and their ratios
-(c, T(k+1)/T(1)) stay sound. Warm-up calls are discarded. The thread count is set explicitly by the caller
-(`threads`) and recorded beside every result. On CUDA every timer synchronises the device.
+result: costs are medians of samples taken round-robin across every quantity, so that drift touches all of
+them alike and their per-sample ratios (c, T(k+1)/T(1)) stay sound. (Speedups come from alternated runs, in
+`schedule`.) Warm-up calls are discarded, and sized by time. The garbage collector is off inside every timed
+region. The thread count is set explicitly by the caller (`threads`) and recorded beside every result. On
+CUDA every timer synchronises the device.
 """
 
 from __future__ import annotations
@@ -17,8 +18,7 @@ from typing import Callable
 import numpy as np
 import torch
 
-from . import corpus, sampling
-from .decode import generate, speculative_generate
+from . import corpus, hygiene, sampling
 from .drafts import Draft
 from .model import GPT
 
@@ -45,58 +45,25 @@ def sync(device: str | torch.device) -> None:
 
 def timed(fn: Callable[[], object], device: str = "cpu", number: int = 1) -> float:
     """Seconds per call of fn over `number` back-to-back calls (device synchronised at both ends)."""
-    sync(device)
-    t0 = time.perf_counter()
-    for _ in range(number):
+    with hygiene.no_gc():
+        sync(device)
+        t0 = time.perf_counter()
+        for _ in range(number):
+            fn()
+        sync(device)
+        return (time.perf_counter() - t0) / number
+
+
+def warm_up(fn: Callable[[], object], seconds: float = 0.05, device: str = "cpu", min_calls: int = 1) -> int:
+    """Call fn until `seconds` have passed (at least `min_calls` times): warm-up sized by time, not by count,
+    so a slow machine warms as long as a fast one. Returns the number of calls made."""
+    end = time.perf_counter() + seconds
+    n = 0
+    while n < min_calls or time.perf_counter() < end:
         fn()
+        n += 1
     sync(device)
-    return (time.perf_counter() - t0) / number
-
-
-@dataclass
-class Paired:
-    """Times of A and B from alternated runs and their per-pair ratios A/B (B's speedup over A)."""
-
-    a: list[float] = field(default_factory=list)
-    b: list[float] = field(default_factory=list)
-    between: list = field(default_factory=list)  # what `between` returned after each kept pair
-
-    @property
-    def ratios(self) -> list[float]:
-        return [ta / tb for ta, tb in zip(self.a, self.b)]
-
-
-def paired(
-    fn_a: Callable[[], object],
-    fn_b: Callable[[], object],
-    pairs: int = 5,
-    warmup: int = 1,
-    device: str = "cpu",
-    between: Callable[[], object] | None = None,
-) -> Paired:
-    """Run A and B alternately, `pairs` times each after `warmup` discarded pairs.
-
-    The order within a pair alternates too (A B, B A, A B, ...) so that neither side always runs second,
-    into caches the other just warmed. `between`, if given, runs after every pair and its results are kept:
-    measurements taken there share each pair's moment, so ratios against the pair cancel drift.
-    """
-    if pairs < 1:
-        raise ValueError(f"pairs must be at least 1, got {pairs}")
-    out = Paired()
-    for i in range(warmup + pairs):
-        if i % 2 == 0:
-            ta = timed(fn_a, device)
-            tb = timed(fn_b, device)
-        else:
-            tb = timed(fn_b, device)
-            ta = timed(fn_a, device)
-        extra = between() if between is not None else None
-        if i >= warmup:
-            out.a.append(ta)
-            out.b.append(tb)
-            if between is not None:
-                out.between.append(extra)
-    return out
+    return n
 
 
 def round_robin(
@@ -106,30 +73,43 @@ def round_robin(
     device: str = "cpu",
     samplers: dict[str, Callable[[], object]] | None = None,
     rotate: bool = False,
+    deadline: float | None = None,
+    min_samples: int = 1,
 ) -> dict[str, np.ndarray]:
     """Seconds per call of each fn, `samples` samples each, taken in turn (after one discarded warm-up round).
 
     Sample i of every fn comes from the same moment, so per-sample ratios of two fns cancel drift.
     `samplers` take their turns in the same rounds but measure themselves: what each returns is kept as is.
-    rotate: start round i at the i-th turn (A B C, B C A, C A B, ...) so no fn always follows the same one --
-    what `paired` does for two, for whole generations whose caches the next run inherits.
+    rotate: start round i at the i-th turn (A B C, B C A, C A B, ...) so no fn always follows the same one.
+    deadline (a time.perf_counter() value): stop after `min_samples` once another round would end past it, so
+    a slow or loaded machine takes fewer samples instead of more time.
     """
     turns = {name: (lambda fn=fn: timed(fn, device, number)) for name, fn in fns.items()}
-    turns.update(samplers or {})
+    turns.update({name: (lambda s=s: _quiet(s)) for name, s in (samplers or {}).items()})
     kept: dict[str, list] = {name: [] for name in turns}
     names = list(turns)
+    last = 0.0
     for i in range(samples + 1):
+        if deadline is not None and i > min_samples and time.perf_counter() + last > deadline:
+            break
+        t0 = time.perf_counter()
         shift = i % len(names) if rotate else 0
         for name in names[shift:] + names[:shift]:
             value = turns[name]()
             if i:
                 kept[name].append(value)
+        last = time.perf_counter() - t0
     return {name: np.asarray(values) for name, values in kept.items()}
+
+
+def _quiet(sampler: Callable[[], object]) -> object:
+    with hygiene.no_gc():
+        return sampler()
 
 
 @dataclass
 class Costs:
-    """What the generation loops pay, in microseconds (medians of round-robin samples)."""
+    """What the generation loops pay, in microseconds (medians of round-robin samples, and the samples)."""
 
     target_pass_us: float  # one single-position target forward
     verify_pass_us: dict[int, float]  # positions -> one forward over that many new positions
@@ -137,22 +117,26 @@ class Costs:
     round_us: dict[int, float]  # k -> one speculative round without any draft: (k+1) pass + p + rule
     loop_char_us: dict[str, dict[int, float]]  # draft -> k -> one drafted character inside a round
     loop_round_us: dict[str, dict[int, float]]  # draft -> k -> the rest of that round (pass + p + rule)
+    loop_samples: dict[tuple[str, int], np.ndarray]  # (draft, k) -> (samples, 3): step, drafted char, round µs
     draft_char_us: dict[str, float]  # draft -> one drafted character at k = draft_k (what c is made of)
-    c_median: dict[str, float]  # draft -> median of per-sample c (each sample's ratio cancels drift)
-    c_range: dict[str, tuple[float, float]]  # draft -> min, max of those per-sample c
+    c_samples: dict[str, list[float]]  # draft -> per-sample c (each sample's ratio cancels drift)
+    verify_ratio_samples: dict[int, list[float]]  # positions -> per-sample T(positions) / T(1)
     char_range: dict[str, tuple[float, float]]  # draft -> min, max of the per-character samples (µs)
     target_range: tuple[float, float]  # min, max of the single-pass samples (µs)
+    samples: int  # round-robin samples taken (fewer than asked when the time ran out)
     draft_k: int
     threads: int
     device: str
+    # name -> per-sample values of the caller's extra quantities: µs per call for `extra_fns`, the returned
+    # tuples for `extra_samplers` (the report's tree verify passes and tree-round terms)
+    extra_samples: dict[str, np.ndarray] = field(default_factory=dict)
 
     def c(self, draft: str) -> float:
-        return self.c_median[draft]
+        """Median of the per-sample c."""
+        return float(np.median(self.c_samples[draft]))
 
-    def c_fastest(self, draft: str) -> float:
-        """c from the fastest samples of each side: the least disturbed by load that comes and goes on a
-        shared machine, so the steadiest from one run to the next (what asv tracks across commits)."""
-        return self.char_range[draft][0] / self.target_range[0]
+    def c_range(self, draft: str) -> tuple[float, float]:
+        return float(np.min(self.c_samples[draft])), float(np.max(self.c_samples[draft]))
 
 
 def _steps(target, text, start, n, temperature, rng, device):
@@ -256,12 +240,23 @@ def measure_costs(
     temperature: float = 1.0,
     device: str = "cpu",
     threads_used: int | None = None,
+    samplers: dict[tuple[str, int], Callable[[], tuple[float, float, float]]] | None = None,
+    term_calls: int = 10,
+    seconds: float | None = None,
+    min_samples: int = 3,
+    extra_fns: dict[str, Callable[[], object]] | None = None,
+    extra_samplers: dict[str, Callable[[], object]] | None = None,
 ) -> Costs:
-    """Time each piece the loops pay at a mid-context position (the cost prompt, ~80 characters in).
+    """Time each piece the loops pay, every quantity sampled in turn, `samples` times (fewer when `seconds`
+    run out, never fewer than `min_samples`).
 
-    Every quantity is sampled in turn, `samples` times, each sample `number` calls: single and multi-position
-    passes alone, a target-only step, a round without a draft, and for each draft and k a simulated round
-    (see `_round_sampler`). c uses the drafted character at k = draft_k.
+    Single and multi-position passes alone and a target-only step, at a mid-context position (the cost
+    prompt, ~80 characters in), `number` calls a sample; a speculative round without a draft; and for each
+    draft and k the three terms of the refined model, from `samplers[(draft, k)]` (see `loop_sampler`; built
+    with `term_calls` rounds at the cost prompt's position where not given). c is the drafted character at
+    k = draft_k over the single pass of the same sample. extra_fns and extra_samplers join the same rounds
+    (timed calls and self-measuring samplers; names must not clash with the built-in ones); their samples come
+    back in `Costs.extra_samples`.
     """
     tokens = corpus.encode(COST_PROMPT)
     pos = len(tokens) - 1
@@ -286,59 +281,38 @@ def measure_costs(
             return sampling.accept_reject(sampling.probs(logits, temperature), q_uniform[:k], drafted, rng)
 
         fns[f"round{k}"] = round_
-    context = tokens[: pos + 1]
+    fns.update(extra_fns or {})
     sim_ks = sorted(set(ks) | {draft_k})
-    sims = {}  # each returns (seconds per drafted character, seconds per round without the draft)
-    for name, draft in drafts.items():
-        for k in sim_ks:
-            run = _round_sampler(target, draft, context, k, rng, temperature, device)
-            sims[f"sim:{name}:{k}"] = lambda run=run: run(max(1, number // 2))
-    raw = round_robin(fns, samples, number, device, samplers=sims)
-    loop = {(n, k): raw.pop(f"sim:{n}:{k}") for n in drafts for k in sim_ks}  # (samples, 2) each
-    us = {n: float(np.median(t)) * 1e6 for n, t in raw.items()}
-    char = {key: v[:, 0] * 1e6 for key, v in loop.items()}
-    rest = {key: v[:, 1] * 1e6 for key, v in loop.items()}
-    target_samples = raw["target"] * 1e6
-    c_samples = {n: char[n, draft_k] / target_samples for n in drafts}
+    given = samplers or {}
+    loops = {f"loop:{name}:{k}": given.get((name, k)) or loop_sampler(target, draft, k, temperature, device,
+                                                                        term_calls)
+             for name, draft in drafts.items() for k in sim_ks}
+    loops.update(extra_samplers or {})
+    deadline = None if seconds is None else time.perf_counter() + seconds
+    raw = round_robin(fns, samples, number, device, samplers=loops, deadline=deadline, min_samples=min_samples)
+    terms = {(n, k): np.asarray(raw.pop(f"loop:{n}:{k}"), dtype=float) for n in drafts for k in sim_ks}
+    extra = {n: np.asarray(raw.pop(n), dtype=float) for n in (extra_samplers or {})}
+    extra.update({n: raw.pop(n) * 1e6 for n in (extra_fns or {})})
+    us = {n: t * 1e6 for n, t in raw.items()}
+    med = {n: float(np.median(t)) for n, t in us.items()}
+    target_samples = us["target"]
+    char = {n: terms[n, draft_k][:, 1] for n in drafts}
     return Costs(
-        target_pass_us=us["target"],
-        verify_pass_us={k + 1: us[f"verify{k + 1}"] for k in ks},
-        step_us=us["step"],
-        round_us={k: us[f"round{k}"] for k in ks},
-        loop_char_us={n: {k: float(np.median(char[n, k])) for k in sim_ks} for n in drafts},
-        loop_round_us={n: {k: float(np.median(rest[n, k])) for k in sim_ks} for n in drafts},
-        draft_char_us={n: float(np.median(char[n, draft_k])) for n in drafts},
-        c_median={n: float(np.median(v)) for n, v in c_samples.items()},
-        c_range={n: (float(v.min()), float(v.max())) for n, v in c_samples.items()},
-        char_range={n: (float(char[n, draft_k].min()), float(char[n, draft_k].max())) for n in drafts},
+        target_pass_us=med["target"],
+        verify_pass_us={k + 1: med[f"verify{k + 1}"] for k in ks},
+        step_us=med["step"],
+        round_us={k: med[f"round{k}"] for k in ks},
+        loop_char_us={n: {k: float(np.median(terms[n, k][:, 1])) for k in sim_ks} for n in drafts},
+        loop_round_us={n: {k: float(np.median(terms[n, k][:, 2])) for k in sim_ks} for n in drafts},
+        loop_samples=terms,
+        draft_char_us={n: float(np.median(char[n])) for n in drafts},
+        c_samples={n: (char[n] / target_samples).tolist() for n in drafts},
+        verify_ratio_samples={k + 1: (us[f"verify{k + 1}"] / target_samples).tolist() for k in ks},
+        char_range={n: (float(char[n].min()), float(char[n].max())) for n in drafts},
         target_range=(float(target_samples.min()), float(target_samples.max())),
+        samples=len(target_samples),
         draft_k=draft_k,
         threads=threads_used or torch.get_num_threads(),
         device=str(device),
-    )
-
-
-def paired_speedup(
-    target: GPT,
-    draft: Draft,
-    k: int,
-    prompt: str,
-    chars: int = 200,
-    seed: int = 0,
-    temperature: float = 1.0,
-    pairs: int = 5,
-    device: str = "cpu",
-    between: Callable[[], object] | None = None,
-) -> Paired:
-    """Target-only (A) against speculative (B) generation of the same characters, alternated.
-
-    Ratios are A/B: above 1 means speculative decoding was faster. Both sides use the same seed, so every
-    pair repeats exactly the same work and only the clock varies.
-    """
-    return paired(
-        lambda: generate(target, prompt, chars, seed, temperature),
-        lambda: speculative_generate(target, draft, prompt, chars, k, seed, temperature),
-        pairs=pairs,
-        device=device,
-        between=between,
+        extra_samples=extra,
     )

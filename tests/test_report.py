@@ -1,60 +1,141 @@
 import copy
+import json
+import subprocess
+import sys
 
 import numpy as np
 import pytest
 
-from specdec import render, report
+from specdec import calibrate, render, report
+
+from .conftest import REPORT_BUDGET as BUDGET
 
 
 @pytest.fixture(scope="module")
-def doc(target):
-    return report.measure(target, ["bigram", "int8"], [1, 2], quick=True, pairs=3, threads=1, chars=60,
-                          log=lambda s: None)
+def doc(report_doc):
+    return report_doc
+
+
+def _chains(rows):
+    return [r for r in rows if r["tree"] is None]
 
 
 def test_report_document_has_the_documented_schema(doc):
-    assert set(doc["machine"]) >= {"cpu", "threads", "torch_version", "device", "commit"}
-    assert doc["machine"]["threads"] == 1 and doc["machine"]["device"] == "cpu"
-    assert [r["draft"] for r in doc["exactness"]] == ["target", "bigram", "int8"]
-    assert {(r["draft"], r["k"]) for r in doc["acceptance"]} == {(d, k) for d in ("bigram", "int8") for k in (1, 2)}
-    for r in doc["acceptance"]:
-        assert set(r) >= {"draft", "k", "acceptance", "chars_per_pass", "target_passes", "chars"}
+    m = doc["machine"]
+    assert set(m) >= {"cpu", "threads", "interop_threads", "cpu_affinity", "torch_version", "device", "commit",
+                      "load_start", "load_end"}
+    assert m["threads"] == 1 and m["device"] == "cpu"
+    assert doc["settings"]["budget"] == BUDGET and doc["settings"]["min_pairs"] == 3
+    assert [r["draft"] for r in _chains(doc["exactness"])] == ["target", "bigram", "int8"]  # quick: one context
+    assert {(r["draft"], r["k"]) for r in _chains(doc["acceptance"])} == {(d, k) for d in ("bigram", "int8")
+                                                                        for k in (1, 2)}
+    for r in _chains(doc["acceptance"]):
+        assert set(r) >= {"draft", "k", "acceptance", "alpha", "expected_length", "bunched", "chars_per_pass",
+                          "target_passes", "chars"}
     c = doc["costs"]
-    assert set(c) >= {"target_pass_us", "verify_pass_us", "drafts"} and set(c["verify_pass_us"]) == {"2", "3"}
-    assert set(c["drafts"]["bigram"]) >= {"char_us", "c", "weight_bytes"}
+    assert set(c) >= {"target_pass_us", "verify_pass_us", "verify_ratio_samples", "drafts", "samples"}
+    assert set(c["verify_pass_us"]) == {"2", "3"} == set(c["verify_ratio_samples"])
+    assert set(c["drafts"]["bigram"]) >= {"char_us", "c", "c_samples", "weight_bytes"}
+    assert len(c["drafts"]["bigram"]["c_samples"]) == c["samples"] >= 3
+    f = doc["noise_floor"]
+    # how many pairs fit in the budget depends on the machine's speed; every row gets at least one
+    assert set(f) >= {"median", "ci_low", "ci_high", "pairs", "ratios"} and f["pairs"] == len(f["ratios"]) >= 1
     for r in doc["speedup"]:
-        assert set(r) >= {"draft", "k", "chars_per_pass", "predicted", "predicted_refined", "measured_median",
-                          "measured_min", "measured_max", "ci_low", "ci_high", "pairs"}
-        assert r["pairs"] == 3 and r["measured_min"] <= r["measured_median"] <= r["measured_max"]
+        assert set(r) >= {"draft", "k", "chars_per_pass", "predicted", "predicted_before", "predicted_refined",
+                          "measured_median", "measured_min", "measured_max", "ci_low", "ci_high", "pairs", "ratios"}
+        assert r["pairs"] == len(r["ratios"]) >= 1 and r["measured_min"] <= r["measured_median"] <= r["measured_max"]
+        assert r["measured_median"] == pytest.approx(float(np.median(r["ratios"])))
+        assert r["ci_low"] <= r["measured"] <= r["ci_high"]
     assert set(doc["recommendations"]) == {"bigram", "int8"}
+    assert [s["section"].split(":")[0] for s in doc["sections"]] == [
+        "drafts", "trees", "exactness", "acceptance over 6 run(s) (deterministic)",
+        "acceptance, the write-up's prompt and seed",
+        "costs", "speedup", "adaptive k", "greedy (temperature 0)"]
 
 
-def test_acceptance_rows_match_a_direct_generation(doc, target, draft_factory):
+def test_the_timed_sections_share_the_budget(doc):
+    # (keeping to the clock itself is tested in test_schedule with sleeps; here the allotments add up)
+    timed = [s for s in doc["sections"] if s["allotted"] is not None]
+    assert [s["section"].split(":")[0] for s in timed] == ["costs", "speedup", "adaptive k", "greedy (temperature 0)"]
+    assert 0 < timed[0]["allotted"] <= report.SHARES["costs"] * BUDGET  # a share of what the fixed work left
+    assert sum(s["seconds"] for s in doc["sections"]) <= doc["wall_seconds"]
+
+
+def test_acceptance_rows_pool_direct_generations_of_the_workload_runs(doc, target, draft_factory):
+    import specdec
+    from specdec import workload
+
+    runs = workload.load_workload("shakespeare24").cycled(4)  # what --quick runs
+    assert doc["settings"]["workload"]["runs"] == [[item.id, seed] for item, seed in runs]
+    row = next(r for r in doc["acceptance"] if r["draft"] == "int8" and r["k"] == 2)
+    sts = [specdec.speculative_generate(target, draft_factory("int8"), item.prompt, 60, k=2, seed=seed).stats
+           for item, seed in runs]
+    assert row["target_passes"] == sum(s.target_passes for s in sts)
+    assert [e["target_passes"] for e in row["per_item"]] == [s.target_passes for s in sts]
+    accepted, hist = sum(s.accepted for s in sts), row["accepted_per_position"]
+    assert row["acceptance"] == accepted / sum(s.drafted for s in sts)
+    assert row["alpha"] == pytest.approx(accepted / (accepted + hist[0] + hist[1]))
+
+
+def test_the_writeup_table_is_romeo_seed_0_exactly(doc, target, draft_factory):
     import specdec
 
-    row = next(r for r in doc["acceptance"] if r["draft"] == "int8" and r["k"] == 2)
-    st = specdec.speculative_generate(target, draft_factory("int8"), "ROMEO:", 60, k=2, seed=0).stats
-    assert (row["target_passes"], row["acceptance"]) == (st.target_passes, st.acceptance)
+    aw = doc["acceptance_writeup"]
+    assert (aw["prompt"], aw["seed"]) == ("ROMEO:", 0)
+    for r in aw["rows"]:
+        st = specdec.speculative_generate(target, draft_factory(r["draft"]), "ROMEO:", 60, k=r["k"], seed=0).stats
+        assert (r["target_passes"], r["acceptance"]) == (st.target_passes, st.acceptance)
+
+
+def test_speedup_rows_are_the_workloads_ratio_of_total_times(doc):
+    for r in doc["speedup"] + [doc["noise_floor"]]:
+        assert r["measured_min"] <= r["measured"] <= r["measured_max"]
+        assert len(r["per_item_ratios"]) == r["items"] == min(r["pairs"], 6)
+        if r["items"] >= 2:
+            assert r["workload_ci_low"] <= r["workload_ci_high"]
 
 
 def test_predicted_is_the_writeup_formula_of_the_recorded_figures(doc):
     for r in doc["speedup"]:
         c = doc["costs"]["drafts"][r["draft"]]["c"]
-        assert r["predicted"] == pytest.approx(r["chars_per_pass"] / (1 + r["k"] * c))
+        per_round = r["k"] if r["tree"] is None else r["drafted_per_round"]  # a tree's round drafts its nodes
+        assert r["predicted"] == pytest.approx(r["chars_per_pass"] / (1 + per_round * c))
 
 
-def test_tables_render_all_five_and_flag_noise(doc):
-    noisy = copy.deepcopy(doc)
-    noisy["speedup"][0].update(measured_min=0.5, measured_max=1.5, measured_median=1.0, noisy=True)
-    text = render.tables(noisy)
-    for title in ("1. Exactness", "2. Acceptance", "3. Measured speedup", "4. Costs", "5. Predicted"):
+def test_the_prediction_before_the_run_uses_the_cost_tables_terms(doc):
+    """The median, over the cost table's samples (all taken before the first pair), of the refined model with
+    the workload's pooled counts."""
+    acc = {(r["draft"], r["k"], str(r.get("tree"))): r for r in doc["acceptance"]}
+    for r in doc["speedup"]:
+        a = acc[r["draft"], r["k"], str(r.get("tree"))]
+        per_sample = [a["chars"] * step / (a["target_passes"] * rnd + a["drafted"] * char)
+                      for step, char, rnd in r["before_terms_samples"]]
+        assert len(per_sample) == doc["costs"]["samples"]
+        assert r["predicted_before"] == pytest.approx(float(np.median(per_sample)))
+
+
+def test_tables_render_everything_with_the_noise_floor_first(doc):
+    text = render.tables(doc)
+    for title in ("1. Exactness", "2. Acceptance", "3. Measured speedup", "4. Costs", "5. Predicted",
+                  "## Time spent"):
         assert title in text
-    assert "noisy: range 100% of median; rerun with --pairs" in text
+    table3 = text.split("## 3.")[1]
+    assert table3.splitlines()[4].startswith("| noise floor: target-only / target-only (A/A)")
+
+
+def test_a_row_is_noisy_by_its_interval_against_the_floor_never_by_its_range(doc):
+    floor = {**doc["noise_floor"], "width": 0.02}
+    row = {**doc["speedup"][0], "pairs": 10, "width": 0.10, "noisy": True, "measured_min": 0.1, "measured_max": 9}
+    assert render._noise_note(row, floor) == ("noisy: interval 10% of median, 5.0x the noise floor's; give a larger "
+                                              "--budget or a quieter machine")
+    assert render._noise_note({**row, "noisy": False}, floor) == ""  # a huge range alone says nothing
+    assert "too few for an interval" in render._noise_note({**row, "pairs": 2}, floor)
 
 
 def test_write_is_all_or_nothing(doc, tmp_path, monkeypatch):
     paths = report.write(doc, tmp_path, render.tables(doc))
-    assert {p.name for p in paths} == {"report.md", "report.json", "speedup.png"}
+    assert {p.name for p in paths} == {"report.md", "report.json", "speedup.png", "per-prompt.png"}
+    assert json.loads((tmp_path / "report.json").read_text())["noise_floor"] == doc["noise_floor"]
     before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
 
     def interrupted(*a, **k):
@@ -72,8 +153,10 @@ def test_findings_are_computed_from_the_figures(doc):
     top, bottom = max(acc, key=acc.get), min(acc, key=acc.get)
     assert lines[0].startswith(f"Best acceptance at k=1: {top}, {acc[top]:.3f}")
     assert lines[1].startswith(f"Worst acceptance at k=1: {bottom}, {acc[bottom]:.3f}")
-    n_ok = sum(abs(r["predicted_refined"] / r["measured_median"] - 1) <= 0.05 for r in doc["speedup"])
-    assert any(f"refined prediction is within 5% on {n_ok}/{len(doc['speedup'])} rows" in x for x in lines)
+    for key, label in (("predicted_before", "made before the run"), ("predicted_refined", "cost accounting")):
+        n_ok = sum(abs(r[key] / r["measured"] - 1) <= 0.05 for r in doc["speedup"])
+        assert any(label in x and f"within 5% of the measured median on {n_ok}/{len(doc['speedup'])} rows" in x
+                   for x in lines)
 
 
 def test_adaptive_rows_face_each_drafts_best_fixed_k(doc, target, draft_factory):
@@ -81,50 +164,88 @@ def test_adaptive_rows_face_each_drafts_best_fixed_k(doc, target, draft_factory)
 
     assert [r["draft"] for r in doc["adaptive"]] == ["bigram", "int8"]
     for r in doc["adaptive"]:
-        fixed = [x for x in doc["speedup"] if x["draft"] == r["draft"]]
-        assert r["best_fixed_k"] == max(fixed, key=lambda x: x["measured_median"])["k"]
-        st = specdec.speculative_generate(target, draft_factory(r["draft"]), "ROMEO:", 60, k=r["start_k"], seed=0,
-                                          adaptive=True, k_max=r["k_max"]).stats
-        assert (r["target_passes"], r["mean_k"], r["acceptance"]) == (st.target_passes, st.mean_k, st.acceptance)
-        assert r["pairs"] == 3 and r["vs_fixed_min"] <= r["vs_fixed_median"] <= r["vs_fixed_max"]
+        fixed = [x for x in _chains(doc["speedup"]) if x["draft"] == r["draft"]]
+        assert r["best_fixed_k"] == max(fixed, key=lambda x: x["measured"])["k"]
+        sts = [specdec.speculative_generate(target, draft_factory(r["draft"]), item.prompt, 60, k=r["start_k"],
+                                            seed=seed, adaptive=True, k_max=r["k_max"]).stats
+               for item, seed in specdec.workload.load_workload("shakespeare24").cycled(4)]
+        assert r["target_passes"] == sum(s.target_passes for s in sts)
+        assert r["mean_k"] == sum(s.drafted for s in sts) / sum(s.draft_calls for s in sts)
+        assert r["pairs"] >= 1 and r["vs_fixed_measured_min"] <= r["vs_fixed_measured"] <= r["vs_fixed_measured_max"]
     text = render.tables(doc)
     assert "## Adaptive k" in text and "adaptive ÷ fixed" in text
     assert any(x.startswith("Adaptive k against the best fixed k") for x in render.findings(doc))
 
 
+_ROW = {"measured": 1.0, "before_terms_us": {"step": 500.0, "draft_char": 10.0, "round": 700.0},
+        "terms_us": {"step": 500.0, "draft_char": 10.0, "round": 700.0}, "target_only_error": 0.0,
+        "speculative_error": 0.0, "draft_share": 0.1, "predicted_before": 1.0, "predicted_refined": 1.0}
+
+
 @pytest.mark.parametrize("to_err,spec_err,share,note", [
-    (0.12, 0.01, 0.8, "off in the paired runs: target-only step +12.0%, draft character cost +1.0%"),
-    (0.01, -0.09, 0.8, "off in the paired runs: draft character cost -9.0%, target-only step +1.0%"),
-    (0.00, 0.07, 0.1, "off in the paired runs: verify round cost +7.0%, target-only step +0.0%"),
+    (0.12, 0.01, 0.8, "accounting off in the paired runs: target-only step +12.0%, draft character cost +1.0%"),
+    (0.01, -0.09, 0.8, "accounting off in the paired runs: draft character cost -9.0%, target-only step +1.0%"),
+    (0.00, 0.07, 0.1, "accounting off in the paired runs: verify round cost +7.0%, target-only step +0.0%"),
 ])
 def test_a_missed_row_names_the_term_that_was_off(to_err, spec_err, share, note):
-    row = {"predicted_refined": 1.10, "measured_median": 1.0, "target_only_error": to_err,
-           "speculative_error": spec_err, "draft_share": share}
+    row = {**_ROW, "predicted_refined": 1.10, "target_only_error": to_err, "speculative_error": spec_err,
+           "draft_share": share}
     assert render._miss_note(row) == note
     assert render._miss_note({**row, "predicted_refined": 1.04}) == ""  # within 5 %: no note
 
 
-def test_an_uncertain_row_gets_as_many_pairs_again_pooled(target, monkeypatch):
-    monkeypatch.setitem(report.QUICK, "retake_ci", -1.0)  # every row counts as uncertain
-    logs = []
-    doc = report.measure(target, ["bigram"], [2], quick=True, pairs=3, chars=30, log=logs.append)
-    (row,) = doc["speedup"]
-    first, pooled = row["ci_widths"]
-    assert row["retaken"] and row["pairs"] == 6 == len(row["ratios"])
-    assert report._ci_width(row) == pytest.approx(pooled)
-    assert row["measured_median"] == pytest.approx(float(np.median(row["ratios"])))
-    assert any(line.startswith("[4/4] more pairs for bigram k=2") for line in logs)
-    assert "pairs doubled (CI" in render.tables(doc)
+def test_a_missed_prediction_names_the_terms_that_moved_since_the_cost_table():
+    row = {**_ROW, "predicted_before": 0.9, "terms_us": {"step": 450.0, "draft_char": 10.0, "round": 721.0}}
+    assert render._miss_note(row) == "terms moved since the cost table: step -10.0%, round +3.0%, draft_char +0.0%"
 
 
-def test_quick_reports_never_retake(doc):
-    assert not any(r["retaken"] for r in doc["speedup"])
+def _calibration_doc(rows: dict) -> dict:
+    """A report document with only the intervals calibration reads: name -> (median, low, high)."""
+    floor = rows.pop("floor")
+    return {"noise_floor": {"measured": floor[0], "ci_low": floor[1], "ci_high": floor[2]},
+            "speedup": [{"draft": d, "k": k, "measured": m, "ci_low": lo, "ci_high": hi}
+                        for (d, k), (m, lo, hi) in rows.items()]}
 
 
-def test_at_most_half_the_rows_get_more_pairs_the_most_uncertain_first(target, monkeypatch):
-    monkeypatch.setitem(report.QUICK, "retake_ci", -1.0)
-    doc = report.measure(target, ["bigram"], [1, 2], quick=True, pairs=3, chars=30, log=lambda s: None)
-    again = [r for r in doc["speedup"] if r["retaken"]]
-    other = [r for r in doc["speedup"] if not r["retaken"]]
-    assert len(again) == 1 == len(other)
-    assert again[0]["ci_widths"][0] >= report._ci_width(other[0])
+def test_calibration_counts_each_direction_by_hand():
+    a = _calibration_doc({"floor": (1.0, 0.98, 1.02), ("ngram", 8): (2.4, 2.3, 2.5), ("int8", 1): (0.80, 0.78, 0.82)})
+    b = _calibration_doc({"floor": (1.01, 0.97, 1.05), ("ngram", 8): (2.45, 2.42, 2.48), ("int8", 1): (0.85, 0.81, 0.89)})
+    cov = calibrate.coverage(a, b)
+    # a covers b: floor yes, ngram yes, int8 no (0.85 > 0.82); b covers a: floor yes, ngram no, int8 no (0.80 < 0.81)
+    assert (cov["n"], cov["a_covers_b"], cov["b_covers_a"], cov["passed"]) == (3, 2, 1, False)
+    assert calibrate.coverage(a, copy.deepcopy(a))["passed"]
+    text = calibrate.render([cov])
+    assert "contain run 2's median on 2/3 rows" in text and "does NOT hold" in text
+
+
+def _cli(*args):
+    return subprocess.run([sys.executable, "-m", "specdec.cli", *args], capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--budget", "0"], "--budget must be a positive number of seconds, got 0.0"),
+    (["--budget", "nan"], "--budget must be a positive number of seconds, got nan"),
+    (["--repeat", "0"], "--repeat must be at least 1, got 0"),
+    (["--cpu", "4096"], "CPU 4096 is not available"),
+    (["--cpu", "one"], "is not a CPU list"),
+    (["--pairs", "0"], "--pairs must be at least 1, got 0"),
+    (["--prompt", "ROMEO:", "--workload", "shakespeare24"], "give --prompt (one configuration) or --workload"),
+    (["--workload", "hamlet99"], "hamlet99"),
+    (["--trees", "4x0"], "--trees: bad tree shape '4x0'"),
+    (["--trees", "budget 0"], "--trees: a tree budget must be at least 1 node"),
+    (["--workload", "/nonexistent/prompts.txt"], "/nonexistent/prompts.txt"),
+])
+def test_bad_report_options_are_one_line_before_anything_runs(args, message, tmp_path):
+    out = tmp_path / "r"
+    proc = _cli("report", "--out", str(out), *args)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1 and message in lines[0], proc.stderr
+    assert not out.exists()
+
+
+def test_report_out_that_is_a_file_fails_before_measuring(tmp_path):
+    f = tmp_path / "taken"
+    f.write_text("mine")
+    proc = _cli("report", "--out", str(f), "--quick")
+    assert proc.returncode == 2 and "is a file, not a folder" in proc.stderr and "Traceback" not in proc.stderr
+    assert f.read_text() == "mine"

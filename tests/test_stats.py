@@ -6,21 +6,71 @@ import pytest
 from specdec import stats
 
 
-def test_summarize_median_range_and_bootstrap_ci():
+def test_summarize_median_range_and_a_symmetric_rerun_interval():
     s = stats.summarize([1.0, 1.2, 0.9, 1.1, 1.3])
     assert (s.median, s.min, s.max, s.n) == (1.1, 0.9, 1.3, 5)
-    assert 0.9 <= s.ci_low <= s.median <= s.ci_high <= 1.3
-    assert s.spread == pytest.approx(0.4 / 1.1)
-    assert s.noisy
+    assert s.ci_low < s.median < s.ci_high
+    assert s.median - s.ci_low == pytest.approx(s.ci_high - s.median)
+    assert s.width == pytest.approx((s.ci_high - s.ci_low) / 1.1)
+    doubled = stats.summarize([2.0, 2.4, 1.8, 2.2, 2.6])  # a relative width does not depend on the scale
+    assert doubled.width == pytest.approx(s.width)
 
 
-def test_summarize_tight_and_degenerate():
+def test_summarize_tight_few_and_empty():
     s = stats.summarize([2.0, 2.0, 2.0])
-    assert (s.ci_low, s.ci_high, s.noisy) == (2.0, 2.0, False)
-    s = stats.summarize([1.00, 1.02, 1.05, 1.01, 1.03])
-    assert not s.noisy
+    assert (s.ci_low, s.ci_high, s.width) == (2.0, 2.0, 0.0)
+    two = stats.summarize([1.0, 2.0])  # nothing to resample: the range, widened by √2 about the median
+    assert (two.ci_low, two.ci_high) == pytest.approx((1.5 - 0.5 * math.sqrt(2), 1.5 + 0.5 * math.sqrt(2)))
+    assert two.width == math.inf  # below three values an interval says nothing
     with pytest.raises(ValueError):
         stats.summarize([])
+
+
+@pytest.mark.parametrize("n,b", [(1, 1), (7, 1), (8, 2), (26, 2), (27, 3), (64, 4)])
+def test_block_length_is_the_cube_root_rounded_down(n, b):
+    assert stats._block_length(n) == b
+
+
+def test_rerun_interval_covers_an_independent_reruns_median():
+    """What the interval promises: 200 pairs of independent runs of 15 noisy ratios each; run one's interval
+    contains run two's median about 95 % of the time (a CI of the median alone would give ~83 %)."""
+    rng = np.random.default_rng(7)
+    hits = 0
+    for trial in range(200):
+        a, b = rng.normal(1.0, 0.05, 15), rng.normal(1.0, 0.05, 15)
+        lo, hi = stats.rerun_interval(a, seed=trial)
+        hits += lo <= np.median(b) <= hi
+    assert 0.88 <= hits / 200 <= 0.995
+
+
+def test_rerun_interval_widens_when_neighbours_are_correlated():
+    """A slow drift across the run (neighbouring pairs alike) must not look like precision."""
+    rng = np.random.default_rng(3)
+    noise = rng.normal(0, 0.02, 27)
+    drift = 1.0 + 0.1 * np.sin(np.linspace(0, 3, 27)) + noise
+    shuffled = rng.permutation(drift)
+    lo_d, hi_d = stats.rerun_interval(drift)
+    lo_s, hi_s = stats.rerun_interval(shuffled)
+    assert hi_d - lo_d > hi_s - lo_s
+
+
+def test_alpha_by_maximum_likelihood_by_hand():
+    # k = 2: rounds with 0, 1, 2 accepted = 2, 1, 1 -> accepted 1 + 2 = 3, rounds with a rejection 3: α = 3/6
+    fit = stats.acceptance_alpha([2, 1, 1], 2)
+    assert fit.alpha == pytest.approx(0.5)
+    # accepted / drafted (3 of 8) is not α: it counts the drafts discarded after a rejection
+    assert fit.alpha > 3 / 8
+
+
+def test_bunched_only_when_the_histogram_rejects_the_geometric_model():
+    # all-or-nothing rounds: α = 200 / 250 = 0.8, the model expects 20, 16, 12.8, 10.2, 41 -> bunched
+    fit = stats.acceptance_alpha([50, 0, 0, 0, 50], 4)
+    assert fit.alpha == pytest.approx(0.8) and fit.bunched and fit.p_value < 1e-6
+    # the model's own expected counts at α = 0.8 fit it
+    geometric = stats.acceptance_alpha([20, 16, 13, 10, 41], 4)
+    assert geometric.alpha == pytest.approx(0.8, abs=0.01) and not geometric.bunched and geometric.p_value > 0.5
+    # too few rejections to test: no verdict
+    assert stats.acceptance_alpha([0, 0, 0, 0, 9], 4) == stats.AlphaFit(1.0, None, False)
 
 
 @pytest.mark.parametrize("cpp,k,c,expected", [

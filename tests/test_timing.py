@@ -5,23 +5,21 @@ import torch
 from specdec import timing
 
 
-def test_paired_alternates_order_and_discards_warmup():
+def test_timed_runs_with_the_garbage_collector_off():
+    import gc
+
+    seen = []
+    assert timing.timed(lambda: seen.append(gc.isenabled()), number=3) >= 0
+    assert seen == [False] * 3 and gc.isenabled()
+
+
+def test_warm_up_is_sized_by_time_with_a_minimum_of_calls():
+    import time
+
     calls = []
-    res = timing.paired(lambda: calls.append("A"), lambda: calls.append("B"), pairs=5, warmup=1)
-    assert calls == ["A", "B", "B", "A", "A", "B", "B", "A", "A", "B", "B", "A"]
-    assert len(res.a) == len(res.b) == len(res.ratios) == 5
-
-
-def test_paired_ratio_is_a_over_b(monkeypatch):
-    seq = iter([2.0, 1.0, 0.5, 1.5, 4.0, 2.0])  # (A, B), then (B, A), then (A, B)
-    monkeypatch.setattr(timing, "timed", lambda fn, device="cpu", number=1: next(seq))
-    res = timing.paired(lambda: None, lambda: None, pairs=3, warmup=0)
-    assert res.ratios == [2.0, 3.0, 2.0]
-
-
-def test_paired_rejects_zero_pairs():
-    with pytest.raises(ValueError, match="pairs must be at least 1"):
-        timing.paired(lambda: None, lambda: None, pairs=0)
+    assert timing.warm_up(lambda: calls.append(1), seconds=0.0, min_calls=3) == 3
+    n = timing.warm_up(lambda: time.sleep(0.01), seconds=0.05)
+    assert 4 <= n <= 6
 
 
 def test_threads_is_set_and_restored():
@@ -48,16 +46,35 @@ def test_round_robin_rotate_starts_each_round_one_turn_later():
     assert all(len(v) == 3 for v in res.values())
 
 
+def test_round_robin_stops_at_its_deadline_after_the_minimum():
+    import time
+
+    res = timing.round_robin({"x": lambda: None}, samples=50, number=1, deadline=time.perf_counter() - 1,
+                             min_samples=2)
+    assert len(res["x"]) == 2
+
+
 def test_measure_costs_covers_every_piece(target, draft_factory):
     drafts = {"bigram": draft_factory("bigram")}
     with timing.threads(1):
-        costs = timing.measure_costs(target, drafts, [1, 4], samples=2, number=2)
+        costs = timing.measure_costs(target, drafts, [1, 4], samples=2, number=2, term_calls=1)
     assert set(costs.verify_pass_us) == {2, 5} and set(costs.round_us) == {1, 4}
-    assert costs.threads == 1 and costs.device == "cpu"
-    lo, hi = costs.c_range["bigram"]
-    assert 0 < lo <= costs.c("bigram") <= hi
-    assert costs.c_fastest("bigram") == costs.char_range["bigram"][0] / costs.target_range[0]
+    assert costs.threads == 1 and costs.device == "cpu" and costs.samples == 2
+    lo, hi = costs.c_range("bigram")
+    assert 0 < lo <= costs.c("bigram") <= hi and len(costs.c_samples["bigram"]) == 2
+    assert set(costs.verify_ratio_samples) == {2, 5} and all(len(v) == 2 for v in costs.verify_ratio_samples.values())
     assert set(costs.loop_char_us["bigram"]) == {1, 4} == set(costs.loop_round_us["bigram"])  # ks ∪ {draft_k}
+    assert costs.loop_samples["bigram", 4].shape == (2, 3)
+
+
+def test_measure_costs_takes_the_terms_from_the_samplers_given(target, draft_factory):
+    """c is the drafted character at draft_k over the single pass of the same sample."""
+    fake = lambda: (500.0, 10.0, 700.0)  # step, drafted character, round (µs)
+    costs = timing.measure_costs(target, {"bigram": draft_factory("bigram")}, [1], samples=1, number=2,
+                                 samplers={("bigram", 1): fake, ("bigram", 4): fake})
+    assert costs.loop_samples["bigram", 4].tolist() == [[500.0, 10.0, 700.0]]
+    assert costs.loop_char_us["bigram"] == {1: 10.0, 4: 10.0} and costs.draft_char_us["bigram"] == 10.0
+    assert costs.c("bigram") == pytest.approx(10.0 / costs.target_pass_us)
 
 
 def test_steps_advance_the_cache_like_generate():

@@ -56,16 +56,19 @@ def _demo_spin(share: float, since: float) -> float:  # regression demo: spin `s
 class Case:
     label: str
     path: str  # the file the commit edits
-    edits: list[tuple[str, str]]  # (anchor, replacement) pairs, each anchor present exactly once
+    # (scope, anchor, replacement): the anchor must occur exactly once in the scope -- the function whose
+    # definition starts with `scope` (up to the next top-level definition), or the whole file when None
+    edits: list[tuple[str | None, str, str]]
     bench: str | None  # asv -b regex; None: the whole suite
     expected: Callable[[str], bool]  # a flagged row that should be flagged
     enough: Callable[[list[str]], bool]  # given the expected rows flagged, does the verdict hold?
 
 
+_SPEC = "def speculative_generate("
 CASES = {
     "a": Case(
         "+20 % bigram cost per character", "specdec/drafts.py",
-        [("    def _dist(self, tokens):\n        return self.table[tokens[-1]]\n",
+        [(None, "    def _dist(self, tokens):\n        return self.table[tokens[-1]]\n",
           "    def _dist(self, tokens):\n        return self.table[tokens[-1]]\n\n"
           "    def propose(self, tokens, k, rng, temperature):\n"
           "        import time\n\n"
@@ -73,40 +76,41 @@ CASES = {
           "        out = super().propose(tokens, k, rng, temperature)\n"
           "        _demo_spin(0.20, t0)  # regression demo: +20 % per drafted character\n"
           "        return out\n"),
-         ("\n\n@functools.lru_cache(maxsize=1)\ndef _bigram_table", SPIN + "\n\n@functools.lru_cache(maxsize=1)\n"
-                                                                "def _bigram_table")],
+         (None, "\n\n@functools.lru_cache(maxsize=1)\ndef _bigram_table",
+          SPIN + "\n\n@functools.lru_cache(maxsize=1)\ndef _bigram_table")],
         r"DraftCharacter|DraftCost",
         lambda row: "'bigram'" in row,
         lambda rows: bool(rows)),
     "b": Case(
         "speculative generation 15 % slower (the loop; no draft touched)", "specdec/decode.py",
-        [("    while (left := chars - (len(tokens) - n_prompt)) > 0:\n",
+        [(_SPEC, "    while (left := chars - (len(tokens) - n_prompt)) > 0:\n",
           "    demo_since = time.thread_time()\n"
           "    while (left := chars - (len(tokens) - n_prompt)) > 0:\n"
           "        demo_since = _demo_spin(0.15, demo_since)  # regression demo: the previous round +15 %\n"),
-         ("    stats.chars = chars\n    return Generation(corpus.decode(tokens[n_prompt:]), stats, prompt)\n",
-          None),  # the last occurrence: speculative_generate's (see _apply)
-         ("from . import corpus, sampling\n", "import time\n\nfrom . import corpus, sampling\n" + SPIN)],
+         (_SPEC, "    stats.chars = chars\n",
+          "    _demo_spin(0.15, demo_since)  # regression demo: the last round +15 %\n    stats.chars = chars\n"),
+         (None, "import numpy as np\n", "import time\n\nimport numpy as np\n"),
+         (None, "from .model import GPT\n", "from .model import GPT\n" + SPIN)],
         r"Speedup|SpeculativeGeneration|TargetOnlyGeneration",
         lambda row: "Speedup.track_time_ratio" in row or "SpeculativeGeneration." in row,
         lambda rows: sum("track_time_ratio" in r for r in rows) >= 9),  # half of the 18 draft x k rows
     "c": Case(
         "the target's forward 20 % slower", "specdec/model.py",
-        [("    def forward(self, idx: torch.Tensor, pos: int | None = None) -> torch.Tensor:\n",
-          "    def forward(self, idx: torch.Tensor, pos: int | None = None) -> torch.Tensor:\n"
+        [(None, "    def forward(self, idx",  # the GPT's (its blocks' forwards take x)
+          "    def forward(self, *args, **kwargs):\n"
           "        import time\n\n"
           "        t0 = time.thread_time()\n"
-          "        out = self._demo_forward(idx, pos)\n"
+          "        out = self._demo_forward(*args, **kwargs)\n"
           "        _demo_spin(0.20, t0)  # regression demo: every forward +20 %\n"
           "        return out\n\n"
-          "    def _demo_forward(self, idx: torch.Tensor, pos: int | None = None) -> torch.Tensor:\n"),
-         ("\n\nclass Attention(nn.Module):", SPIN + "\n\nclass Attention(nn.Module):")],
+          "    def _demo_forward(self, idx"),
+         (None, "\n\nclass Attention(nn.Module):", SPIN + "\n\nclass Attention(nn.Module):")],
         r"TargetPass|VerifyGrowth|TargetOnlyGeneration",
         lambda row: "TargetPass.time_forward" in row or "TargetOnlyGeneration.time_generate" in row,
         lambda rows: any("TargetPass.time_forward(1, 1)" in r for r in rows)),
     "d": Case(
         "a no-op (a comment)", "specdec/drafts.py",
-        [('"""The `Draft` interface', '"""(no-op edit) The `Draft` interface')],
+        [(None, '"""The `Draft` interface', '"""(no-op edit) The `Draft` interface')],
         None,
         lambda row: False,
         lambda rows: True),
@@ -121,15 +125,17 @@ def sh(cmd: list[str], cwd: Path, check: bool = True, env: dict | None = None) -
     return proc
 
 
-def _apply(src: str, edits: list[tuple[str, str | None]]) -> str:
-    for anchor, new in edits:
-        if new is None:  # speculative_generate's tail (the last of two): a final spin for the last round
-            assert src.count(anchor) == 2, "decode.py's generation tail moved; update the demo"
-            head, _, tail = src.rpartition(anchor)
-            src = head + "    _demo_spin(0.15, demo_since)  # regression demo: the last round +15 %\n" + anchor + tail
-            continue
-        assert src.count(anchor) == 1, f"anchor moved, update the demo: {anchor[:60]!r}"
-        src = src.replace(anchor, new)
+def _apply(src: str, edits: list[tuple[str | None, str, str]]) -> str:
+    for scope, anchor, new in edits:
+        start, end = 0, len(src)
+        if scope is not None:
+            assert src.count(scope) == 1, f"{scope!r} moved, update the demo"
+            start = src.index(scope)
+            nxt = re.search(r"\n\n\n(?=\S)", src[start:])  # the next top-level definition
+            end = start + nxt.start() if nxt else len(src)
+        part = src[start:end]
+        assert part.count(anchor) == 1, f"anchor moved, update the demo: {anchor[:60]!r}"
+        src = src[:start] + part.replace(anchor, new) + src[end:]
     return src
 
 

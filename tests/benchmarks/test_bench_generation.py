@@ -13,6 +13,7 @@ import pytest
 import torch
 
 import specdec
+from specdec import trees
 
 PROMPT, CHARS, SEED = "ROMEO:", 200, 0
 DRAFTS = list(specdec.DRAFTS)
@@ -66,4 +67,54 @@ def test_speculative_generation(benchmark, target, draft_factory, draft, k):
     st = out.stats
     benchmark.extra_info.update(draft=draft, k=k, acceptance=st.acceptance, chars_per_pass=st.chars_per_pass,
                                 target_passes=st.target_passes, threads=torch.get_num_threads())
+    assert len(out.text) == CHARS and st.accepted + st.target_passes == CHARS
+
+
+WORKLOAD_RUNS = specdec.load_workload("shakespeare24").cycled(4)  # the quick report's six runs
+
+
+@pytest.mark.parametrize("k", [1, 4, 8])
+@pytest.mark.parametrize("draft", ["target-only", "bigram", "ngram"])
+def test_workload_generation(benchmark, target, draft_factory, draft, k):
+    """Generating the six quick-report runs of the workload (prompt, seed) one after another: time is the
+    workload's; extra_info carries its lower-is-better counts (target passes per character, rejected per
+    drafted) pooled over the runs."""
+    if draft == "target-only":
+        if k != 1:
+            pytest.skip("target-only has no k")
+        run = lambda: [specdec.generate(target, item.prompt, CHARS, seed=seed) for item, seed in WORKLOAD_RUNS]
+    else:
+        d = draft_factory(draft)
+        run = lambda: [specdec.speculative_generate(target, d, item.prompt, CHARS, k=k, seed=seed)
+                       for item, seed in WORKLOAD_RUNS]
+    benchmark.group = f"workload shakespeare24 (6 runs), k={k}"
+    outs = benchmark(run)
+    passes = sum(o.stats.target_passes for o in outs)
+    drafted, accepted = sum(o.stats.drafted for o in outs), sum(o.stats.accepted for o in outs)
+    benchmark.extra_info.update(draft=draft, k=k, runs=len(outs), passes_per_char=passes / (CHARS * len(outs)),
+                                rejected_per_drafted=(drafted - accepted) / drafted if drafted else None,
+                                threads=torch.get_num_threads())
+    assert all(len(o.text) == CHARS for o in outs) and passes <= CHARS * len(outs)
+
+
+@pytest.fixture(scope="module")
+def budget_tree(target, draft_factory):
+    """The ngram draft's DP shape for 32 nodes, from its child acceptance at the benchmark's prompt and seed
+    (deterministic, measured once: not part of the timed generation)."""
+    acc = trees.measure_child_acceptance(target, draft_factory("ngram"), PROMPT, CHARS, seed=SEED)
+    return trees.optimal_tree(acc, 32)[0]
+
+
+@pytest.mark.parametrize("shape", ["4x2x2x1", "budget 32"])
+def test_tree_generation(benchmark, target, draft_factory, budget_tree, shape):
+    """Tree rounds with the ngram draft (issue 13); extra_info carries the lower-is-better counts: target
+    passes per character and rejected per drafted node."""
+    spec = budget_tree if shape == "budget 32" else trees.TreeSpec.parse(shape)
+    benchmark.group = f"generate {CHARS} chars, trees"
+    out = benchmark(specdec.speculative_generate, target, draft_factory("ngram"), PROMPT, CHARS, 1, SEED, tree=spec)
+    st = out.stats
+    benchmark.extra_info.update(draft="ngram", tree=str(spec), nodes=spec.budget, depth=spec.depth,
+                                passes_per_char=st.target_passes / CHARS, chars_per_pass=st.chars_per_pass,
+                                rejected_per_drafted=(st.drafted - st.accepted) / st.drafted,
+                                threads=torch.get_num_threads())
     assert len(out.text) == CHARS and st.accepted + st.target_passes == CHARS

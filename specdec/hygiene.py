@@ -1,0 +1,145 @@
+"""Timing hygiene: what the process does to itself before it times anything, and what it records.
+
+pyperf's lessons, at this project's scale: fix torch's intra-op and inter-op thread counts, optionally pin the
+process to chosen CPUs, keep the garbage collector out of timed regions, and write down the machine's state
+(load average at the start and the end, threads, affinity) beside the results -- with a one-line warning when
+that state says the figures will be noisy, and what to do about it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import gc
+import os
+import platform
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import torch
+
+BUSY_LOAD = 0.8  # other runnable processes (load average beyond our own) that make a machine "busy"
+WIDE_FLOOR = 0.10  # an A/A interval wider than this fraction of its median makes the noise floor "wide"
+
+
+@contextlib.contextmanager
+def no_gc():
+    """The block runs with the garbage collector off (a collection inside a timed region is pure noise)."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
+def set_threads(n: int) -> dict:
+    """Fix torch's intra-op threads to n and, where torch still allows it, its inter-op threads too.
+
+    torch accepts `set_num_interop_threads` only before its first parallel work in the process; when that
+    moment has passed the count it already has is kept and recorded as it is.
+    """
+    if n < 1:
+        raise ValueError(f"threads must be at least 1, got {n}")
+    torch.set_num_threads(n)
+    with contextlib.suppress(RuntimeError):
+        torch.set_num_interop_threads(n)
+    return {"threads": torch.get_num_threads(), "interop_threads": torch.get_num_interop_threads()}
+
+
+def parse_cpus(text: str) -> list[int]:
+    """'0', '0,1' or '0-3' as a sorted list of CPU ids this process may run on; ValueError names a bad one."""
+    allowed = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else list(range(os.cpu_count() or 1))
+    cpus: set[int] = set()
+    try:
+        for part in text.split(","):
+            lo, _, hi = part.strip().partition("-")
+            cpus.update(range(int(lo), int(hi or lo) + 1))
+    except ValueError:
+        raise ValueError(f"--cpu {text!r} is not a CPU list (e.g. 0 or 0,1 or 0-1; allowed CPUs: "
+                         f"{','.join(map(str, allowed))})") from None
+    bad = sorted(cpus - set(allowed))
+    if not cpus or bad:
+        raise ValueError(f"--cpu {text!r}: CPU {bad[0] if bad else '?'} is not available (allowed: "
+                         f"{','.join(map(str, allowed))})")
+    return sorted(cpus)
+
+
+def pin(cpus: list[int] | None) -> list[int] | None:
+    """Pin this process to `cpus` (os.sched_setaffinity); returns the affinity now in force (None: unknown)."""
+    if not hasattr(os, "sched_setaffinity"):
+        if cpus:
+            raise ValueError("--cpu: this platform cannot pin a process to CPUs")
+        return None
+    if cpus:
+        os.sched_setaffinity(0, cpus)
+    return sorted(os.sched_getaffinity(0))
+
+
+def load_average() -> float | None:
+    """The 1-minute load average (runnable processes, ours included), None where the OS has none."""
+    try:
+        return round(os.getloadavg()[0], 2)
+    except (OSError, AttributeError):
+        return None
+
+
+def git_commit() -> str | None:
+    """The project's git commit when running from a checkout (with '-dirty' if it has changes)."""
+    here = Path(__file__).resolve().parent
+    try:
+        sha = subprocess.run(["git", "-C", str(here), "rev-parse", "HEAD"], capture_output=True, text=True,
+                             timeout=5).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(here), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=5).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return (sha + ("-dirty" if dirty else "")) if sha else None
+
+
+def machine_info(threads: dict, device: str, cpus: list[int] | None) -> dict:
+    """Where and on what the numbers were measured: enough to line reports up with asv's history."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    if torch.device(device).type == "cuda":
+        cpu += f" + {torch.cuda.get_device_name()}"
+    return {
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        **threads,
+        "cpu_affinity": cpus,
+        "device": device,
+        "torch_version": torch.__version__,
+        "numpy_version": np.__version__,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "commit": git_commit(),
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "load_start": load_average(),
+    }
+
+
+def warnings(machine: dict, floor: dict | None) -> list[str]:
+    """One-line warnings, pyperf-style, for a busy machine or a wide A/A noise floor, each saying what to do."""
+    out = []
+    # our own process counts 1 in the load average at the end (it was running); at the start it had not yet
+    start, end = machine.get("load_start"), machine.get("load_end")
+    others = max(start if start is not None else 0.0, (end - 1.0) if end is not None else 0.0)
+    if others > BUSY_LOAD:
+        out.append(f"WARNING: the machine was busy (load average {start} at the start, {end} at the end, on "
+                   f"{machine.get('cores')} cores): other processes share the CPU and the figures are noisier; "
+                   f"stop them, pin a quiet CPU with --cpu N, or give a larger --budget.")
+    if floor and floor["median"] and (floor["ci_high"] - floor["ci_low"]) / floor["median"] > WIDE_FLOOR:
+        half = (floor["ci_high"] - floor["ci_low"]) / floor["median"] / 2
+        out.append(f"WARNING: the A/A noise floor is wide (target-only against itself: ±{half:.0%}): differences "
+                   f"smaller than that are noise on this machine; rerun when it is quieter or with a larger "
+                   f"--budget.")
+    return out

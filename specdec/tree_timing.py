@@ -1,0 +1,119 @@
+"""What a tree round costs: the verify pass by node count, and the refined model's terms for a tree shape.
+
+A tree round is: draft the tree (`trees.draft_tree`, one q per inner node), build its attention, one target
+pass over the pending token and every node, the rule's walk (`trees.accept_tree`), and moving the accepted
+path's keys and values (`GPT.keep_path`). The refined model prices it exactly as a chain round -- passes ·
+round + drafted nodes · node cost against chars · step (`stats.refined_speedup`) -- so its three terms are:
+the target-only step, drafting per node, and the round without the draft. `tree_loop_sampler` measures them
+now (the twin of `timing.loop_sampler`), and the report runs it in the cost table's round-robin (before the
+pairs: predicted_before) and after each pair (predicted_refined).
+
+`verify_fns` gives the tree-masked passes over N positions (one pending token and N - 1 nodes) that the cost
+table times in the same round-robin as the single pass, so T(N)/T(1) is a per-sample ratio.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+import numpy as np
+import torch
+
+from . import corpus, sampling, trees
+from .drafts import Draft
+from .model import GPT
+from .timing import COST_PROMPT, _steps, sync, timed
+
+TREE_POSITIONS = (2, 5, 9, 17, 33, 65)  # N: the pending token and N - 1 nodes (1..64)
+
+
+def _binary_tree(tokens: list[int], n: int) -> trees.Tree:
+    """A drafted tree of n nodes, two children per node, breadth-first: only the count and the mask's shape
+    matter to the clock (the mask is dense whatever the shape), so any shape of n nodes will do."""
+    parents = [(i - 1) // 2 if i else -1 for i in range(n)]
+    spec = trees.TreeSpec(tuple(parents))
+    children: list[list[int]] = [[] for _ in range(n + 1)]
+    for i, a in enumerate(parents):
+        children[a + 1].append(i)
+    return trees.Tree([tokens[i % len(tokens)] for i in range(n)], parents, list(spec.depths), children,
+                      [None] * (n + 1))
+
+
+def verify_fns(target: GPT, positions=TREE_POSITIONS, device: str = "cpu") -> dict[str, Callable[[], object]]:
+    """name -> a tree-masked target pass over N positions at the cost prompt's last position (the target's
+    cache must hold the cost prompt, as `timing.measure_costs` leaves it). Names: tree_verify{N}, and
+    tree_verify1, the single-position pass of the same rounds: T(N)/T(1) is taken per sample."""
+    tokens = corpus.encode(COST_PROMPT)
+    pos = len(tokens) - 1
+    dev = torch.device(device)
+    one = torch.tensor([tokens[pos:]], device=dev)
+    out: dict[str, Callable[[], object]] = {"tree_verify1": lambda: target(one, pos)}
+    for n in positions:
+        tree = _binary_tree(tokens, n - 1)
+        attn = tree.attention(pos, 1, dev)
+        x = torch.tensor([tokens[pos:] + tree.tokens], device=dev)
+        out[f"tree_verify{n}"] = lambda x=x, attn=attn: target(x, pos, attn)
+    return out
+
+
+def tree_loop_sampler(target: GPT, draft: Draft, spec: trees.TreeSpec, temperature: float = 1.0,
+                      device: str = "cpu", number: int = 10,
+                      position: int | None = None) -> Callable[[], tuple[float, float, float]]:
+    """A call returning (target-only step µs, drafting per node µs, tree round without the draft µs) for one
+    table draft and tree shape, measured now: `timing.loop_sampler`'s twin.
+
+    position: where the rounds run (attention grows with it); pass the generation's mean position.
+    number: rounds per sample; target-only steps: 4·number per sample (as the chain sampler's).
+    """
+    n_steps = 4 * number
+    if position is None:
+        position = len(corpus.encode(COST_PROMPT)) - 1
+    text = corpus.split_ids("val")[: position + n_steps // 2 + 1].tolist()  # only its length matters
+    context = text[: position + 1]
+    shape = spec.limit(target.config.context - len(context), spec.depth)  # a round must fit the context
+    rng = np.random.default_rng(1)
+    start = max(0, position - n_steps // 2)
+    steps = _steps(target, text, start, n_steps, temperature, rng, device)
+    settle = _steps(target, text, start, min(10, n_steps), temperature, rng, device)
+    rounds = _tree_round_sampler(target, draft, context, shape, rng, temperature, device)
+
+    def sample() -> tuple[float, float, float]:
+        node_s, round_s = rounds(number)
+        settle()  # as in loop_sampler: a step right after other work runs slower for ~10 calls
+        return timed(steps, device) / n_steps * 1e6, node_s * 1e6, round_s * 1e6
+
+    return torch.inference_mode()(sample)
+
+
+def _tree_round_sampler(target, draft, context, spec, rng, temperature, device):
+    """Steady-state tree rounds at `context`, timed in two parts: drafting the tree, and the rest (mask,
+    verify pass over the pending token + nodes, p, the walk, keep_path). Returns run(number) -> (seconds per
+    drafted node, seconds per round without the draft)."""
+    pos = len(context) - 1
+    dev = torch.device(device)
+
+    def run(number: int, warmup: int = 2) -> tuple[float, float]:
+        target(torch.tensor([context], device=dev), 0)  # the cache holds the context again
+        d = r = 0.0
+        nodes = 0
+        for i in range(warmup + number):  # the first rounds after other work pay its cache misses
+            if i == warmup:
+                d = r = 0.0
+                nodes = 0
+            sync(device)
+            t0 = time.perf_counter()
+            tree = trees.draft_tree(spec, draft, context, rng, temperature)
+            t1 = time.perf_counter()
+            attn = tree.attention(pos, 1, dev)
+            logits = target(torch.tensor([context[pos:] + tree.tokens], device=dev), pos, attn)[0]
+            path, _ = trees.accept_tree(tree, sampling.probs(logits, temperature), rng)
+            target.keep_path(len(context), [pos + 1 + j for j in path])  # slots past the context: harmless
+            sync(device)
+            t2 = time.perf_counter()
+            d += t1 - t0
+            r += t2 - t1
+            nodes += len(tree.tokens)
+        return d / max(nodes, 1), r / number
+
+    return run

@@ -1,0 +1,61 @@
+import gc
+import os
+
+import pytest
+import torch
+
+from specdec import hygiene
+
+
+def test_no_gc_turns_collection_off_and_back_on():
+    assert gc.isenabled()
+    with hygiene.no_gc():
+        assert not gc.isenabled()
+    assert gc.isenabled()
+
+
+def test_set_threads_sets_and_reports_both_counts():
+    before = torch.get_num_threads()
+    try:
+        got = hygiene.set_threads(1)
+        assert got["threads"] == 1 == torch.get_num_threads() and got["interop_threads"] >= 1
+    finally:
+        torch.set_num_threads(before)
+    with pytest.raises(ValueError, match="threads must be at least 1, got 0"):
+        hygiene.set_threads(0)
+
+
+def test_parse_cpus_accepts_lists_and_ranges_of_available_cpus():
+    first = min(os.sched_getaffinity(0))
+    assert hygiene.parse_cpus(str(first)) == [first]
+    assert hygiene.parse_cpus(f"{first}-{first}") == [first]
+
+
+@pytest.mark.parametrize("text,message", [("x", "is not a CPU list"), ("999", "CPU 999 is not available"),
+                                          ("0-1,5000", "CPU 5000 is not available")])
+def test_parse_cpus_names_the_bad_value(text, message):
+    with pytest.raises(ValueError, match=message):
+        hygiene.parse_cpus(text)
+
+
+def test_pin_keeps_the_affinity_it_was_given():
+    before = sorted(os.sched_getaffinity(0))
+    try:
+        assert hygiene.pin([before[0]]) == [before[0]]
+    finally:
+        os.sched_setaffinity(0, before)
+    assert hygiene.pin(None) == before
+
+
+@pytest.mark.parametrize("start,end,width,expected", [
+    (0.1, 1.2, 0.02, []),                              # quiet: ours is the only load at the end
+    (1.5, 2.6, 0.02, ["machine was busy"]),           # something else ran throughout
+    (0.1, 2.4, 0.02, ["machine was busy"]),           # something else started meanwhile
+    (0.1, 1.1, 0.30, ["noise floor is wide"]),
+])
+def test_warnings_for_a_busy_machine_or_a_wide_floor(start, end, width, expected):
+    machine = {"load_start": start, "load_end": end, "cores": 2}
+    floor = {"median": 1.0, "ci_low": 1.0 - width / 2, "ci_high": 1.0 + width / 2}
+    got = hygiene.warnings(machine, floor)
+    assert len(got) == len(expected) and all(e in g for e, g in zip(expected, got))
+    assert all(g.startswith("WARNING: ") and "\n" not in g for g in got)
