@@ -10,7 +10,8 @@ What is judged, and how:
     machine's speed cancel in it). A row has changed when a two-sided Mann-Whitney U test on A's and B's
     samples gives p < ALPHA / m (Bonferroni over the m rows tested: the chance that two reports of the same
     code flag anything is at most ALPHA) AND the medians differ by at least MIN_EFFECT (a significant 1 %
-    move is not worth a red build). A row with too few samples to ever reach that p is said so, not judged.
+    move is not worth a red build). A row with too few samples to ever reach that p is said so, not judged;
+    one whose median moved that much without the test's support is called inconclusive (exit 0).
   * Counts -- acceptance and target passes per draft x k -- are exact given the seed: any difference is a
     change in behaviour.
   * Absolute times (target pass, verify passes, a drafted character) are printed as information only:
@@ -94,7 +95,7 @@ class Row:
     higher_is_worse: bool = True
     p: float | None = None  # Mann-Whitney p-value (ratio rows)
     n: tuple[int, int] = (0, 0)  # samples on each side (ratio rows)
-    verdict: str = ""  # "WORSE", "better", "same", "too few samples", or "" for information
+    verdict: str = ""  # "WORSE", "better", "same", "moved ..., not significant", "too few samples", "" (info)
 
     @property
     def change(self) -> float:
@@ -161,6 +162,8 @@ def _judge(rows: list[Row], alpha: float, min_effect: float) -> int:
             r.verdict = "WORSE" if (r.b > r.a) == r.higher_is_worse else "better"
         elif r.kind == "ratio" and 2 / math.comb(sum(r.n), r.n[0]) >= alpha / m:
             r.verdict = f"too few samples {r.n}"  # the exact two-sided U test cannot get below alpha / m
+        elif r.kind == "ratio" and abs(r.change) >= min_effect:
+            r.verdict = f"moved {r.change:+.0%}, not significant"  # the samples' spread can explain it
         else:
             r.verdict = "same"
     return m
@@ -194,12 +197,16 @@ def compare(a: dict, b: dict, alpha: float = ALPHA, min_effect: float = MIN_EFFE
         lines.append(f"{r.name:34} {_fmt(r.a):>10} {_fmt(r.b):>10} {_ratio(r.a, r.b):>7} {p:>8}  {verdict}")
     worse = {r.name: _why(r) for r in rows if r.verdict == "WORSE"}
     better = [r.name for r in rows if r.verdict == "better"]
+    unsure = [f"{r.name} ({r.change:+.0%})" for r in rows if r.verdict.endswith("not significant")]
     lines.append("")
     if worse:
         lines += [f"WORSE: {name}: {why}" for name, why in worse.items()]
     if better:
         lines.append(f"better: {', '.join(better)}")
-    if not worse and not better:
+    if unsure:
+        lines.append(f"inconclusive (moved {min_effect:.0%} or more, but within what the samples' spread explains; "
+                     f"more samples would tell): {', '.join(unsure)}")
+    if not worse and not better and not unsure:
         lines.append(f"no change: no ratio moved significantly by {min_effect:.0%} or more, and every count is "
                      "identical")
     return "\n".join(lines), worse

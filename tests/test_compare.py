@@ -85,6 +85,17 @@ def test_ten_percent_lower_speedup_is_named(tmp_path, capsys):
     assert worse == [next(w for w in worse if w.startswith("WORSE: bigram k=4 speedup"))]
 
 
+def test_a_move_the_spread_explains_is_inconclusive_not_worse(tmp_path, capsys):
+    """Noisy samples (a quick report on a loaded machine): +10 % in the median is not enough evidence."""
+    spread = 0.02 * np.random.default_rng(7).lognormal(0, 0.2, 12)
+    a, b = _doc(1, n=12), _doc(2, n=12)
+    for doc, scale in ((a, 1.0), (b, 1.1)):  # the same wide spread, its median moved by exactly 10 %
+        doc["costs"]["drafts"]["bigram"]["c_samples"] = [float(x) for x in spread * scale]
+    code, out, _ = _cli(tmp_path, a, b, capsys)
+    assert code == 0 and "WORSE" not in out
+    assert "inconclusive" in out and "bigram c (+" in out.splitlines()[-1]
+
+
 def test_a_faster_draft_is_better_not_worse(tmp_path, capsys):
     b = _doc(2)
     b["costs"]["drafts"]["int8"]["c_samples"] = [x * 0.8 for x in b["costs"]["drafts"]["int8"]["c_samples"]]
