@@ -160,3 +160,73 @@ def generations(pairs: int | None = None) -> dict:
         rows[key] = {"chars": st.chars, "target_passes": st.target_passes, "drafted": st.drafted,
                      "accepted": st.accepted, "ratios": ratios[key], "time_ratio": float(np.median(ratios[key]))}
     return rows
+
+
+def _timed_rows(runs: dict[str, list], pairs_per_run: int = 1) -> dict[str, dict]:
+    """Rows of (target-only, speculative) call pairs, one per run of the row: each run's pair timed
+    alternately with every other row's, the row's counts summed from its timed speculative runs.
+
+    runs: key -> list of (target-only call, speculative call). Returns key -> chars, target_passes, drafted,
+    accepted, time_ratio = Σ speculative / Σ target-only over the row's pairs.
+    """
+    common.fix_threads()
+    times = {key: [0.0, 0.0] for key in runs}
+    counts = {key: dict.fromkeys(("chars", "target_passes", "drafted", "accepted"), 0) for key in runs}
+    width = max(len(v) for v in runs.values())
+    for i in range(width * pairs_per_run):
+        for key, calls in runs.items():
+            if i >= len(calls) * pairs_per_run:
+                continue
+            plain, spec = calls[i % len(calls)]
+            out = {}
+            with gc_paused():
+                if i % 2:
+                    tb, ta = _timed(lambda: out.setdefault("spec", spec())), _timed(plain)
+                else:
+                    ta, tb = _timed(plain), _timed(lambda: out.setdefault("spec", spec()))
+            times[key][0] += ta
+            times[key][1] += tb
+            if i < len(calls):  # count each run once
+                st = out["spec"].stats
+                for name in counts[key]:
+                    counts[key][name] += getattr(st, name)
+    return {key: {**counts[key], "time_ratio": times[key][1] / times[key][0]} for key in runs}
+
+
+def workload_generations(drafts: list[str], ks: list[int]) -> dict:
+    """Per draft x k ('draft/k') over the quick report's workload runs; {} where the workload API is absent."""
+    import specdec
+
+    if not hasattr(specdec, "load_workload"):
+        return {}
+    runs = specdec.load_workload("shakespeare24").cycled(4)
+    chars = common.CHARS
+    t = common.target()
+    plain = [lambda item=item, s=s: specdec.generate(t, item.prompt, chars, seed=s) for item, s in runs]
+    rows = {}
+    for name in common.available(drafts):
+        d = common.draft(name)
+        for k in ks:
+            rows[f"{name}/{k}"] = [(p, lambda item=item, s=s, k=k, d=d: specdec.speculative_generate(
+                t, d, item.prompt, chars, k=k, seed=s)) for p, (item, s) in zip(plain, runs)]
+    return _timed_rows(rows)
+
+
+def tree_generations(drafts: list[str], shapes: list[str]) -> dict:
+    """Per draft x tree shape ('draft/shape') on the benchmark prompt, three alternated pairs each; {} where
+    the package has no trees."""
+    import specdec
+
+    if not hasattr(specdec, "TreeSpec"):
+        return {}
+    t = common.target()
+    rows = {}
+    for name in common.available(drafts):
+        d = common.draft(name)
+        for shape in shapes:
+            spec = specdec.TreeSpec.parse(shape)
+            call = lambda d=d, spec=spec: specdec.speculative_generate(
+                t, d, common.PROMPT, common.CHARS, k=1, seed=common.SEED, temperature=common.TEMPERATURE, tree=spec)
+            call()  # warm-up
+            rows[f"{name}/{shape}"] = [(common.target_only, call)]
+    return _timed_rows(rows, pairs_per_run=common.scaled(3, 1))

@@ -15,6 +15,7 @@ from .model import GPT, ContextOverflowError, GPTConfig
 from .sampling import accept_reject
 from .stats import expected_length, optimal_k, predicted_speedup, refined_speedup, summarize
 from .train import CheckpointError, load_checkpoint, load_target, save_checkpoint
+from .trees import TreeSpec
 from .workload import WORKLOADS, Workload, WorkloadError, load_workload
 
 # Submodules `specdec.decode` and `specdec.train` keep their names: the corpus's decode and the training
@@ -30,6 +31,7 @@ __all__ = [
     "GPTConfig",
     "Generation",
     "GenerationStats",
+    "TreeSpec",
     "UnknownDraftError",
     "VocabularyError",
     "WORKLOADS",

@@ -18,7 +18,7 @@ from benchmarks import common, harness
 
 ROOT = Path(__file__).resolve().parent.parent
 SUITE = sorted((ROOT / "benchmarks").glob("bench_*.py"))
-PUBLIC_API = {"load_target", "make_draft", "generate", "speculative_generate", "encode"}
+PUBLIC_API = {"load_target", "make_draft", "generate", "speculative_generate", "encode", "load_workload", "TreeSpec"}
 KINDS = ("time_", "track_", "peakmem_", "mem_", "timeraw_")
 
 

@@ -1,0 +1,72 @@
+"""The workload's figures and tree configurations, each in its lower-is-better form.
+
+Workload: the shipped `shakespeare24` as the quick report runs it (every fourth prompt, seeds taken in turn:
+six runs), pooled counts (rejected ÷ drafted, target passes per character) and Σ speculative ÷ Σ target-only
+time over the runs, one alternated pair per run. Trees: the table drafts with fixed tree shapes on the
+benchmark prompt, the same forms. Both APIs are newer than the first trained target: on a commit without
+`specdec.load_workload` or `specdec.TreeSpec` every benchmark here skips.
+"""
+
+from . import harness
+from .common import THREADS, skip_unless
+
+WORKLOAD_DRAFTS = ["bigram", "ngram", "int8"]
+WORKLOAD_KS = [1, 4, 8]
+TREE_DRAFTS = ["bigram", "ngram"]
+TREE_SHAPES = ["4x2x2x1", "2x2x2x1x1x1"]
+
+
+class Workload:
+    params = ([THREADS], WORKLOAD_DRAFTS, WORKLOAD_KS)
+    param_names = ["threads", "draft", "k"]
+    timeout = 300
+
+    def setup_cache(self):
+        return harness.workload_generations(WORKLOAD_DRAFTS, WORKLOAD_KS)
+
+    def setup(self, cache, threads, name, k):
+        skip_unless(cache, f"{name}/{k}", f"the workload API or draft {name!r}")
+        self.row = cache[f"{name}/{k}"]
+
+    def track_rejection(self, cache, threads, name, k):
+        return 1.0 - self.row["accepted"] / self.row["drafted"]
+
+    track_rejection.unit = "rejected / drafted characters over the workload (lower is better)"
+
+    def track_passes_per_char(self, cache, threads, name, k):
+        return self.row["target_passes"] / self.row["chars"]
+
+    track_passes_per_char.unit = "target passes per character over the workload (lower is better)"
+
+    def track_time_ratio(self, cache, threads, name, k):
+        return self.row["time_ratio"]
+
+    track_time_ratio.unit = "Σ speculative / Σ target-only time over the workload (lower is better)"
+
+
+class Tree:
+    params = ([THREADS], TREE_DRAFTS, TREE_SHAPES)
+    param_names = ["threads", "draft", "shape"]
+    timeout = 300
+
+    def setup_cache(self):
+        return harness.tree_generations(TREE_DRAFTS, TREE_SHAPES)
+
+    def setup(self, cache, threads, name, shape):
+        skip_unless(cache, f"{name}/{shape}", f"trees or draft {name!r}")
+        self.row = cache[f"{name}/{shape}"]
+
+    def track_rejection(self, cache, threads, name, shape):
+        return 1.0 - self.row["accepted"] / self.row["drafted"]
+
+    track_rejection.unit = "rejected / drafted tree nodes (lower is better)"
+
+    def track_passes_per_char(self, cache, threads, name, shape):
+        return self.row["target_passes"] / self.row["chars"]
+
+    track_passes_per_char.unit = "target passes per character (lower is better)"
+
+    def track_time_ratio(self, cache, threads, name, shape):
+        return self.row["time_ratio"]
+
+    track_time_ratio.unit = "speculative / target-only time (lower is better)"
