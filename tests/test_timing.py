@@ -3,6 +3,7 @@ import pytest
 import torch
 
 from specdec import timing
+from specdec.model import GPT
 
 
 def test_paired_alternates_order_and_discards_warmup():
@@ -63,11 +64,15 @@ def test_measure_costs_covers_every_piece(target, draft_factory):
 def test_steps_advance_the_cache_like_generate():
     seen = []
 
-    def fake_target(idx, pos):
-        seen.append((idx.tolist(), pos))
-        return torch.zeros(1, idx.shape[1], 84)
+    class FakeTarget:
+        ids = GPT.ids
+        device = torch.device("cpu")
 
-    timing._steps(fake_target, list(range(100, 120)), 5, 4, 1.0, np.random.default_rng(0), "cpu")()
+        def __call__(self, idx, pos):
+            seen.append((idx.tolist(), pos))
+            return torch.zeros(1, idx.shape[1], 84)
+
+    timing._steps(FakeTarget(), list(range(100, 120)), 5, 4, 1.0, np.random.default_rng(0), "cpu")()
     assert seen == [([[105]], 5), ([[106]], 6), ([[107]], 7), ([[108]], 8)]
 
 
