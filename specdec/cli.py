@@ -1,12 +1,17 @@
 """The `specdec` command: train, info, generate, verify, report, compare.
 
-Every bad argument ends in one line on stderr and exit code 2 (argparse's convention), never a traceback.
+Every bad argument ends in one line on stderr and exit code 2 (argparse's convention), never a traceback,
+and is found before any training or measuring starts: output locations are checked to be writable first, so
+no result is lost to a bad `--out`.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import sys
+import tempfile
+from pathlib import Path
 
 from . import train as _train
 
@@ -15,12 +20,64 @@ class UsageError(Exception):
     """Bad input from the user: printed as one line, exit code 2."""
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with its errors on one line (it would print the usage block above them)."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def _at_least(option: str, value: int, minimum: int) -> None:
+    if value < minimum:
+        raise UsageError(f"{option} must be at least {minimum}, got {value}")
+
+
+def _temperature(value: float) -> float:
+    if not 0 <= value < math.inf:  # NaN fails every comparison
+        raise UsageError(f"--temperature must be >= 0 and finite, got {value}")
+    return value
+
+
+def _writable_dir(option: str, path: str) -> None:
+    """Refuse an output folder that is not, and cannot become, a writable directory. Writes nothing."""
+    existing = Path(path).absolute()
+    while not existing.exists():  # the folder will be created inside the nearest existing one
+        existing = existing.parent
+    if not existing.is_dir():
+        raise UsageError(f"{option} {path}: {existing} is not a directory")
+    try:
+        with tempfile.TemporaryFile(dir=existing):  # the only sure test: root passes any permission check
+            pass
+    except OSError as exc:
+        raise UsageError(f"{option} {path}: cannot write in {existing} ({exc.strerror})") from None
+
+
+def _writable_file(option: str, path: str | Path) -> None:
+    if Path(path).is_dir():
+        raise UsageError(f"{option} {path}: is a directory, not a file path")
+    _writable_dir(option, str(Path(path).absolute().parent))
+
+
+def _device(name: str) -> str:
+    import torch
+
+    if name == "cuda" and not torch.cuda.is_available():
+        raise UsageError("--device cuda: no CUDA device is available here (allowed: cpu)")
+    return name
+
+
 def _cmd_train(args) -> int:
     from .model import GPTConfig
 
+    _at_least("--steps", args.steps, 1)
+    _at_least("--batch", args.batch, 1)
+    _at_least("--threads", args.threads, 1)
+    _at_least("--seed", args.seed, 0)
+    if args.teacher is not None and args.draft != "small":
+        raise UsageError("--teacher needs --draft small (only the small draft is distilled from a teacher)")
+    out = args.out or _train.shipped_path(args.draft or "target")
+    _writable_file("--out", out)
     tc = _train.TrainConfig(steps=args.steps, seed=args.seed, batch=args.batch, threads=args.threads)
-    if args.steps < 1:
-        raise UsageError(f"--steps must be at least 1, got {args.steps}")
     teacher = None
     if args.draft == "small":
         cfg = _train.SMALL_CONFIG
@@ -28,7 +85,6 @@ def _cmd_train(args) -> int:
     else:
         cfg = GPTConfig()
     model, meta = _train.train(cfg, tc, teacher=teacher, log=_log)
-    out = args.out or _train.shipped_path(args.draft or "target")
     sha = _train.save_checkpoint(model, meta, out)
     print(f"wrote {out} (sha256 {sha[:12]}, val loss {meta['val_loss']:.4f}, {meta['train_seconds']:.0f}s)")
     return 0
@@ -42,13 +98,22 @@ def _target(args):
     return _train.load_target(args.checkpoint)
 
 
-def _drafts_arg(names: list[str] | None) -> list[str]:
-    from .drafts import DRAFTS
+def _drafts_arg(names: list[str] | None, device: str = "cpu") -> list[str]:
+    """The drafts asked for; by default every one that runs on `device` (a one-line note names the rest)."""
+    from .drafts import DRAFTS, available_on
 
-    names = names or list(DRAFTS)
+    here = available_on(device)
+    if not names:
+        for n in DRAFTS:
+            if n not in here:
+                _log(f"note: skipping draft {n!r}: it runs on the CPU only, not on {device}")
+        return here
     for n in names:
         if n not in DRAFTS:
             raise UsageError(f"unknown draft {n!r} (available: {', '.join(DRAFTS)})")
+        if n not in here:
+            raise UsageError(f"draft {n!r} runs on the CPU only, not on {device} (available there: "
+                             f"{', '.join(here)})")
     return names
 
 
@@ -102,17 +167,18 @@ def _cmd_generate(args) -> int:
     if args.draft is None and (args.k is not None or args.adaptive):
         raise UsageError(f"{'-k' if args.k is not None else '--adaptive'} needs --draft (the draft that proposes "
                          "the characters)")
-    if args.temperature < 0:
-        raise UsageError(f"--temperature must be >= 0, got {args.temperature}")
+    _temperature(args.temperature)
+    _at_least("--threads", args.threads, 1)
+    _at_least("--seed", args.seed, 0)
+    device = _device(args.device)
     torch.set_num_threads(args.threads)
-    target = _target(args)
+    target = _target(args).to(device)
     if args.draft is None:
         out = generate(target, args.prompt, args.chars, args.seed, args.temperature)
     else:
         k = 4 if args.k is None else args.k
-        if k < 1:
-            raise UsageError(f"-k must be at least 1, got {k}")
-        draft = make_draft(_drafts_arg([args.draft])[0], target)
+        _at_least("-k", k, 1)
+        draft = make_draft(_drafts_arg([args.draft], device)[0], target)
         out = speculative_generate(target, draft, args.prompt, args.chars, k, args.seed, args.temperature,
                                    adaptive=args.adaptive)
     st = out.stats
@@ -135,40 +201,60 @@ def _cmd_verify(args) -> int:
     import json
 
     from . import exactness
+    from .decode import check_request
     from .drafts import make_draft
 
-    if args.k < 1:
-        raise UsageError(f"-k must be at least 1, got {args.k}")
-    if args.samples < 100:
-        raise UsageError(f"--samples must be at least 100, got {args.samples}")
-    target = _target(args)
-    drafts = {n: make_draft(n, target) for n in _drafts_arg(args.draft)}
-    rows = exactness.verify(target, drafts, k=args.k, samples=args.samples, seed=args.seed)
+    _at_least("-k", args.k, 1)
+    samples = args.samples if args.samples is not None else (exactness.JOINT_SAMPLES if args.joint else 20_000)
+    _at_least("--samples", samples, 100)
+    _at_least("--seed", args.seed, 0)
+    _temperature(args.temperature)
+    if args.adaptive and not args.joint:
+        raise UsageError("--adaptive needs --joint (the first-character check runs one round, where k cannot adapt)")
+    device = _device(args.device)
+    target = _target(args).to(device)
+    prompt = exactness.JOINT_PROMPT if args.joint else exactness.VERIFY_PROMPT
+    # one round of k drafts (the joint check: max(3, k + 1) characters) must fit in the context
+    check_request(target, prompt, max(exactness.JOINT_CHARS, args.k + 1) if args.joint else 1, args.k,
+                  args.temperature)
+    drafts = {n: make_draft(n, target) for n in _drafts_arg(args.draft, device)}
+    if args.joint:
+        rows = exactness.verify_joint(target, drafts, k=args.k, samples=samples, seed=args.seed,
+                                      temperature=args.temperature, adaptive=args.adaptive)
+    else:
+        rows = exactness.verify(target, drafts, k=args.k, samples=samples, seed=args.seed,
+                                temperature=args.temperature)
     if args.json:
-        print(json.dumps([{key: r[key] for key in ("draft", "k", "samples", "tv", "baseline_tv", "p_value")}
-                          | {"baseline_tv_max": r["baseline_tv_max"]} for r in rows]))
+        print(json.dumps(rows))
         return 0
-    print(f"{'draft':14} {'k':>2} {'samples':>8} {'TV':>8} {'baseline TV':>12} {'p-value':>8}")
+    what = (f"the first {exactness.JOINT_CHARS} characters of whole generations against target-only "
+            f"generation{', adaptive k' if args.adaptive else ''}" if args.joint else "the first character")
+    print(f"exactness of {what}, temperature {args.temperature}; verdict CHECK when p <= {rows[0]['p_threshold']:.2g}")
+    # joint rows: TV between the two samples and the distinct outcomes; first-character rows: TV against p and
+    # the TV sampling error alone gives at that count
+    key, label, fmt = ("outcomes", "outcomes", "d") if args.joint else ("baseline_tv", "baseline TV", ".4f")
+    print(f"{'draft':14} {'k':>2} {'samples':>8} {'TV':>8} {label:>12} {'p-value':>8} {'verdict':>8}")
     for r in rows:
-        print(f"{r['draft']:14} {r['k']:>2} {r['samples']:>8} {r['tv']:>8.4f} {r['baseline_tv']:>12.4f} "
-              f"{r['p_value']:>8.3f}")
+        print(f"{r['draft']:14} {r['k']:>2} {r['samples']:>8} {r['tv']:>8.4f} {r[key]:>12{fmt}} "
+              f"{r['p_value']:>8.3g} {r['verdict']:>8}")
     return 0
 
 
 def _cmd_report(args) -> int:
-    import torch
-
     from . import render, report
+    from .decode import check_request
 
     if args.threads < 1:
         raise UsageError(f"--threads must be at least 1, got {args.threads}")
     if args.pairs is not None and args.pairs < 1:
         raise UsageError(f"--pairs must be at least 1, got {args.pairs}")
-    if args.device == "cuda" and not torch.cuda.is_available():
-        raise UsageError("--device cuda: no CUDA device is available here (allowed: cpu)")
-    drafts = _drafts_arg(args.drafts)
+    _at_least("--seed", args.seed, 0)
+    _device(args.device)
+    _writable_dir("--out", args.out)  # before measuring: a report is minutes of work
+    drafts = _drafts_arg(args.drafts, args.device)
     ks = _ks_arg(args.ks, report.DEFAULT_KS)
     target = _target(args)
+    check_request(target, report.REPORT_PROMPT, args.chars, k=max(ks))  # the largest k's rounds must fit
     doc = report.measure(target, drafts, ks, quick=args.quick, pairs=args.pairs, threads=args.threads,
                          device=args.device, chars=args.chars, seed=args.seed, log=_log)
     text = render.tables(doc)
@@ -185,13 +271,16 @@ def _cmd_compare(args) -> int:
         a, b = compare.load(args.a), compare.load(args.b)
     except (OSError, ValueError, KeyError) as exc:
         raise UsageError(str(exc)) from None
-    text, worse = compare.compare(a, b)
+    try:
+        text, worse = compare.compare(a, b)
+    except (KeyError, TypeError, AttributeError) as exc:  # a report of another version, or edited by hand
+        raise UsageError(f"{args.a} or {args.b}: not a report this version reads ({type(exc).__name__}: {exc})") from None
     print(text)
     return 1 if worse else 0
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="specdec", description=__doc__.splitlines()[0])
+    parser = _Parser(prog="specdec", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("train", help="train the target (or the small draft) deterministically")
@@ -222,14 +311,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--adaptive", action="store_true", help="adapt k: +2 after a fully accepted round, -1 after "
                    "a rejection (from -k, at most 16)")
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_cmd_generate)
 
-    p = with_checkpoint(sub.add_parser("verify", help="exactness: TV and chi-square of speculative draws"))
+    p = with_checkpoint(sub.add_parser("verify", help="exactness: chi-square of speculative draws, with a verdict"))
     p.add_argument("--draft", action="append", default=None, help="a draft (repeatable; default all)")
     p.add_argument("-k", type=int, default=4)
-    p.add_argument("--samples", type=int, default=20_000)
+    p.add_argument("--samples", type=int, default=None,
+                   help="draws (default 20000), or generations per side with --joint (default 2000)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--temperature", type=float, default=1.0)
+    p.add_argument("--joint", action="store_true", help="the first 3 characters of whole generations against "
+                   "target-only generation (positions 2..k, the bonus, the rollback)")
+    p.add_argument("--adaptive", action="store_true", help="with --joint: adaptive k from -k")
+    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     p.add_argument("--json", action="store_true", help="a JSON list of rows")
     p.set_defaults(func=_cmd_verify)
 

@@ -33,6 +33,7 @@ VERIFY_PROMPT = "ROMEO:\nWhat light through yonder window breaks? It is the"
 BASELINE_REPEATS = 20  # independent direct-from-p draws that give the baseline TV its median and range
 FAMILY_ALPHA = 1e-3  # the chance, for exact drafts, that a report shows any CHECK at all
 JOINT_CHARS = 3  # characters whose joint outcome `verify_joint` compares
+JOINT_SAMPLES = 2_000  # generations per side by default
 JOINT_PROMPT = "thy sheet of paper, alt"  # the next characters are uncertain and drafts often disagree
 
 
@@ -222,7 +223,7 @@ def verify_joint(
     target: GPT,
     drafts: dict[str, Draft],
     k: int = 4,
-    samples: int = 2_000,
+    samples: int = JOINT_SAMPLES,
     seed: int = 0,
     temperature: float = 1.0,
     adaptive: bool = False,

@@ -23,7 +23,7 @@ import torch
 
 from . import exactness, render, stats, timing
 from .decode import generate, speculative_generate
-from .drafts import DRAFTS, make_draft
+from .drafts import DRAFTS, available_on, make_draft
 from .model import GPT
 
 REPORT_PROMPT = "ROMEO:"
@@ -94,6 +94,12 @@ def measure(
 ) -> dict:
     """Run every measurement and return the report document (the schema is in README.md)."""
     drafts = list(drafts or DRAFTS)
+    skipped = [n for n in drafts if n not in available_on(device)]
+    for name in skipped:
+        log(f"[setup] skipping draft {name}: it runs on the CPU only, not on {device}")
+    drafts = [n for n in drafts if n not in skipped]
+    if not drafts:
+        raise ValueError(f"no draft to measure on {device} (CPU only: {', '.join(skipped)})")
     ks = sorted(set(ks or DEFAULT_KS))
     budget = dict(QUICK if quick else FULL)
     if pairs is not None:
@@ -107,6 +113,8 @@ def measure(
     doc = {"machine": machine_info(threads, device), "settings": {
         "prompt": prompt, "chars": chars, "seed": seed, "temperature": temperature, "ks": ks,
         "drafts": drafts, "quick": quick, **budget}}
+    if skipped:
+        doc["skipped"] = {name: f"runs on the CPU only, not on {device}" for name in skipped}
 
     log(f"[1/4] exactness: {budget['samples']} draws per draft")
     doc["exactness"] = [exactness.target_row(target, budget["samples"], seed)] + exactness.verify(
