@@ -135,7 +135,7 @@ def tables(doc: dict) -> str:
 
 def _verdict(r: dict) -> str:
     """The row's own verdict (`exactness.verdicts`); none shown for the target sampled directly."""
-    return "" if r["p_value"] is None else r["verdict"]
+    return "" if r["p_value"] is None else r.get("verdict", "")  # reports saved before verdicts have none
 
 
 def _noise_note(r: dict) -> str:

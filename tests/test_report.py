@@ -17,6 +17,8 @@ def test_report_document_has_the_documented_schema(doc):
     assert set(doc["machine"]) >= {"cpu", "threads", "torch_version", "device", "commit"}
     assert doc["machine"]["threads"] == 1 and doc["machine"]["device"] == "cpu"
     assert [r["draft"] for r in doc["exactness"]] == ["target", "bigram", "int8"]
+    assert all(r["verdict"] in ("exact", "CHECK") for r in doc["exactness"])
+    assert [r["p_threshold"] for r in doc["exactness"][1:]] == [0.001 / 2] * 2  # Bonferroni over the drafts
     assert {(r["draft"], r["k"]) for r in doc["acceptance"]} == {(d, k) for d in ("bigram", "int8") for k in (1, 2)}
     for r in doc["acceptance"]:
         assert set(r) >= {"draft", "k", "acceptance", "chars_per_pass", "target_passes", "chars"}
