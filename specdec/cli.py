@@ -8,75 +8,23 @@ no result is lost to a bad `--out`.
 from __future__ import annotations
 
 import argparse
-import math
 import sys
-import tempfile
-from pathlib import Path
 
 from . import train as _train
-
-
-class UsageError(Exception):
-    """Bad input from the user: printed as one line, exit code 2."""
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse with its errors on one line (it would print the usage block above them)."""
-
-    def error(self, message: str):
-        self.exit(2, f"{self.prog}: error: {message}\n")
-
-
-def _at_least(option: str, value: int, minimum: int) -> None:
-    if value < minimum:
-        raise UsageError(f"{option} must be at least {minimum}, got {value}")
-
-
-def _temperature(value: float) -> float:
-    if not 0 <= value < math.inf:  # NaN fails every comparison
-        raise UsageError(f"--temperature must be >= 0 and finite, got {value}")
-    return value
-
-
-def _writable_dir(option: str, path: str) -> None:
-    """Refuse an output folder that is not, and cannot become, a writable directory. Writes nothing."""
-    existing = Path(path).absolute()
-    while not existing.exists():  # the folder will be created inside the nearest existing one
-        existing = existing.parent
-    if not existing.is_dir():
-        raise UsageError(f"{option} {path}: {existing} is not a directory")
-    try:
-        with tempfile.TemporaryFile(dir=existing):  # the only sure test: root passes any permission check
-            pass
-    except OSError as exc:
-        raise UsageError(f"{option} {path}: cannot write in {existing} ({exc.strerror})") from None
-
-
-def _writable_file(option: str, path: str | Path) -> None:
-    if Path(path).is_dir():
-        raise UsageError(f"{option} {path}: is a directory, not a file path")
-    _writable_dir(option, str(Path(path).absolute().parent))
-
-
-def _device(name: str) -> str:
-    import torch
-
-    if name == "cuda" and not torch.cuda.is_available():
-        raise UsageError("--device cuda: no CUDA device is available here (allowed: cpu)")
-    return name
+from .checks import Parser, UsageError, at_least, device_arg, temperature_arg, writable_dir, writable_file
 
 
 def _cmd_train(args) -> int:
     from .model import GPTConfig
 
-    _at_least("--steps", args.steps, 1)
-    _at_least("--batch", args.batch, 1)
-    _at_least("--threads", args.threads, 1)
-    _at_least("--seed", args.seed, 0)
+    at_least("--steps", args.steps, 1)
+    at_least("--batch", args.batch, 1)
+    at_least("--threads", args.threads, 1)
+    at_least("--seed", args.seed, 0)
     if args.teacher is not None and args.draft != "small":
         raise UsageError("--teacher needs --draft small (only the small draft is distilled from a teacher)")
     out = args.out or _train.shipped_path(args.draft or "target")
-    _writable_file("--out", out)
+    writable_file("--out", out)
     tc = _train.TrainConfig(steps=args.steps, seed=args.seed, batch=args.batch, threads=args.threads)
     teacher = None
     if args.draft == "small":
@@ -167,17 +115,17 @@ def _cmd_generate(args) -> int:
     if args.draft is None and (args.k is not None or args.adaptive):
         raise UsageError(f"{'-k' if args.k is not None else '--adaptive'} needs --draft (the draft that proposes "
                          "the characters)")
-    _temperature(args.temperature)
-    _at_least("--threads", args.threads, 1)
-    _at_least("--seed", args.seed, 0)
-    device = _device(args.device)
+    temperature_arg(args.temperature)
+    at_least("--threads", args.threads, 1)
+    at_least("--seed", args.seed, 0)
+    device = device_arg(args.device)
     torch.set_num_threads(args.threads)
     target = _target(args).to(device)
     if args.draft is None:
         out = generate(target, args.prompt, args.chars, args.seed, args.temperature)
     else:
         k = 4 if args.k is None else args.k
-        _at_least("-k", k, 1)
+        at_least("-k", k, 1)
         draft = make_draft(_drafts_arg([args.draft], device)[0], target)
         out = speculative_generate(target, draft, args.prompt, args.chars, k, args.seed, args.temperature,
                                    adaptive=args.adaptive)
@@ -204,14 +152,14 @@ def _cmd_verify(args) -> int:
     from .decode import check_request
     from .drafts import make_draft
 
-    _at_least("-k", args.k, 1)
+    at_least("-k", args.k, 1)
     samples = args.samples if args.samples is not None else (exactness.JOINT_SAMPLES if args.joint else 20_000)
-    _at_least("--samples", samples, 100)
-    _at_least("--seed", args.seed, 0)
-    _temperature(args.temperature)
+    at_least("--samples", samples, 100)
+    at_least("--seed", args.seed, 0)
+    temperature_arg(args.temperature)
     if args.adaptive and not args.joint:
         raise UsageError("--adaptive needs --joint (the first-character check runs one round, where k cannot adapt)")
-    device = _device(args.device)
+    device = device_arg(args.device)
     target = _target(args).to(device)
     prompt = exactness.JOINT_PROMPT if args.joint else exactness.VERIFY_PROMPT
     # one round of k drafts (the joint check: max(3, k + 1) characters) must fit in the context
@@ -248,9 +196,9 @@ def _cmd_report(args) -> int:
         raise UsageError(f"--threads must be at least 1, got {args.threads}")
     if args.pairs is not None and args.pairs < 1:
         raise UsageError(f"--pairs must be at least 1, got {args.pairs}")
-    _at_least("--seed", args.seed, 0)
-    _device(args.device)
-    _writable_dir("--out", args.out)  # before measuring: a report is minutes of work
+    at_least("--seed", args.seed, 0)
+    device_arg(args.device)
+    writable_dir("--out", args.out)  # before measuring: a report is minutes of work
     drafts = _drafts_arg(args.drafts, args.device)
     ks = _ks_arg(args.ks, report.DEFAULT_KS)
     target = _target(args)
@@ -280,7 +228,7 @@ def _cmd_compare(args) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="specdec", description=__doc__.splitlines()[0])
+    parser = Parser(prog="specdec", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("train", help="train the target (or the small draft) deterministically")

@@ -1,7 +1,6 @@
 """The command line, run as a user runs it: in a subprocess."""
 
 import argparse
-import concurrent.futures
 import json
 import subprocess
 import sys
@@ -35,13 +34,14 @@ def test_generate_json_speculative():
     assert sum(out["accepted_per_position"]) == out["draft_calls"]
 
 
-def test_info_json_has_the_documented_keys():
+def test_info_json_describes_the_checkpoint_it_loaded(target):
     info = json.loads(run("info", "--json").stdout)
     for key in ("params", "weight_bytes_float32", "vocab_size", "context", "val_loss", "checkpoint_sha256",
                 "torch_version", "threads"):
         assert key in info
-    assert info["params"] == 645_888 and info["weight_bytes_float32"] == 4 * 645_888
-    assert info["vocab_size"] == 84 and info["context"] == 256 and info["val_loss"] <= 1.75
+    assert (info["params"], info["checkpoint_sha256"], info["val_loss"]) == (
+        target.num_params(), target.meta["sha256"], target.meta["val_loss"])
+    assert (info["vocab_size"], info["context"]) == (target.config.vocab_size, target.config.context)
 
 
 def test_verify_json_rows():
