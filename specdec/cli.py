@@ -162,9 +162,8 @@ def _cmd_verify(args) -> int:
     device = device_arg(args.device)
     target = _target(args).to(device)
     prompt = exactness.JOINT_PROMPT if args.joint else exactness.VERIFY_PROMPT
-    # one round of k drafts (the joint check: max(3, k + 1) characters) must fit in the context
-    check_request(target, prompt, max(exactness.JOINT_CHARS, args.k + 1) if args.joint else 1, args.k,
-                  args.temperature)
+    # one round of k drafts (the joint check: its whole runs) must fit in the context
+    check_request(target, prompt, exactness.joint_run(args.k) if args.joint else 1, args.k, args.temperature)
     drafts = {n: make_draft(n, target) for n in _drafts_arg(args.draft, device)}
     if args.joint:
         rows = exactness.verify_joint(target, drafts, k=args.k, samples=samples, seed=args.seed,

@@ -194,6 +194,13 @@ def target_row(target: GPT, samples: int = 20_000, seed: int = 0, prompt: str = 
             "baseline_tv_max": float(base.max()), "p_value": None, "verdict": "exact"}
 
 
+def joint_run(k: int) -> int:
+    """Characters each speculative run generates: enough that the first round drafts the full k and that a
+    round ending inside the first JOINT_CHARS characters is followed by one whose length the adaptive
+    schedule sets, not the end of the request (with fewer, fixed and adaptive runs would draft alike)."""
+    return max(JOINT_CHARS + 2, k + 3)
+
+
 def joint_counts(
     target: GPT,
     draft: Draft | None,
@@ -207,14 +214,14 @@ def joint_counts(
     """How often each string of the first JOINT_CHARS characters came out of `samples` whole generations.
 
     draft=None: target-only `generate` (odd seeds). Otherwise `speculative_generate` (even seeds, so the two
-    samples are independent) with k -- adaptive: the +2 / -1 schedule from k -- run for max(JOINT_CHARS, k + 1)
-    characters, so that the first round drafts the full k.
+    samples are independent) with k -- adaptive: the +2 / -1 schedule from k -- run for `joint_run(k)`
+    characters.
     """
     first = seed * samples
     if draft is None:
         return Counter(generate(target, prompt, JOINT_CHARS, 2 * (first + i) + 1, temperature).text
                        for i in range(samples))
-    chars = max(JOINT_CHARS, k + 1)
+    chars = joint_run(k)
     return Counter(speculative_generate(target, draft, prompt, chars, k, 2 * (first + i), temperature,
                                         adaptive=adaptive).text[:JOINT_CHARS] for i in range(samples))
 

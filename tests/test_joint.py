@@ -54,6 +54,23 @@ def test_the_grid_is_every_draft_k_temperature_and_schedule(grid):
         (d, k, t, a) for d in DRAFTS for k, t, a in GRID}
     assert all(r["samples"] == SAMPLES and r["reference_samples"] == REFERENCE for r in grid)
     assert grid[0]["p_threshold"] == pytest.approx(0.001 / len(grid))
+    # The adaptive rows are mostly not the fixed runs again (the same seeds): the schedule changes the first 3
+    # characters' counts. Not all: with a draft the target nearly always accepts, k = 4's first round usually
+    # emits all three, and the two samples can coincide.
+    p = {(r["draft"], r["k"], r["temperature"], r["adaptive"]): r["p_value"] for r in grid}
+    differ = [p[d, k, t, True] != p[d, k, t, False] for d, k, t, a in p if a]
+    assert sum(differ) >= len(differ) // 2
+
+
+@pytest.mark.parametrize("k", [1, 4])
+def test_the_adaptive_schedule_reaches_the_first_three_characters(target, draft_factory, k):
+    """With the same seed, some adaptive run's first 3 characters differ from the fixed run's: the runs are long
+    enough (exactness.joint_run) for the schedule to set a round inside them."""
+    def first3(seed, adaptive):
+        return specdec.speculative_generate(target, draft_factory("bigram"), exactness.JOINT_PROMPT,
+                                            exactness.joint_run(k), k, seed, adaptive=adaptive).text[:3]
+
+    assert any(first3(seed, False) != first3(seed, True) for seed in range(0, 40, 2))
 
 
 @pytest.mark.parametrize("draft", DRAFTS)
