@@ -1,6 +1,8 @@
 """The `specdec` command: train, info, generate, verify, report, compare.
 
-Every bad argument ends in one line on stderr and exit code 2 (argparse's convention), never a traceback.
+Every bad argument ends in one line on stderr and exit code 2 (argparse's convention), never a traceback,
+and is found before any training or measuring starts: output locations are checked to be writable first, so
+no result is lost to a bad `--out`.
 """
 
 from __future__ import annotations
@@ -9,18 +11,21 @@ import argparse
 import sys
 
 from . import train as _train
-
-
-class UsageError(Exception):
-    """Bad input from the user: printed as one line, exit code 2."""
+from .checks import Parser, UsageError, at_least, device_arg, temperature_arg, writable_dir, writable_file
 
 
 def _cmd_train(args) -> int:
     from .model import GPTConfig
 
+    at_least("--steps", args.steps, 1)
+    at_least("--batch", args.batch, 1)
+    at_least("--threads", args.threads, 1)
+    at_least("--seed", args.seed, 0)
+    if args.teacher is not None and args.draft != "small":
+        raise UsageError("--teacher needs --draft small (only the small draft is distilled from a teacher)")
+    out = args.out or _train.shipped_path(args.draft or "target")
+    writable_file("--out", out)
     tc = _train.TrainConfig(steps=args.steps, seed=args.seed, batch=args.batch, threads=args.threads)
-    if args.steps < 1:
-        raise UsageError(f"--steps must be at least 1, got {args.steps}")
     teacher = None
     if args.draft == "small":
         cfg = _train.SMALL_CONFIG
@@ -28,7 +33,6 @@ def _cmd_train(args) -> int:
     else:
         cfg = GPTConfig()
     model, meta = _train.train(cfg, tc, teacher=teacher, log=_log)
-    out = args.out or _train.shipped_path(args.draft or "target")
     sha = _train.save_checkpoint(model, meta, out)
     print(f"wrote {out} (sha256 {sha[:12]}, val loss {meta['val_loss']:.4f}, {meta['train_seconds']:.0f}s)")
     return 0
@@ -42,13 +46,22 @@ def _target(args):
     return _train.load_target(args.checkpoint)
 
 
-def _drafts_arg(names: list[str] | None) -> list[str]:
-    from .drafts import DRAFTS
+def _drafts_arg(names: list[str] | None, device: str = "cpu") -> list[str]:
+    """The drafts asked for; by default every one that runs on `device` (a one-line note names the rest)."""
+    from .drafts import DRAFTS, available_on
 
-    names = names or list(DRAFTS)
+    here = available_on(device)
+    if not names:
+        for n in DRAFTS:
+            if n not in here:
+                _log(f"note: skipping draft {n!r}: it runs on the CPU only, not on {device}")
+        return here
     for n in names:
         if n not in DRAFTS:
             raise UsageError(f"unknown draft {n!r} (available: {', '.join(DRAFTS)})")
+        if n not in here:
+            raise UsageError(f"draft {n!r} runs on the CPU only, not on {device} (available there: "
+                             f"{', '.join(here)})")
     return names
 
 
@@ -103,19 +116,20 @@ def _cmd_generate(args) -> int:
     if args.draft is None and (args.k is not None or args.adaptive):
         raise UsageError(f"{'-k' if args.k is not None else '--adaptive'} needs --draft (the draft that proposes "
                          "the characters)")
-    if args.temperature < 0:
-        raise UsageError(f"--temperature must be >= 0, got {args.temperature}")
+    temperature_arg(args.temperature)
+    at_least("--threads", args.threads, 1)
+    at_least("--seed", args.seed, 0)
+    device = device_arg(args.device)
     torch.set_num_threads(args.threads)
-    target = _target(args)
+    target = _target(args).to(device)
     if args.tree is not None:
         out = _tree_generate(args, target)
     elif args.draft is None:
         out = generate(target, args.prompt, args.chars, args.seed, args.temperature)
     else:
         k = 4 if args.k is None else args.k
-        if k < 1:
-            raise UsageError(f"-k must be at least 1, got {k}")
-        draft = make_draft(_drafts_arg([args.draft])[0], target)
+        at_least("-k", k, 1)
+        draft = make_draft(_drafts_arg([args.draft], device)[0], target)
         out = speculative_generate(target, draft, args.prompt, args.chars, k, args.seed, args.temperature,
                                    adaptive=args.adaptive)
     st = out.stats
@@ -142,26 +156,45 @@ def _cmd_verify(args) -> int:
     import json
 
     from . import exactness
+    from .decode import check_request
     from .drafts import make_draft
 
     _check_tree_args(args)
-    if args.k < 1:
-        raise UsageError(f"-k must be at least 1, got {args.k}")
-    if args.samples < 100:
-        raise UsageError(f"--samples must be at least 100, got {args.samples}")
-    target = _target(args)
+    at_least("-k", args.k, 1)
+    samples = args.samples if args.samples is not None else (exactness.JOINT_SAMPLES if args.joint and
+                                                             args.tree is None else 20_000)
+    at_least("--samples", samples, 100)
+    at_least("--seed", args.seed, 0)
+    temperature_arg(args.temperature)
+    if args.adaptive and not args.joint:
+        raise UsageError("--adaptive needs --joint (the first-character check runs one round, where k cannot adapt)")
+    device = device_arg(args.device)
+    target = _target(args).to(device)
     if args.tree is not None:
-        return _tree_verify(args, target)
-    drafts = {n: make_draft(n, target) for n in _drafts_arg(args.draft)}
-    rows = exactness.verify(target, drafts, k=args.k, samples=args.samples, seed=args.seed)
+        return _tree_verify(args, target, samples)
+    prompt = exactness.JOINT_PROMPT if args.joint else exactness.VERIFY_PROMPT
+    # one round of k drafts (the joint check: its whole runs) must fit in the context
+    check_request(target, prompt, exactness.joint_run(args.k) if args.joint else 1, args.k, args.temperature)
+    drafts = {n: make_draft(n, target) for n in _drafts_arg(args.draft, device)}
+    if args.joint:
+        rows = exactness.verify_joint(target, drafts, k=args.k, samples=samples, seed=args.seed,
+                                      temperature=args.temperature, adaptive=args.adaptive)
+    else:
+        rows = exactness.verify(target, drafts, k=args.k, samples=samples, seed=args.seed,
+                                temperature=args.temperature)
     if args.json:
-        print(json.dumps([{key: r[key] for key in ("draft", "k", "samples", "tv", "baseline_tv", "p_value")}
-                          | {"baseline_tv_max": r["baseline_tv_max"]} for r in rows]))
+        print(json.dumps(rows))
         return 0
-    print(f"{'draft':14} {'k':>2} {'samples':>8} {'TV':>8} {'baseline TV':>12} {'p-value':>8}")
+    what = (f"the first {exactness.JOINT_CHARS} characters of whole generations against target-only "
+            f"generation{', adaptive k' if args.adaptive else ''}" if args.joint else "the first character")
+    print(f"exactness of {what}, temperature {args.temperature}; verdict CHECK when p <= {rows[0]['p_threshold']:.2g}")
+    # joint rows: TV between the two samples and the distinct outcomes; first-character rows: TV against p and
+    # the TV sampling error alone gives at that count
+    key, label, fmt = ("outcomes", "outcomes", "d") if args.joint else ("baseline_tv", "baseline TV", ".4f")
+    print(f"{'draft':14} {'k':>2} {'samples':>8} {'TV':>8} {label:>12} {'p-value':>8} {'verdict':>8}")
     for r in rows:
-        print(f"{r['draft']:14} {r['k']:>2} {r['samples']:>8} {r['tv']:>8.4f} {r['baseline_tv']:>12.4f} "
-              f"{r['p_value']:>8.3f}")
+        print(f"{r['draft']:14} {r['k']:>2} {r['samples']:>8} {r['tv']:>8.4f} {r[key]:>12{fmt}} "
+              f"{r['p_value']:>8.3g} {r['verdict']:>8}")
     return 0
 
 
@@ -181,8 +214,6 @@ def _check_tree_args(args) -> None:
             raise UsageError(f"--tree needs a table draft ({', '.join(TREE_DRAFTS)}), got {name!r}")
     if args.command == "generate" and (args.draft is None or args.k is not None or args.adaptive):
         raise UsageError("--tree needs --draft (bigram or ngram) and takes no -k or --adaptive")
-    if args.command == "verify" and args.joint < 0:
-        raise UsageError(f"--joint must be >= 0, got {args.joint}")
 
 
 def _tree_spec(text: str, target, draft, seed: int, check_only: bool = False):
@@ -215,7 +246,7 @@ def _tree_generate(args, target):
     return speculative_generate(target, draft, args.prompt, args.chars, 1, args.seed, args.temperature, tree=spec)
 
 
-def _tree_verify(args, target) -> int:
+def _tree_verify(args, target, samples: int) -> int:
     import json
 
     from . import exactness
@@ -225,7 +256,8 @@ def _tree_verify(args, target) -> int:
     for name in args.draft or TREE_DRAFTS:
         draft = make_draft(name, target)
         spec = _tree_spec(args.tree, target, draft, args.seed)
-        rows += exactness.verify_tree(target, {name: draft}, spec, args.samples, args.seed, joint_samples=args.joint)
+        rows += exactness.verify_tree(target, {name: draft}, spec, samples, args.seed,
+                                      joint_samples=exactness.JOINT_SAMPLES if args.joint else 0)
     if args.json:
         print(json.dumps(rows))
         return 0
@@ -242,9 +274,8 @@ def _cmd_report(args) -> int:
     import math
     from pathlib import Path
 
-    import torch
-
     from . import calibrate, hygiene, render, report, tree_sections, workload
+    from .decode import check_request
 
     if args.threads < 1:
         raise UsageError(f"--threads must be at least 1, got {args.threads}")
@@ -259,12 +290,13 @@ def _cmd_report(args) -> int:
         raise UsageError(f"--budget must be a positive number of seconds, got {args.budget}")
     if args.repeat < 1:
         raise UsageError(f"--repeat must be at least 1, got {args.repeat}")
-    if args.device == "cuda" and not torch.cuda.is_available():
-        raise UsageError("--device cuda: no CUDA device is available here (allowed: cpu)")
+    if args.seed is not None:
+        at_least("--seed", args.seed, 0)
+    device_arg(args.device)
     if args.prompt is not None and args.workload is not None:
         raise UsageError("give --prompt (one configuration) or --workload, not both")
     cpus = hygiene.parse_cpus(args.cpu) if args.cpu is not None else None
-    drafts = _drafts_arg(args.drafts)
+    drafts = _drafts_arg(args.drafts, args.device)
     ks = _ks_arg(args.ks, report.DEFAULT_KS)
     if args.prompt is None:  # a bad workload file is found now, not after the drafts are built
         workload.load_workload(args.workload or workload.DEFAULT_WORKLOAD, chars=args.chars, max_k=max(ks))
@@ -272,6 +304,8 @@ def _cmd_report(args) -> int:
     outs = [report.check_out_dir(args.out)] + [report.check_out_dir(Path(args.out) / f"repeat-{i}")
                                                for i in range(2, args.repeat + 1)]
     target = _target(args)
+    if args.prompt is not None:  # the largest k's rounds must fit after the prompt
+        check_request(target, args.prompt, args.chars, k=max(ks))
     docs = []
     for i, out in enumerate(outs, start=1):
         if args.repeat > 1:
@@ -303,14 +337,14 @@ def _cmd_compare(args) -> int:
         text, worse = compare.compare(a, b)
     except (OSError, ValueError) as exc:
         raise UsageError(str(exc).splitlines()[0]) from None
-    except (KeyError, TypeError) as exc:  # a hand-edited report.json, or one from another tool
-        raise UsageError(f"malformed report.json ({type(exc).__name__}: {exc})") from None
+    except (KeyError, TypeError, AttributeError) as exc:  # a hand-edited report.json, or one from another tool
+        raise UsageError(f"{args.a} or {args.b}: not a report this version reads ({type(exc).__name__}: {exc})") from None
     print(text)
     return 1 if worse else 0
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="specdec", description=__doc__.splitlines()[0])
+    parser = Parser(prog="specdec", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("train", help="train the target (or the small draft) deterministically")
@@ -341,21 +375,26 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--adaptive", action="store_true", help="adapt k: +2 after a fully accepted round, -1 after "
                    "a rejection (from -k, at most 16)")
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     p.add_argument("--json", action="store_true")
     p.add_argument("--tree", default=None, metavar="SHAPE", help="draft a token tree: widths per depth (4x2x2x1) "
                    "or a node budget (32) shaped by the dynamic program; bigram or ngram")
     p.set_defaults(func=_cmd_generate)
 
-    p = with_checkpoint(sub.add_parser("verify", help="exactness: TV and chi-square of speculative draws"))
+    p = with_checkpoint(sub.add_parser("verify", help="exactness: chi-square of speculative draws, with a verdict"))
     p.add_argument("--draft", action="append", default=None, help="a draft (repeatable; default all)")
     p.add_argument("-k", type=int, default=4)
-    p.add_argument("--samples", type=int, default=20_000)
+    p.add_argument("--samples", type=int, default=None,
+                   help="draws (default 20000), or generations per side with --joint (default 2000)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--temperature", type=float, default=1.0)
+    p.add_argument("--joint", action="store_true", help="the first 3 characters of whole generations against "
+                   "target-only generation (positions 2..k, the bonus, the rollback)")
+    p.add_argument("--adaptive", action="store_true", help="with --joint: adaptive k from -k")
+    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     p.add_argument("--json", action="store_true", help="a JSON list of rows")
     p.add_argument("--tree", default=None, metavar="SHAPE", help="verify tree rounds of this shape (4x2x2x1, or a "
-                   "node budget like 32) for bigram and ngram")
-    p.add_argument("--joint", type=int, default=0, metavar="N", help="with --tree: also chi-square the first three "
-                   "characters jointly over N generations (seeds)")
+                   "node budget like 32) for bigram and ngram (with --joint: the first three characters too)")
     p.set_defaults(func=_cmd_verify)
 
     p = with_checkpoint(sub.add_parser("report", help="measure everything here; tables, report.json, figure"))
@@ -383,7 +422,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "4x2x2x1 32; give --trees alone for none")
     p.set_defaults(func=_cmd_report)
 
-    p = sub.add_parser("compare", help="compare two report.json files; exit 1 if a draft cost got worse")
+    p = sub.add_parser("compare", help="compare two report.json files; exit 1 if anything got worse")
     p.add_argument("a", help="the baseline report.json")
     p.add_argument("b", help="the new report.json")
     p.set_defaults(func=_cmd_compare)

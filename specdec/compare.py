@@ -50,6 +50,10 @@ def load(path: str) -> dict:
     missing = [k for k in REQUIRED if k not in doc] if isinstance(doc, dict) else list(REQUIRED)
     if missing:
         raise ValueError(f"{path}: not a specdec report (missing keys: {', '.join(missing)})")
+    for key in ("costs", "acceptance", "speedup"):  # the figures compared: NaN or inf would compare as anything
+        bad = _non_finite(doc[key], key)
+        if bad:
+            raise ValueError(f"{path}: {bad[0]} is {bad[1]}, not a finite number")
     return doc
 
 
@@ -73,6 +77,17 @@ def comparable(a: dict, b: dict) -> None:
         diffs.append(f"drafts {sorted(da)} vs {sorted(db)}")
     if diffs:
         raise ValueError("refusing to compare reports that measured different things: " + "; ".join(diffs))
+
+
+def _non_finite(x, where: str) -> tuple[str, float] | None:
+    """The first NaN or infinite number inside x, with its dotted path."""
+    if isinstance(x, float) and not math.isfinite(x):
+        return where, x
+    items = x.items() if isinstance(x, dict) else enumerate(x) if isinstance(x, list) else ()
+    for key, value in items:
+        if found := _non_finite(value, f"{where}.{key}"):
+            return found
+    return None
 
 
 def _need(doc: dict, side: str, *keys: str):

@@ -91,8 +91,7 @@ def check_request(target: GPT, prompt: str, chars: int, k: int = 0, temperature:
             f"prompt ({len(ids)} chars) + chars ({chars}) = {len(ids) + chars} exceeds the context of "
             f"{context}; allowed: chars <= {context - len(ids)}"
         )
-    if temperature < 0:
-        raise ValueError(f"temperature must be >= 0, got {temperature}")
+    sampling.check_temperature(temperature)
     return ids
 
 
@@ -102,12 +101,11 @@ def generate(target: GPT, prompt: str, chars: int, seed: int = 0, temperature: f
     tokens = check_request(target, prompt, chars, temperature=temperature)
     target.setup_cache(1)
     rng = np.random.default_rng(seed)
-    dev = target.device
     n_prompt = len(tokens)
     stats = GenerationStats()
     pos = 0
     for _ in range(chars):
-        logits = target(torch.tensor([tokens[pos:]], device=dev), pos)[0, -1]  # (V,)
+        logits = target(target.ids(tokens[pos:]), pos)[0, -1]  # (V,)
         pos = len(tokens)
         tokens.append(sampling.sample(sampling.probs(logits, temperature), rng))
         stats.target_passes += 1
@@ -144,10 +142,11 @@ def speculative_generate(
     if adaptive and k_max < k:
         raise ValueError(f"k_max must be at least k={k}, got {k_max}")
     tokens = check_request(target, prompt, chars, k=k, temperature=temperature)
+    if draft.cpu_only and target.device.type != "cpu":
+        raise ValueError(f"draft {draft.name!r} runs on the CPU only, the target is on {target.device.type}")
     target.setup_cache(1)
     draft.reset()
     rng = np.random.default_rng(seed)
-    dev = target.device
     n_prompt = len(tokens)
     stats = GenerationStats(k=k, adaptive=adaptive, accepted_per_position=[0] * ((k_max if adaptive else k) + 1))
     pos = 0  # tokens already in the target's cache
@@ -158,7 +157,7 @@ def speculative_generate(
             stats.draft_calls += 1
         else:
             drafted, q = [], None
-        logits = target(torch.tensor([tokens[pos:] + drafted], device=dev), pos)[0, -(kr + 1) :]  # (kr + 1, V)
+        logits = target(target.ids(tokens[pos:] + drafted), pos)[0, -(kr + 1) :]  # (kr + 1, V)
         stats.target_passes += 1
         p = sampling.probs(logits, temperature)
         if kr > 0:
@@ -202,7 +201,7 @@ def _tree_generate(target: GPT, draft: Draft, prompt: str, chars: int, spec: tre
         n_pend = len(tokens) - pos
         ids = tokens[pos:] + (t.tokens if t else [])
         attn = t.attention(pos, n_pend, dev) if t else None
-        logits = target(torch.tensor([ids], device=dev), pos, attn)[0, n_pend - 1 :]  # (1 + N, V)
+        logits = target(target.ids(ids), pos, attn)[0, n_pend - 1 :]  # (1 + N, V)
         stats.target_passes += 1
         p = sampling.probs(logits, temperature)
         if t is None:

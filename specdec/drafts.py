@@ -22,10 +22,15 @@ class UnknownDraftError(ValueError):
     """A draft name that `make_draft` does not know."""
 
 
+class DeviceError(ValueError):
+    """A draft asked to run beside a target on a device its kernels do not exist on."""
+
+
 class Draft:
     """Interface: propose k characters; keep and roll back any state. Subclasses set `name`."""
 
     name = "draft"
+    cpu_only = False  # its kernels exist on the CPU only: it cannot run beside a target on CUDA
 
     def reset(self) -> None:
         """Forget any sequence: the next propose starts a new one."""
@@ -95,11 +100,13 @@ def _bigram_table() -> np.ndarray:
 class ModelDraft(Draft):
     """A transformer draft with its own KV cache: rounded copies of the target, or a smaller model."""
 
-    def __init__(self, name: str, model: GPT, weight_bytes: int):
+    def __init__(self, name: str, model: GPT, weight_bytes: int, cpu_only: bool = False, stored=None):
         self.name = name
         self.model = model.eval()
         self.model.setup_cache(1)
         self._bytes = weight_bytes
+        self.cpu_only = cpu_only
+        self.stored = stored  # the packed form the model was unpacked from (int8/int4), if any
         self.pos = 0  # tokens of the current sequence already in this draft's cache
 
     def reset(self) -> None:
@@ -110,9 +117,8 @@ class ModelDraft(Draft):
 
     @torch.inference_mode()
     def propose(self, tokens, k, rng, temperature):
-        dev = self.model.device
         # First step: feed everything not yet seen (the whole prompt in round one, then 1 or 2 tokens).
-        logits = self.model(torch.tensor([tokens[self.pos :]], device=dev), self.pos)[0, -1]
+        logits = self.model(self.model.ids(tokens[self.pos :]), self.pos)[0, -1]
         self.pos = len(tokens)
         out = []
         qs = np.empty((k, logits.shape[-1]))
@@ -122,7 +128,7 @@ class ModelDraft(Draft):
             qs[i] = q
             out.append(x)
             if i < k - 1:  # the last draft is never fed: the target's bonus/residual follows it
-                logits = self.model(torch.tensor([[x]], device=dev), self.pos)[0, -1]
+                logits = self.model(self.model.ids([x]), self.pos)[0, -1]
                 self.pos += 1
         return out, qs
 
@@ -130,23 +136,30 @@ class ModelDraft(Draft):
         return self._bytes
 
 
+def _packed(name: str, target: GPT, bits: int) -> Draft:
+    """The target stored at `bits` bits; the draft computes with the float32 weights unpacked from that."""
+    stored = quantize.pack_model(target, bits)
+    return ModelDraft(name, stored.unpack(), stored.nbytes, stored=stored)
+
+
 def _int8(target: GPT, **_) -> Draft:
-    return ModelDraft("int8", quantize.rounded_copy(target, 8), quantize.packed_bytes(target, 8))
+    return _packed("int8", target, 8)
 
 
 def _int4(target: GPT, **_) -> Draft:
-    return ModelDraft("int4", quantize.rounded_copy(target, 4), quantize.packed_bytes(target, 4))
+    return _packed("int4", target, 4)
 
 
 def _int8_dynamic(target: GPT, **_) -> Draft:
-    return ModelDraft("int8-dynamic", quantize.dynamic_int8(target), quantize.packed_bytes(target, 8))
+    model = quantize.dynamic_int8(target)
+    return ModelDraft("int8-dynamic", model, quantize.dynamic_bytes(model), cpu_only=True)
 
 
 def _small(target: GPT, checkpoint=None, **_) -> Draft:
     from .train import load_checkpoint, shipped_path
 
     model, _meta = load_checkpoint(checkpoint or shipped_path("small"))
-    return ModelDraft("small", model, quantize.float32_bytes(model))
+    return ModelDraft("small", model.to(target.device), quantize.float32_bytes(model))
 
 
 def _bigram(target: GPT, **_) -> Draft:
@@ -169,14 +182,26 @@ DRAFTS = {
     "int8-dynamic": _int8_dynamic,
 }
 WRITEUP_DRAFTS = ("bigram", "int8", "int4")
+CPU_ONLY = frozenset({"int8-dynamic"})  # drafts whose kernels exist on the CPU only (their `cpu_only` is True)
+
+
+def available_on(device: str | torch.device) -> list[str]:
+    """The drafts that can run beside a target on `device`: all of them on the CPU, the rest elsewhere."""
+    on_cpu = torch.device(device).type == "cpu"
+    return [n for n in DRAFTS if on_cpu or n not in CPU_ONLY]
 
 
 def make_draft(name: str, target: GPT, **options) -> Draft:
-    """A fresh draft by name for `target`; options: `order` for ngram, `checkpoint` for small."""
+    """A fresh draft by name for `target`, on the target's device; options: `order` for ngram, `checkpoint`
+    for small. A CPU-only draft beside a target elsewhere is a DeviceError."""
     try:
         factory = DRAFTS[name]
     except KeyError:
         raise UnknownDraftError(
             f"unknown draft {name!r} (available: {', '.join(DRAFTS)})"
         ) from None
+    device = target.device
+    if name not in available_on(device):
+        raise DeviceError(f"draft {name!r} runs on the CPU only, the target is on {device.type} "
+                          f"(available there: {', '.join(available_on(device))})")
     return factory(target, **options)

@@ -1,25 +1,48 @@
-"""Exactness by measurement: total variation and chi-square of speculative draws against the target.
+"""Exactness by measurement: is what speculative decoding emits distributed as the target's own samples?
 
-At a fixed context the first generated character is drawn `samples` times through the real pipeline: the
-draft proposes it (its own `propose`, its own q), the target's distribution at that position comes from the
-same verify pass the generation loop runs, and `sampling.accept_reject` -- looked up at call time, so a test
-that breaks it breaks this too -- decides between the draft and a residual sample. The empirical distribution
-is compared with the target's p by total variation, against the TV of the same number of draws taken directly
-from p (sampling error alone), and by a chi-square goodness-of-fit test.
+Two checks, both through the real code:
+
+- First character (`verify`): at a fixed context the first generated character is drawn `samples` times: the
+  draft proposes it (its own `propose`, its own q), the target's distribution at that position comes from the
+  same verify pass the generation loop runs, and `sampling.accept_reject` -- looked up at call time, so a test
+  that breaks it breaks this too -- decides between the draft and a residual sample. The counts are compared
+  with the target's p by a chi-square goodness-of-fit test; total variation is shown beside the TV of as many
+  draws taken directly from p (sampling error alone), as information.
+- Joint (`verify_joint`): the first JOINT_CHARS characters of whole `speculative_generate` runs, one seed each,
+  against as many target-only `generate` runs with other seeds, by a two-sample chi-square test. This covers
+  what the first check cannot: positions 2..k of a round, the bonus character, the cache rollback after a
+  rejection and the adaptive schedule.
+
+Verdicts (`verdicts`) come from the p-values alone, at a threshold that holds the chance of any false CHECK
+among the rows of one report to FAMILY_ALPHA (Bonferroni: FAMILY_ALPHA / rows tested).
 """
 
 from __future__ import annotations
 
+from collections import Counter
+
 import numpy as np
 import torch
-from scipy import stats as sstats
 
 from . import corpus, sampling, trees
+from .decode import generate, speculative_generate
 from .drafts import Draft
 from .model import GPT
 
 VERIFY_PROMPT = "ROMEO:\nWhat light through yonder window breaks? It is the"
 BASELINE_REPEATS = 20  # independent direct-from-p draws that give the baseline TV its median and range
+FAMILY_ALPHA = 1e-3  # the chance, for exact drafts, that a report shows any CHECK at all
+JOINT_CHARS = 3  # characters whose joint outcome `verify_joint` compares
+JOINT_SAMPLES = 2_000  # generations per side by default
+JOINT_PROMPT = "thy sheet of paper, alt"  # the next characters are uncertain and drafts often disagree
+
+
+def _chi2():
+    # scipy.stats takes longer to import than torch; importing it here keeps `specdec --help` and every
+    # one-line error fast
+    from scipy import stats
+
+    return stats
 
 
 def total_variation(counts: np.ndarray, p: np.ndarray) -> float:
@@ -27,27 +50,56 @@ def total_variation(counts: np.ndarray, p: np.ndarray) -> float:
     return 0.5 * float(np.abs(counts / counts.sum() - p).sum())
 
 
-def chi_square_p(counts: np.ndarray, p: np.ndarray) -> float:
-    """Goodness-of-fit p-value of `counts` against p, with sparse cells pooled.
-
-    Categories expected fewer than 5 times are merged into one cell so the chi-square approximation holds
-    (if that pooled cell is itself under 5, it joins the smallest remaining one).
-    """
-    n = counts.sum()
-    expected = p * n
+def _pool(table: np.ndarray, expected: np.ndarray) -> np.ndarray:
+    """table (rows, cells) with the cells expected fewer than 5 times merged into one, so that the chi-square
+    approximation holds (if that merged cell is itself expected under 5 times, it joins the smallest other)."""
     small = expected < 5
-    f_obs = list(counts[~small])
-    f_exp = list(expected[~small])
+    out, exp = table[:, ~small], expected[~small]
     if small.any():
-        f_obs.append(counts[small].sum())
-        f_exp.append(expected[small].sum())
-        if f_exp[-1] < 5 and len(f_exp) > 1:
-            j = int(np.argmin(f_exp[:-1]))
-            f_obs[j] += f_obs.pop()
-            f_exp[j] += f_exp.pop()
-    f_obs, f_exp = np.asarray(f_obs, float), np.asarray(f_exp, float)
+        out = np.column_stack([out, table[:, small].sum(1)])
+        exp = np.append(exp, expected[small].sum())
+        if exp[-1] < 5 and len(exp) > 1:
+            out[:, int(np.argmin(exp[:-1]))] += out[:, -1]
+            out = out[:, :-1]
+    return out
+
+
+def chi_square_p(counts: np.ndarray, p: np.ndarray) -> float:
+    """Goodness-of-fit p-value of `counts` against p, with sparse cells pooled (see `_pool`)."""
+    expected = p * counts.sum()
+    f_obs, f_exp = _pool(np.stack([counts, expected]).astype(float), expected)
+    if len(f_obs) < 2:
+        return 1.0  # everything in one cell: nothing to compare
     f_exp *= f_obs.sum() / f_exp.sum()  # remove float drift so scipy's sum check passes
-    return float(sstats.chisquare(f_obs, f_exp).pvalue)
+    return float(_chi2().chisquare(f_obs, f_exp).pvalue)
+
+
+def two_sample_p(a: dict, b: dict) -> float:
+    """p-value of the hypothesis that the outcomes counted in a and in b come from one distribution.
+
+    Chi-square on the 2 x outcomes table, cells pooled where the smaller sample would expect fewer than 5.
+    """
+    keys = sorted(set(a) | set(b))
+    table = np.array([[a.get(x, 0) for x in keys], [b.get(x, 0) for x in keys]], dtype=float)
+    n = table.sum(1)
+    pooled = _pool(table, table.sum(0) * n.min() / n.sum())
+    if pooled.shape[1] < 2:
+        return 1.0
+    return float(_chi2().chi2_contingency(pooled, correction=False).pvalue)
+
+
+def verdicts(rows: list[dict], family_alpha: float = FAMILY_ALPHA) -> list[dict]:
+    """The rows with `p_threshold` and `verdict`: "CHECK" where the p-value is at or below the threshold.
+
+    The threshold is family_alpha / (rows with a p-value): for exact drafts, the chance that any row of the
+    set says CHECK is at most family_alpha (Bonferroni), however many drafts a report has. Rows without a
+    p-value are the target sampled directly, the reference itself: "exact". TV decides nothing.
+    """
+    tested = sum(r.get("p_value") is not None for r in rows)
+    threshold = family_alpha / max(1, tested)
+    return [{**r, "p_threshold": threshold,
+             "verdict": "exact" if r.get("p_value") is None or r["p_value"] > threshold else "CHECK"}
+            for r in rows]
 
 
 def baseline_tv(p: np.ndarray, samples: int, seed: int, repeats: int = BASELINE_REPEATS) -> np.ndarray:
@@ -60,7 +112,7 @@ def baseline_tv(p: np.ndarray, samples: int, seed: int, repeats: int = BASELINE_
 def target_distribution(target: GPT, prompt: str, temperature: float = 1.0) -> np.ndarray:
     """The target's p for the first character after `prompt`, from a fresh prefill."""
     target.setup_cache(1)
-    logits = target(torch.tensor([corpus.encode(prompt)]), 0)[0, -1]
+    logits = target(target.ids(corpus.encode(prompt)), 0)[0, -1]
     return sampling.probs(logits, temperature)
 
 
@@ -88,7 +140,7 @@ def first_char_counts(
     q1 = q[:1]  # (1, V)
     # The verify pass of round one: prompt + k drafts at offset 0; its first scored position is p₁.
     target.setup_cache(1)
-    logits = target(torch.tensor([tokens + drafted]), 0)[0, len(tokens) - 1 : len(tokens) + 1]
+    logits = target(target.ids(tokens + drafted), 0)[0, len(tokens) - 1 : len(tokens) + 1]
     p = sampling.probs(logits, temperature)  # (2, V): p₁ and the next position (bonus when d₁ accepted)
     counts = np.zeros(p.shape[-1])
     for _ in range(samples):
@@ -106,8 +158,10 @@ def verify(
     seed: int = 0,
     prompt: str = VERIFY_PROMPT,
     temperature: float = 1.0,
+    family_alpha: float = FAMILY_ALPHA,
 ) -> list[dict]:
-    """One row per draft: TV, the same-count baseline TV (median and max of repeats), chi-square p-value."""
+    """One row per draft: TV, the same-count baseline TV (median and range of repeats), the chi-square p-value
+    and the verdict over these rows (see `verdicts`)."""
     rows = []
     for name, draft in drafts.items():
         counts, p = first_char_counts(target, draft, prompt, k, samples, seed, temperature)
@@ -124,7 +178,7 @@ def verify(
                 "p_value": chi_square_p(counts, p),
             }
         )
-    return rows
+    return verdicts(rows, family_alpha)
 
 
 def target_row(target: GPT, samples: int = 20_000, seed: int = 0, prompt: str = VERIFY_PROMPT) -> dict:
@@ -137,7 +191,7 @@ def target_row(target: GPT, samples: int = 20_000, seed: int = 0, prompt: str = 
     base = baseline_tv(p, samples, seed)
     return {"draft": "target", "k": 0, "samples": samples, "tv": float(np.median(base)),
             "baseline_tv": float(np.median(base)), "baseline_tv_min": float(base.min()),
-            "baseline_tv_max": float(base.max()), "p_value": None}
+            "baseline_tv_max": float(base.max()), "p_value": None, "verdict": "exact"}
 
 
 # --- trees -------------------------------------------------------------------------------------------------
@@ -176,10 +230,10 @@ def first_three_law(target: GPT, prompt: str, samples: int, min_expected: float 
     ids = corpus.encode(prompt)
     V = target.config.vocab_size
     p1 = target_distribution(target, prompt)
-    p2 = sampling.probs(target(torch.tensor([ids + [a] for a in range(V)]))[:, -1], 1.0)  # (V, V) p(b | a)
+    p2 = sampling.probs(target(torch.tensor([ids + [a] for a in range(V)], device=target.device))[:, -1], 1.0)  # (V, V) p(b | a)
     joint2 = p1[:, None] * p2
     pairs = [(int(a), int(b)) for a, b in np.argwhere(joint2 * samples >= min_expected)]
-    p3 = sampling.probs(target(torch.tensor([ids + list(ab) for ab in pairs]))[:, -1], 1.0) if pairs else []
+    p3 = sampling.probs(target(torch.tensor([ids + list(ab) for ab in pairs], device=target.device))[:, -1], 1.0) if pairs else []
     detail = {ab: i for i, ab in enumerate(pairs)}
     rest = joint2.ravel().copy()
     for a, b in pairs:
@@ -221,4 +275,67 @@ def verify_tree(target: GPT, drafts: dict[str, Draft], spec: trees.TreeSpec, sam
         if joint_samples:
             row["joint_p_value"] = tree_generation_p_values(target, draft, spec, joint_samples, seed, prompt)[1]
         rows.append(row)
-    return rows
+    return verdicts(rows)
+
+
+
+def joint_run(k: int) -> int:
+    """Characters each speculative run generates: enough that the first round drafts the full k and that a
+    round ending inside the first JOINT_CHARS characters is followed by one whose length the adaptive
+    schedule sets, not the end of the request (with fewer, fixed and adaptive runs would draft alike)."""
+    return max(JOINT_CHARS + 2, k + 3)
+
+
+def joint_counts(
+    target: GPT,
+    draft: Draft | None,
+    samples: int,
+    k: int = 4,
+    seed: int = 0,
+    temperature: float = 1.0,
+    adaptive: bool = False,
+    prompt: str = JOINT_PROMPT,
+) -> Counter:
+    """How often each string of the first JOINT_CHARS characters came out of `samples` whole generations.
+
+    draft=None: target-only `generate` (odd seeds). Otherwise `speculative_generate` (even seeds, so the two
+    samples are independent) with k -- adaptive: the +2 / -1 schedule from k -- run for `joint_run(k)`
+    characters.
+    """
+    first = seed * samples
+    if draft is None:
+        return Counter(generate(target, prompt, JOINT_CHARS, 2 * (first + i) + 1, temperature).text
+                       for i in range(samples))
+    chars = joint_run(k)
+    return Counter(speculative_generate(target, draft, prompt, chars, k, 2 * (first + i), temperature,
+                                        adaptive=adaptive).text[:JOINT_CHARS] for i in range(samples))
+
+
+def verify_joint(
+    target: GPT,
+    drafts: dict[str, Draft],
+    k: int = 4,
+    samples: int = JOINT_SAMPLES,
+    seed: int = 0,
+    temperature: float = 1.0,
+    adaptive: bool = False,
+    prompt: str = JOINT_PROMPT,
+    family_alpha: float = FAMILY_ALPHA,
+    reference: Counter | None = None,
+) -> list[dict]:
+    """One row per draft: the two-sample chi-square p-value of its first JOINT_CHARS characters against
+    target-only generation, the TV between the two empirical distributions (information only) and the
+    verdict over these rows. reference: target-only counts to compare with (by default `samples` runs;
+    pass one to share it between calls at the same prompt and temperature)."""
+    if reference is None:
+        reference = joint_counts(target, None, samples, k, seed, temperature, prompt=prompt)
+    n_ref = sum(reference.values())
+    rows = []
+    for name, draft in drafts.items():
+        counts = joint_counts(target, draft, samples, k, seed, temperature, adaptive, prompt)
+        keys = set(counts) | set(reference)
+        tv = 0.5 * sum(abs(counts[x] / samples - reference[x] / n_ref) for x in keys)
+        rows.append({"draft": name, "k": k, "adaptive": adaptive, "temperature": temperature, "chars": JOINT_CHARS,
+                     "samples": samples, "reference_samples": n_ref, "tv": tv, "outcomes": len(keys),
+                     "p_value": two_sample_p(counts, reference)})
+    return verdicts(rows, family_alpha)

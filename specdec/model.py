@@ -116,6 +116,14 @@ class GPT(nn.Module):
     def device(self) -> torch.device:
         return self.wte.weight.device
 
+    def ids(self, tokens: list[int]) -> torch.Tensor:
+        """Token ids as a (1, T) input on this model's device.
+
+        The one place the pipeline turns characters into a model input (generation, drafts, exactness,
+        timing), so that a model on CUDA never receives a CPU tensor; tests/test_device.py holds them to it.
+        """
+        return torch.tensor([tokens], device=self.device)
+
     def num_params(self) -> int:
         return sum(p.numel() for p in self.parameters())
 

@@ -24,7 +24,7 @@ import torch
 from . import hygiene, render, sections
 from . import tree_sections as ts
 from . import workload as wl
-from .drafts import DRAFTS
+from .drafts import DRAFTS, available_on
 from .model import GPT
 from .render_trees import config_label
 from .schedule import Budget, Section, run_sections
@@ -71,6 +71,13 @@ def measure(
     measured child acceptance), each for every table draft among `drafts` (default `tree_sections.DEFAULT_TREES`;
     [] for none).
     """
+    drafts = list(drafts or DRAFTS)
+    skipped = [n for n in drafts if n not in available_on(device)]
+    for name in skipped:
+        log(f"[setup] skipping draft {name}: it runs on the CPU only, not on {device}")
+    drafts = [n for n in drafts if n not in skipped]
+    if not drafts:
+        raise ValueError(f"no draft to measure on {device} (CPU only: {', '.join(skipped)})")
     knobs = dict(QUICK if quick else FULL)
     if budget is not None:
         knobs["budget"] = float(budget)
@@ -113,6 +120,8 @@ def measure(
                      "runs": [[item.id, s] for item, s in runs]},
         "prompt": prompt, "chars": chars, "seed": seed, "temperature": temperature, "ks": ks,
         "drafts": run.drafts, "quick": quick, **knobs}}
+    if skipped:
+        doc["skipped"] = {name: f"runs on the CPU only, not on {device}" for name in skipped}
     try:
         parts, spent = run_sections(todo, clock, log)
     finally:

@@ -13,8 +13,17 @@ character is drawn from the target's (k+1)-th distribution. Accepted-or-replaced
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import torch
+
+
+def check_temperature(temperature: float) -> float:
+    """temperature itself when it is a finite number >= 0; else a one-line ValueError naming it."""
+    if not 0 <= temperature < math.inf:  # NaN fails every comparison, so it lands here too
+        raise ValueError(f"temperature must be >= 0 and finite, got {temperature}")
+    return temperature
 
 
 def probs(logits: torch.Tensor, temperature: float) -> np.ndarray:
@@ -22,8 +31,7 @@ def probs(logits: torch.Tensor, temperature: float) -> np.ndarray:
 
     The same function serves target and draft, so temperature is applied to p and q identically.
     """
-    if temperature < 0:
-        raise ValueError(f"temperature must be >= 0, got {temperature}")
+    check_temperature(temperature)
     x = logits.detach().to("cpu", torch.float64).numpy() if isinstance(logits, torch.Tensor) else np.asarray(logits)
     if temperature == 0:
         out = np.zeros(x.shape, dtype=np.float64)
@@ -79,16 +87,3 @@ def accept_reject(
             continue
         return i, sample(residual(p[i], q[i]), rng)
     return k, sample(p[k], rng)
-
-
-def output_distribution(p: np.ndarray, q: np.ndarray) -> np.ndarray:
-    """The exact distribution of the first emitted character under the rule, by enumerating its branches.
-
-    p, q: (V,) target and draft distributions at one position. P(emit y) = q(y)·min(1, p(y)/q(y))
-    [draft y, accepted] + Σ_x q(x)·(1 − min(1, p(x)/q(x))) · residual(y) [some x rejected, y resampled].
-    Used by the tests to prove the rule exact for arbitrary p and q.
-    """
-    with np.errstate(divide="ignore", invalid="ignore"):
-        accept = np.where(q > 0, np.minimum(1.0, p / np.where(q > 0, q, 1.0)), 0.0)
-    reject_mass = float(np.sum(q * (1.0 - accept)))
-    return q * accept + reject_mass * residual(p, q)

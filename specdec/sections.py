@@ -12,6 +12,7 @@ visits hit), and a bootstrap over the runs (how much the figure depends on which
 from __future__ import annotations
 
 import gc
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -79,13 +80,14 @@ def setup(run: ReportRun) -> dict:
 
 def exactness_rows(run: ReportRun, contexts: int) -> dict:
     """TV and chi-square of the first character at several workload contexts (the first `contexts` runs'
-    prompts), each with the target sampled directly as its baseline."""
+    prompts), each with the target sampled directly as its baseline; every row's verdict is decided over all
+    of them at once, so the whole table's false-alarm rate is the family's (Bonferroni over every test)."""
     n, rows = run.knobs["samples"], []
     for item, _ in run.runs[:contexts]:
         part = [exactness.target_row(run.target, n, 0, item.prompt)] + exactness.verify(
             run.target, run.objs, k=max(run.ks), samples=n, seed=0, prompt=item.prompt)
         rows += [{**r, "tree": None, "context": item.id} for r in part] + ts.exactness_rows(run, item.prompt, item.id)
-    return {"exactness": rows}
+    return {"exactness": exactness.verdicts(rows)}
 
 
 def acceptance(run: ReportRun) -> dict:
@@ -170,7 +172,9 @@ def paired_figures(r: Runs, num: str, den: str) -> dict:
     a_run = np.array([a[v].mean() for v in by_run.values()])
     b_run = np.array([b[v].mean() for v in by_run.values()])
     w = wl.workload_interval((a_run, b_run))
-    return {"measured": s.estimate, "ci_low": s.ci_low, "ci_high": s.ci_high, "width": s.width, "pairs": s.n,
+    # width: the re-run interval over the figure; null below three pairs (JSON has no infinity)
+    return {"measured": s.estimate, "ci_low": s.ci_low, "ci_high": s.ci_high,
+            "width": s.width if math.isfinite(s.width) else None, "pairs": s.n,
             "measured_median": s.median, "measured_min": s.min, "measured_max": s.max,
             "workload_ci_low": w.low, "workload_ci_high": w.high, "items": w.items,
             "per_item_ratios": [{"prompt_id": r.items[i][0].id, "seed": r.items[i][1],
@@ -205,7 +209,15 @@ def _predictions(a: dict, terms: np.ndarray) -> stats.Summary:
                             for step, char, rnd in terms])
 
 
-def _speedup_row(run: ReportRun, r: Runs, floor_width: float) -> dict:
+def _noisy(width: float | None, floor_width: float | None, precision: float) -> bool:
+    """Wider than NOISY_FACTOR times the noise floor's interval (and than the precision asked for); a row or a
+    floor without an interval (under three pairs) is not judged."""
+    if width is None or floor_width is None:
+        return False
+    return width > NOISY_FACTOR * floor_width and width > precision
+
+
+def _speedup_row(run: ReportRun, r: Runs, floor_width: float | None) -> dict:
     """One row of tables 3 and 5: the measured ratio; the prediction made from the cost table before any pair
     (predicted_before); and the cost accounting from terms sampled after each pair (predicted_refined)."""
     name, k = r.key  # k: a chain's k, or a tree configuration's label
@@ -233,7 +245,7 @@ def _speedup_row(run: ReportRun, r: Runs, floor_width: float) -> dict:
         "predicted_refined": after.estimate, "predicted_refined_ci_low": after.ci_low,
         "predicted_refined_ci_high": after.ci_high,
         **fig,
-        "noisy": bool(fig["width"] > NOISY_FACTOR * floor_width and fig["width"] > run.knobs["precision"]),
+        "noisy": _noisy(fig["width"], floor_width, run.knobs["precision"]),
         "terms_us": {"step": step_us, "draft_char": char_us, "round": round_us},
         "before_terms_us": {key: float(np.median(before_terms[:, i]))
                             for i, key in enumerate(("step", "draft_char", "round"))},

@@ -142,11 +142,9 @@ class Costs:
 def _steps(target, text, start, n, temperature, rng, device):
     """n consecutive target-only steps at positions start..start+n-1, the cache advancing as in `generate`
     (the target's cache must hold text[:start]); the next input is the text's, so every call is alike."""
-    dev = torch.device(device)
-
     def run():
         for pos in range(start, start + n):
-            logits = target(torch.tensor([text[pos : pos + 1]], device=dev), pos)[0, -1]
+            logits = target(target.ids(text[pos : pos + 1]), pos)[0, -1]
             sampling.sample(sampling.probs(logits, temperature), rng)
 
     return run
@@ -199,12 +197,11 @@ def _round_sampler(target, draft, context, k, rng, temperature, device, all_acce
     Returns run(number) -> (seconds per drafted character, seconds per round without the draft).
     """
     pos = len(context) - 1
-    dev = torch.device(device)
 
     def run(number: int, warmup: int = 2) -> tuple[float, float]:
         # Both caches hold the context again (a generation may have run in between), so every round feeds
         # the draft exactly one pending token, as after a rejection.
-        target(torch.tensor([context], device=dev), 0)
+        target(target.ids(context), 0)
         draft.reset()
         draft.propose(context, 1, rng, temperature)
         d = r = 0.0
@@ -218,7 +215,7 @@ def _round_sampler(target, draft, context, k, rng, temperature, device, all_acce
             ids, q = draft.propose(context, k, rng, temperature)
             sync(device)
             t1 = time.perf_counter()
-            logits = target(torch.tensor([context[pos:] + ids], device=dev), pos)[0, -(k + 1):]
+            logits = target(target.ids(context[pos:] + ids), pos)[0, -(k + 1):]
             sampling.accept_reject(sampling.probs(logits, temperature), q, ids, rng)
             sync(device)
             t2 = time.perf_counter()
@@ -260,24 +257,23 @@ def measure_costs(
     """
     tokens = corpus.encode(COST_PROMPT)
     pos = len(tokens) - 1
-    dev = torch.device(device)
     target.setup_cache(1)
-    target(torch.tensor([tokens], device=dev), 0)  # fill the cache up to pos
+    target(target.ids(tokens), 0)  # fill the cache up to pos
     rng = np.random.default_rng(0)
     V = target.config.vocab_size
     ks = sorted(set(ks))
-    one = torch.tensor([[tokens[-1]]], device=dev)
+    one = target.ids(tokens[-1:])
     fns: dict[str, Callable[[], object]] = {"target": lambda: target(one, pos)}
 
     fns["step"] = _steps(target, tokens, pos, 1, temperature, rng, device)  # one step at the last position
     q_uniform = np.full((max(ks), V), 1.0 / V)
     for k in ks:
-        x = torch.tensor([tokens[-1:] + tokens[:k]], device=dev)
+        x = target.ids(tokens[-1:] + tokens[:k])
         fns[f"verify{k + 1}"] = lambda x=x: target(x, pos)
 
         def round_(k=k):
             drafted = tokens[:k]
-            logits = target(torch.tensor([tokens[pos:] + drafted], device=dev), pos)[0, -(k + 1):]
+            logits = target(target.ids(tokens[pos:] + drafted), pos)[0, -(k + 1):]
             return sampling.accept_reject(sampling.probs(logits, temperature), q_uniform[:k], drafted, rng)
 
         fns[f"round{k}"] = round_

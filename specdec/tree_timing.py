@@ -47,12 +47,12 @@ def verify_fns(target: GPT, positions=TREE_POSITIONS, device: str = "cpu") -> di
     tokens = corpus.encode(COST_PROMPT)
     pos = len(tokens) - 1
     dev = torch.device(device)
-    one = torch.tensor([tokens[pos:]], device=dev)
+    one = target.ids(tokens[pos:])
     out: dict[str, Callable[[], object]] = {"tree_verify1": lambda: target(one, pos)}
     for n in positions:
         tree = _binary_tree(tokens, n - 1)
         attn = tree.attention(pos, 1, dev)
-        x = torch.tensor([tokens[pos:] + tree.tokens], device=dev)
+        x = target.ids(tokens[pos:] + tree.tokens)
         out[f"tree_verify{n}"] = lambda x=x, attn=attn: target(x, pos, attn)
     return out
 
@@ -94,7 +94,7 @@ def _tree_round_sampler(target, draft, context, spec, rng, temperature, device):
     dev = torch.device(device)
 
     def run(number: int, warmup: int = 2) -> tuple[float, float]:
-        target(torch.tensor([context], device=dev), 0)  # the cache holds the context again
+        target(target.ids(context), 0)  # the cache holds the context again
         d = r = 0.0
         nodes = 0
         for i in range(warmup + number):  # the first rounds after other work pay its cache misses
@@ -106,7 +106,7 @@ def _tree_round_sampler(target, draft, context, spec, rng, temperature, device):
             tree = trees.draft_tree(spec, draft, context, rng, temperature)
             t1 = time.perf_counter()
             attn = tree.attention(pos, 1, dev)
-            logits = target(torch.tensor([context[pos:] + tree.tokens], device=dev), pos, attn)[0]
+            logits = target(target.ids(context[pos:] + tree.tokens), pos, attn)[0]
             path, _ = trees.accept_tree(tree, sampling.probs(logits, temperature), rng)
             target.keep_path(len(context), [pos + 1 + j for j in path])  # slots past the context: harmless
             sync(device)

@@ -273,7 +273,7 @@ def measure_child_acceptance(target, draft, prompt: str = "ROMEO:", chars: int =
 
     text = prompt + generate(target, prompt, chars, seed=seed, temperature=temperature).text
     ids = corpus.encode(text)
-    p_all = sampling.probs(target(torch.tensor([ids]))[0], temperature)  # (len, V)
+    p_all = sampling.probs(target(target.ids(ids))[0], temperature)  # (len, V)
     rng = np.random.default_rng(seed + 1)
     spec = TreeSpec.from_widths((width,))
     counts = np.zeros(width)

@@ -1,11 +1,15 @@
 """The command line, run as a user runs it: in a subprocess."""
 
+import argparse
 import json
-import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
+import torch
+
+from specdec import cli
 
 CLI = [sys.executable, "-m", "specdec.cli"]
 
@@ -30,13 +34,14 @@ def test_generate_json_speculative():
     assert sum(out["accepted_per_position"]) == out["draft_calls"]
 
 
-def test_info_json_has_the_documented_keys():
+def test_info_json_describes_the_checkpoint_it_loaded(target):
     info = json.loads(run("info", "--json").stdout)
     for key in ("params", "weight_bytes_float32", "vocab_size", "context", "val_loss", "checkpoint_sha256",
                 "torch_version", "threads"):
         assert key in info
-    assert info["params"] == 645_888 and info["weight_bytes_float32"] == 4 * 645_888
-    assert info["vocab_size"] == 84 and info["context"] == 256 and info["val_loss"] <= 1.75
+    assert (info["params"], info["checkpoint_sha256"], info["val_loss"]) == (
+        target.num_params(), target.meta["sha256"], target.meta["val_loss"])
+    assert (info["vocab_size"], info["context"]) == (target.config.vocab_size, target.config.context)
 
 
 def test_verify_json_rows():
@@ -44,35 +49,154 @@ def test_verify_json_rows():
                           "--json").stdout)
     assert [r["draft"] for r in rows] == ["bigram", "int4"]
     for r in rows:
-        assert set(r) >= {"draft", "k", "samples", "tv", "baseline_tv", "p_value"}
+        assert set(r) >= {"draft", "k", "samples", "tv", "baseline_tv", "baseline_tv_max", "p_value", "verdict"}
         assert r["k"] == 2 and r["samples"] == 3000
+        assert r["p_threshold"] == 0.001 / 2 and r["verdict"] == ("exact" if r["p_value"] > 0.0005 else "CHECK")
+
+
+def test_verify_joint_json_rows():
+    rows = json.loads(run("verify", "--joint", "--adaptive", "--draft", "ngram", "-k", "1", "--samples", "100",
+                          "--temperature", "0.7", "--json").stdout)
+    (r,) = rows
+    assert (r["draft"], r["k"], r["adaptive"], r["temperature"], r["samples"], r["chars"]) == ("ngram", 1, True, 0.7,
+                                                                                           100, 3)
+    assert r["p_threshold"] == 0.001 and r["verdict"] in ("exact", "CHECK") and 0 <= r["p_value"] <= 1
+
+
+# Every option of every command with at least one bad value: (args, what the one line must say). {dir} is a
+# folder holding `a-file` (a plain file), `a-folder` (empty) and four JSON files: not JSON, not a report, a
+# report with a NaN cost and one without a draft's c. Each case runs in its own empty working directory, which must stay empty.
+BAD = [
+    (["train", "--steps", "0"], "--steps must be at least 1, got 0"),
+    (["train", "--steps", "x"], "argument --steps: invalid int value: 'x'"),
+    (["train", "--seed", "-1"], "--seed must be at least 0, got -1"),
+    (["train", "--batch", "0"], "--batch must be at least 1, got 0"),
+    (["train", "--threads", "0"], "--threads must be at least 1, got 0"),
+    (["train", "--out", "{dir}/a-folder"], "a-folder: is a directory, not a file path"),
+    (["train", "--out", "{dir}/a-file/t.pt"], "a-file is not a directory"),
+    (["train", "--draft", "tiny"], "argument --draft: invalid choice: 'tiny'"),
+    (["train", "--teacher", "{dir}/t.pt"], "--teacher needs --draft small"),
+    (["train", "--draft", "small", "--teacher", "{dir}/t.pt", "--out", "s.pt"], "t.pt' not found; retrain it"),
+    (["info", "--checkpoint", "{dir}/t.pt"], "t.pt' not found; retrain it with `specdec train"),
+    (["info", "--json=yes"], "argument --json: ignored explicit argument 'yes'"),
+    (["generate", "--prompt", "ROMEO: é"], "'é' is not in the vocabulary"),
+    (["generate", "--prompt", ""], "prompt is empty"),
+    (["generate", "--chars", "0"], "chars must be at least 1"),
+    (["generate", "--chars", "300"], "exceeds the context of 256"),
+    (["generate", "--seed", "-1"], "--seed must be at least 0, got -1"),
+    (["generate", "--temperature", "-1"], "--temperature must be >= 0 and finite, got -1.0"),
+    (["generate", "--draft", "ngram", "-k", "4", "--temperature", "nan"], "--temperature must be >= 0 and finite, got nan"),
+    (["generate", "--temperature", "inf"], "--temperature must be >= 0 and finite, got inf"),
+    (["generate", "--temperature", "warm"], "argument --temperature: invalid float value: 'warm'"),
+    (["generate", "--draft", "int3"], "unknown draft 'int3' (available: bigram, int8, int4"),
+    (["generate", "--draft", "bigram", "-k", "0"], "-k must be at least 1, got 0"),
+    (["generate", "--draft", "bigram", "-k", "300"], "k=300 overflows the context"),
+    (["generate", "-k", "3"], "-k needs --draft"),
+    (["generate", "--adaptive"], "--adaptive needs --draft"),
+    (["generate", "--threads", "0"], "--threads must be at least 1, got 0"),
+    (["generate", "--device", "tpu"], "argument --device: invalid choice: 'tpu'"),
+    (["generate", "--json=1"], "argument --json: ignored explicit argument '1'"),
+    (["generate", "--checkpoint", "{dir}/t.pt"], "not found; retrain it with `specdec train"),
+    (["verify", "--draft", "nope"], "unknown draft 'nope'"),
+    (["verify", "-k", "0"], "-k must be at least 1, got 0"),
+    (["verify", "-k", "300"], "k=300 overflows the context"),
+    (["verify", "--samples", "99"], "--samples must be at least 100, got 99"),
+    (["verify", "--seed", "-1"], "--seed must be at least 0, got -1"),
+    (["verify", "--temperature", "nan"], "--temperature must be >= 0 and finite, got nan"),
+    (["verify", "--joint=1"], "argument --joint: ignored explicit argument '1'"),
+    (["verify", "--adaptive"], "--adaptive needs --joint"),
+    (["verify", "--device", "tpu"], "argument --device: invalid choice: 'tpu'"),
+    (["verify", "--json=1"], "argument --json: ignored explicit argument '1'"),
+    (["verify", "--checkpoint", "{dir}/t.pt"], "not found; retrain it with `specdec train"),
+    (["report", "--quick=1"], "argument --quick: ignored explicit argument '1'"),
+    (["report", "--out", "{dir}/a-file"], "--out {dir}/a-file: {dir}/a-file is not a directory"),
+    (["report", "--out", "{dir}/a-file/sub"], "{dir}/a-file is not a directory"),
+    (["report", "--out", "/proc/specdec-report"], "--out /proc/specdec-report: cannot write in /proc"),
+    (["report", "--threads", "0"], "--threads must be at least 1, got 0"),
+    (["report", "--device", "tpu"], "argument --device: invalid choice: 'tpu'"),
+    (["report", "--drafts", "bigramm"], "unknown draft 'bigramm'"),
+    (["report", "--ks", "0"], "k must be at least 1, got 0"),
+    (["report", "--ks", "2", "300"], "k=300 overflows the context"),
+    (["report", "--pairs", "0"], "--pairs must be at least 1, got 0"),
+    (["report", "--chars", "0"], "chars must be at least 1"),
+    (["report", "--chars", "300"], "exceeds the context of 256"),
+    (["report", "--seed", "-1"], "--seed must be at least 0, got -1"),
+    (["report", "--checkpoint", "{dir}/t.pt"], "not found; retrain it with `specdec train"),
+    (["compare", "{dir}/t.json", "{dir}/not-json.json"], "t.json: no such report.json"),
+    (["compare", "{dir}/not-json.json", "{dir}/not-json.json"], "not-json.json: not valid JSON"),
+    (["compare", "{dir}/not-report.json", "{dir}/not-report.json"], "not a specdec report (missing keys"),
+    (["compare", "{dir}/nan-report.json", "{dir}/nan-report.json"], "costs.drafts.bigram.c is nan, not a finite number"),
+    (["compare", "{dir}/old-report.json", "{dir}/old-report.json"], "not a report this version reads (KeyError: 'c')"),
+    ([], "the following arguments are required: command"),
+]
+if not torch.cuda.is_available():
+    BAD += [(["generate", "--device", "cuda"], "--device cuda: no CUDA device is available here"),
+            (["verify", "--device", "cuda"], "--device cuda: no CUDA device is available here"),
+            (["report", "--device", "cuda"], "--device cuda: no CUDA device is available here")]
+
+
+@pytest.fixture(scope="module")
+def bad_runs(tmp_path_factory):
+    """Every BAD case through `python -m specdec.cli`, each in a fresh empty folder (see tests/cli_runs.py:
+    one process imports specdec, each case is a forked child)."""
+    fixtures = tmp_path_factory.mktemp("fixtures")
+    (fixtures / "a-file").write_text("x")
+    (fixtures / "a-folder").mkdir()
+    (fixtures / "not-json.json").write_text("{")
+    (fixtures / "not-report.json").write_text('{"a": 1}')
+    doc = {"machine": {}, "costs": {"target_pass_us": 400.0, "drafts": {"bigram": {"c": float("nan")}}},
+           "acceptance": [], "speedup": []}
+    (fixtures / "nan-report.json").write_text(json.dumps(doc))
+    doc["costs"]["drafts"]["bigram"] = {"char_us": 7.0}
+    (fixtures / "old-report.json").write_text(json.dumps(doc))
+    before = sorted(p.name for p in fixtures.rglob("*"))
+    cwds = [tmp_path_factory.mktemp(f"bad{i}") for i in range(len(BAD))]
+    cases = [[[a.replace("{dir}", str(fixtures)) for a in args], str(cwd)] for (args, _), cwd in zip(BAD, cwds)]
+    proc = subprocess.run([sys.executable, str(Path(__file__).with_name("cli_runs.py"))], input=json.dumps(cases),
+                          capture_output=True, text=True, timeout=600, check=True)
+    results = json.loads(proc.stdout)
+    assert sorted(p.name for p in fixtures.rglob("*")) == before  # nothing written beside the fixtures
+    return str(fixtures), [(r, sorted(p.name for p in cwd.iterdir())) for r, cwd in zip(results, cwds)]
+
+
+@pytest.mark.parametrize("i", range(len(BAD)), ids=[" ".join(args) or "(none)" for args, _ in BAD])
+def test_bad_input_is_one_line_exit_code_2_and_writes_nothing(bad_runs, i):
+    fixtures, results = bad_runs
+    ((code, stdout, stderr), written), message = results[i], BAD[i][1].replace("{dir}", fixtures)
+    assert code == 2, stderr
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], stderr
+    assert "Traceback" not in stderr and stdout == ""
+    assert written == []
 
 
 @pytest.mark.parametrize("args,message", [
-    (["generate", "--prompt", "ROMEO: é"], "'é' is not in the vocabulary"),
-    (["generate", "--chars", "0"], "chars must be at least 1"),
-    (["generate", "--chars", "300"], "exceeds the context of 256"),
-    (["generate", "--prompt", ""], "prompt is empty"),
-    (["generate", "--temperature", "-1"], "temperature must be >= 0"),
-    (["generate", "--draft", "int3"], "unknown draft 'int3' (available: bigram, int8, int4"),
-    (["generate", "--draft", "bigram", "-k", "0"], "-k must be at least 1"),
-    (["generate", "--draft", "bigram", "-k", "300"], "k=300 overflows the context"),
-    (["generate", "-k", "3"], "-k needs --draft"),
-    (["generate", "--checkpoint", "/nonexistent/x.pt"], "not found; retrain it with `specdec train"),
-    (["verify", "--draft", "nope"], "unknown draft 'nope'"),
-    (["verify", "-k", "0"], "-k must be at least 1"),
-    (["report", "--ks", "0"], "k must be at least 1"),
-    (["report", "--threads", "0"], "--threads must be at least 1"),
-    (["report", "--drafts", "bigramm"], "unknown draft 'bigramm'"),
-    (["train", "--steps", "0"], "--steps must be at least 1"),
-    (["compare", "/nonexistent/a.json", "/nonexistent/b.json"], "no such report.json"),
+    (["generate", "--threads", "0"], "specdec generate: error: --threads must be at least 1, got 0"),
+    (["generate", "--draft", "ngram", "-k", "4", "--temperature", "nan"], "--temperature must be >= 0 and finite"),
+    (["report", "--out", "report.md", "--quick"], "--out report.md: "),
 ])
-def test_bad_input_is_one_line_and_exit_code_2(args, message):
-    proc = run(*args, check=False)
-    assert proc.returncode == 2
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and message in lines[0], proc.stderr
-    assert "Traceback" not in proc.stderr
+def test_the_installed_command_fails_the_same_way(tmp_path, args, message):
+    """The console script users run, in a plain subprocess, on the cases the issue names."""
+    (tmp_path / "report.md").write_text("mine")
+    proc = subprocess.run([str(Path(sys.executable).with_name("specdec")), *args], capture_output=True, text=True,
+                          timeout=600, cwd=tmp_path)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and message in proc.stderr, proc.stderr
+    assert [p.name for p in tmp_path.iterdir()] == ["report.md"] and (tmp_path / "report.md").read_text() == "mine"
+
+
+def test_every_option_of_every_command_has_a_bad_value_tried():
+    parser = cli.build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    for command, p in sub.choices.items():
+        tried = [args for args, _ in BAD if args[:1] == [command]]
+        for action in p._actions:
+            if isinstance(action, argparse._HelpAction):
+                continue
+            names = action.option_strings or [action.dest]
+            hit = any(any(a == n or a.startswith(n + "=") for n in names for a in args) for args in tried)
+            if not action.option_strings:  # a positional: some case gives a bad value for it
+                hit = len(tried) > 0
+            assert hit, f"specdec {command} {names[0]}: no bad value tried"
 
 
 def test_corrupt_checkpoint_is_one_line(tmp_path):

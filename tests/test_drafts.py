@@ -1,5 +1,6 @@
 import numpy as np
 import pytest
+import torch
 
 import specdec
 from specdec import corpus, drafts, ngram, sampling
@@ -51,9 +52,26 @@ def test_model_draft_rolls_back_its_cache(target, draft_factory):
 
 
 def test_weight_bytes_shrink_with_bits(target, draft_factory):
-    sizes = {n: draft_factory(n).weight_bytes() for n in ("int8", "int4", "bigram")}
-    assert sizes["bigram"] == 84 * 84 * 4
+    sizes = {n: draft_factory(n).weight_bytes() for n in ("int8", "int8-dynamic", "int4", "bigram")}
     assert specdec.quantize.float32_bytes(target) > sizes["int8"] > sizes["int4"] > sizes["bigram"]
+    assert specdec.quantize.float32_bytes(target) > sizes["int8-dynamic"] > sizes["int4"]
+
+
+def test_cpu_only_drafts_are_declared_and_refused_elsewhere(target, draft_factory):
+    assert {n for n in specdec.DRAFTS if draft_factory(n).cpu_only} == drafts.CPU_ONLY == {"int8-dynamic"}
+    assert drafts.available_on("cpu") == list(specdec.DRAFTS)
+    assert drafts.available_on("cuda") == [n for n in specdec.DRAFTS if n != "int8-dynamic"]
+
+
+def test_a_cpu_only_draft_beside_a_target_elsewhere_is_one_line(target, draft_factory, monkeypatch):
+    """No GPU needed: the target reports a CUDA device; the refusal comes before anything runs on it."""
+    monkeypatch.setattr(type(target), "device", property(lambda self: torch.device("cuda", 0)))
+    with pytest.raises(drafts.DeviceError, match="draft 'int8-dynamic' runs on the CPU only, the target is on cuda"
+                       r" \(available there: bigram, int8, int4, ngram, small\)") as info:
+        specdec.make_draft("int8-dynamic", target)
+    assert "\n" not in str(info.value)
+    with pytest.raises(ValueError, match="draft 'int8-dynamic' runs on the CPU only, the target is on cuda"):
+        specdec.speculative_generate(target, draft_factory("int8-dynamic"), "ROMEO:", 10, k=2)
 
 
 def test_ngram_rows_are_distributions_and_back_off():

@@ -31,23 +31,64 @@ def test_baseline_tv_shrinks_like_one_over_sqrt_n():
     assert large == pytest.approx(small / 4, rel=0.25)
 
 
-@pytest.mark.parametrize("draft", ALL_DRAFTS)
-def test_verify_passes_for_every_draft(target, draft_factory, draft):
-    row = specdec.verify(target, {draft: draft_factory(draft)}, k=4, samples=20_000, seed=0)[0]
-    assert row["p_value"] > 1e-3
-    assert row["tv"] <= row["baseline_tv_max"] * 1.2
+def _break(monkeypatch, broken):
+    if broken == "always_accept":
+        monkeypatch.setattr(sampling, "accept_reject", lambda p, q, drafted, rng: (len(drafted), 0))
+    else:
+        monkeypatch.setattr(sampling, "residual", lambda p, q: p / p.sum())
 
 
 @pytest.mark.parametrize("broken", ["always_accept", "residual_is_p"])
 def test_verify_catches_a_broken_rule(target, draft_factory, monkeypatch, broken):
     """Negative control: the counted character really goes through the draft and the rule."""
-    if broken == "always_accept":
-        monkeypatch.setattr(sampling, "accept_reject", lambda p, q, drafted, rng: (len(drafted), 0))
-    else:
-        monkeypatch.setattr(sampling, "residual", lambda p, q: p / p.sum())
-    row = specdec.verify(target, {"bigram": draft_factory("bigram")}, k=4, samples=20_000, seed=0)[0]
-    assert row["p_value"] < 1e-3
-    assert row["tv"] > row["baseline_tv_max"]
+    _break(monkeypatch, broken)
+    (row,) = specdec.verify(target, {"bigram": draft_factory("bigram")}, k=4, samples=20_000, seed=0)
+    assert row["verdict"] == "CHECK" and row["tv"] > row["baseline_tv_max"]
+
+
+@pytest.mark.parametrize("p_values,threshold,verdicts", [
+    ([0.5, 0.0002, None], 0.0005, ["exact", "CHECK", "exact"]),  # two rows tested: 0.001 / 2
+    ([0.0005, 0.00051], 0.0005, ["CHECK", "exact"]),  # at the threshold is CHECK
+    ([1e-4] + [0.9] * 9, 0.0001, ["CHECK"] + ["exact"] * 9),
+    ([None], 0.001, ["exact"]),  # the target sampled directly: the reference itself
+])
+def test_verdicts_hold_the_report_wide_false_alarm_rate_by_bonferroni(p_values, threshold, verdicts):
+    rows = exactness.verdicts([{"draft": str(i), "p_value": p, "tv": 1.0, "baseline_tv_max": 0.0}
+                               for i, p in enumerate(p_values)])
+    assert [r["verdict"] for r in rows] == verdicts  # TV far above its baseline decides nothing
+    assert all(r["p_threshold"] == pytest.approx(threshold) for r in rows)
+
+
+REPORTS, ROWS, DRAWS = 300, 6, 1_500  # simulated reports, exactness rows in each, draws per row
+
+
+def test_the_report_wide_false_alarm_rate_is_at_most_one_percent(target, draft_factory):
+    """300 reports of six exact rows (the bigram draft, each row its own seed: independent rows, the hardest
+    case for Bonferroni): at most 1 % of them show a CHECK."""
+    d = {"bigram": draft_factory("bigram")}
+    alarms = 0
+    for s in range(REPORTS):
+        rows = [specdec.verify(target, d, k=4, samples=DRAWS, seed=ROWS * s + j)[0] for j in range(ROWS)]
+        alarms += any(r["verdict"] == "CHECK" for r in exactness.verdicts(rows))
+    assert alarms <= REPORTS // 100
+
+
+@pytest.mark.parametrize("broken", ["always_accept", "residual_is_p"])
+def test_a_broken_rule_is_flagged_in_every_one_of_those_reports(target, draft_factory, monkeypatch, broken):
+    """The same reports' first rows with the rule broken, at a six-row report's threshold: CHECK every time."""
+    _break(monkeypatch, broken)
+    d = {"bigram": draft_factory("bigram")}
+    rows = [specdec.verify(target, d, k=4, samples=DRAWS, seed=ROWS * s, family_alpha=exactness.FAMILY_ALPHA / ROWS)[0]
+            for s in range(REPORTS)]
+    assert all(r["verdict"] == "CHECK" for r in rows)
+
+
+def test_verify_says_exact_for_every_draft_at_seeds_0_to_19(target, draft_factory):
+    """What `specdec verify --seed S` runs, at its default 20,000 draws and k = 4 (about 35 s here)."""
+    drafts = {name: draft_factory(name) for name in ALL_DRAFTS}
+    rows = [(seed, r) for seed in range(20) for r in specdec.verify(target, drafts, seed=seed)]
+    assert all(r["samples"] == 20_000 and r["p_threshold"] == exactness.FAMILY_ALPHA / len(drafts) for _, r in rows)
+    assert [(seed, r["draft"], r["p_value"]) for seed, r in rows if r["verdict"] != "exact"] == []
 
 
 def test_greedy_equality_catches_a_broken_rule(target, draft_factory, monkeypatch):

@@ -19,14 +19,8 @@ def _ids(text=TEXT):
 
 def test_default_config_is_about_0_6m_parameters():
     m = GPT(GPTConfig())
-    assert m.config == GPTConfig(vocab_size=84, context=256, n_layer=3, n_head=4, n_embd=128)
     # 3 blocks of 12·128² + embeddings 84·128 + 256·128 + head 128·84 + 7 layer norms of 2·128
     assert m.num_params() == 3 * 12 * 128 * 128 + 84 * 128 + 256 * 128 + 128 * 84 + 7 * 2 * 128 == 645_888
-
-
-def test_config_is_frozen():
-    with pytest.raises(Exception):
-        GPTConfig().n_layer = 4
 
 
 @torch.inference_mode()

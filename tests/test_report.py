@@ -27,6 +27,9 @@ def test_report_document_has_the_documented_schema(doc):
     assert m["threads"] == 1 and m["device"] == "cpu"
     assert doc["settings"]["budget"] == BUDGET and doc["settings"]["min_pairs"] == 3
     assert [r["draft"] for r in _chains(doc["exactness"])] == ["target", "bigram", "int8"]  # quick: one context
+    assert all(r["verdict"] in ("exact", "CHECK") for r in doc["exactness"])
+    tested = [r for r in doc["exactness"] if r["p_value"] is not None]  # chains and trees, every context
+    assert {r["p_threshold"] for r in doc["exactness"]} == {0.001 / len(tested)}  # Bonferroni over the table
     assert {(r["draft"], r["k"]) for r in _chains(doc["acceptance"])} == {(d, k) for d in ("bigram", "int8")
                                                                         for k in (1, 2)}
     for r in _chains(doc["acceptance"]):
@@ -126,7 +129,7 @@ def test_tables_render_everything_with_the_noise_floor_first(doc):
 def test_a_row_is_noisy_by_its_interval_against_the_floor_never_by_its_range(doc):
     floor = {**doc["noise_floor"], "width": 0.02}
     row = {**doc["speedup"][0], "pairs": 10, "width": 0.10, "noisy": True, "measured_min": 0.1, "measured_max": 9}
-    assert render._noise_note(row, floor) == ("noisy: interval 10% of median, 5.0x the noise floor's; give a larger "
+    assert render._noise_note(row, floor) == ("noisy: interval 10% of the figure, 5.0x the noise floor's; give a larger "
                                               "--budget or a quieter machine")
     assert render._noise_note({**row, "noisy": False}, floor) == ""  # a huge range alone says nothing
     assert "too few for an interval" in render._noise_note({**row, "pairs": 2}, floor)

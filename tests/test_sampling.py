@@ -29,38 +29,124 @@ def pq_pairs(draw):
     return _dist(p), _dist(q)
 
 
-@settings(max_examples=400, deadline=None)
-@given(pq_pairs())
-def test_rule_output_distribution_is_exactly_p(pq):
-    """Enumerating accept (q·min(1,p/q)) and reject (mass · residual) branches gives p to 1e-9."""
-    p, q = pq
-    out = sampling.output_distribution(p, q)
-    assert not np.isnan(out).any()
-    np.testing.assert_allclose(out, p, atol=1e-9, rtol=0)
+class _Script:
+    """Stands in for numpy's Generator: random() returns the scripted values in turn, then `fill` (or raises
+    Exhausted when there is none)."""
+
+    class Exhausted(Exception):
+        pass
+
+    def __init__(self, values, fill=None):
+        self.values, self.fill, self.calls = values, fill, 0
+
+    def random(self):
+        self.calls += 1
+        if self.calls <= len(self.values):
+            return self.values[self.calls - 1]
+        if self.fill is None:
+            raise _Script.Exhausted
+        return self.fill
+
+
+_PROBES = (0.1, 0.5, 0.9)  # later draws, fixed at these, tell two continuations apart
+
+
+def _cuts(f, lo=0.0, hi=1.0 - 2**-53, grid=16):
+    """The points of [0, 1) where the step function f changes value, each located to within 1e-15."""
+    def split(a, fa, b, fb):
+        if fa == fb:
+            return []
+        if b - a <= 1e-15:
+            return [b]
+        m = (a + b) / 2
+        fm = f(m)
+        return split(a, fa, m, fm) + split(m, fm, b, fb)
+
+    xs = list(np.linspace(lo, hi, grid + 1))
+    fs = [f(x) for x in xs]
+    return [c for i in range(grid) for c in split(xs[i], fs[i], xs[i + 1], fs[i + 1])]
+
+
+def _branches(run, prefix=()):
+    """{outcome: probability} of run(rng), each rng.random() an independent uniform draw on [0, 1).
+
+    The real code runs on scripted draws: the range of the next draw is cut wherever what follows changes
+    (the outcome, with every later draw held at each probe value), and each piece, explored the same way
+    for the draws after it, weighs its length. Thresholds and inverse-CDF sampling give such pieces.
+    """
+    try:
+        return {run(_Script(prefix)): 1.0}
+    except _Script.Exhausted:
+        pass
+    edges = [0.0] + _cuts(lambda u: tuple(run(_Script(prefix + (u,), v)) for v in _PROBES)) + [1.0]
+    out = {}
+    for a, b in zip(edges, edges[1:]):
+        for outcome, prob in _branches(run, prefix + ((a + b) / 2,)).items():
+            out[outcome] = out.get(outcome, 0.0) + (b - a) * prob
+    return out
+
+
+def _emitted(p, q):
+    """Exact distributions of the characters a round emits under `sampling.accept_reject` as implemented.
+
+    p: (k+1, V), q: (k, V). Each drafted sequence is weighed by its q-probability; the rule's own branches
+    come from `_branches`. Returns (k+1, V): row j unnormalised over the rounds that emit more than j
+    characters (row 0 sums to 1).
+    """
+    k, V = q.shape
+    out = np.zeros((k + 1, V))
+    for drafted in np.ndindex(*(V,) * k):
+        weight = np.prod([q[i, x] for i, x in enumerate(drafted)])
+        if weight == 0:
+            continue
+        rule = lambda rng, d=list(drafted): sampling.accept_reject(p, q, d, rng)
+        for (n_acc, nxt), prob in _branches(rule).items():
+            for j, y in enumerate(list(drafted[:n_acc]) + [nxt]):
+                out[j, y] += weight * prob
+    return out
 
 
 @settings(max_examples=200, deadline=None)
-@given(pq_pairs(), st.floats(0, 1, exclude_max=True))
-def test_implemented_rule_takes_the_enumerated_branches(pq, u):
-    """accept_reject accepts x exactly when u·q(x) < p(x) (or p(x) >= q(x)), else samples the residual."""
+@given(pq_pairs())
+def test_the_rule_as_implemented_emits_exactly_p(pq):
+    """accept_reject's branches, enumerated exactly: the first character is p, the bonus after it p's next row."""
     p, q = pq
-    x = int(np.flatnonzero(q > 0)[0])
+    p_next = _dist(p[::-1] + 0.01)
+    out = _emitted(np.stack([p, p_next]), q[None, :])
+    assert not np.isnan(out).any()
+    np.testing.assert_allclose(out[0], p, atol=1e-9, rtol=0)
+    if out[1].sum() > 1e-6:
+        np.testing.assert_allclose(out[1] / out[1].sum(), p_next, atol=1e-6, rtol=0)
 
-    class FixedRng:
-        def __init__(self):
-            self.calls = 0
 
-        def random(self):
-            self.calls += 1
-            return u
+@pytest.mark.parametrize("p,q", [
+    ([[0.5, 0.3, 0.2], [0.1, 0.1, 0.8], [0.3, 0.3, 0.4]], [[0.2, 0.2, 0.6], [0.6, 0.3, 0.1]]),
+    ([[0.0, 0.5, 0.5], [1.0, 0.0, 0.0], [0.2, 0.0, 0.8]], [[0.5, 0.5, 0.0], [0.4, 0.3, 0.3]]),
+    ([[0.4, 0.6, 0.0], [0.4, 0.6, 0.0], [0.1, 0.1, 0.8]], [[0.4, 0.6, 0.0], [0.4, 0.6, 0.0]]),
+])
+def test_two_drafts_emit_p_at_each_position_and_the_bonus(p, q):
+    """k = 2: the first character is p₁; given one accepted, the next is p₂; given both, the bonus is p₃."""
+    p, q = np.array(p), np.array(q)
+    out = _emitted(p, q)
+    np.testing.assert_allclose(out[0], p[0], atol=1e-9, rtol=0)
+    for j in (1, 2):
+        np.testing.assert_allclose(out[j] / out[j].sum(), p[j], atol=1e-9, rtol=0)
 
-    n_acc, nxt = sampling.accept_reject(np.stack([p, p]), q[None, :], [x], FixedRng())
-    accepted = p[x] >= q[x] or u * q[x] < p[x]
-    assert n_acc == (1 if accepted else 0)
-    if not accepted:
-        r = sampling.residual(p, q)
-        assert r[nxt] > 0  # the replacement comes from max(0, p - q)
-        assert nxt == min(int(np.searchsorted(np.cumsum(r), u * np.cumsum(r)[-1], side="right")), len(p) - 1)
+
+_BROKEN_RESIDUALS = {
+    "residual_is_p": lambda p, q: p / p.sum(),
+    "residual_is_q": lambda p, q: q / q.sum(),
+    "sign_flipped": lambda p, q: np.maximum(q - p, 0) / np.maximum(q - p, 0).sum(),
+}
+
+
+@pytest.mark.parametrize("broken", list(_BROKEN_RESIDUALS))
+def test_the_enumeration_catches_a_broken_rule(monkeypatch, broken):
+    """Negative control: the same enumeration of the real accept_reject, with its residual broken, is not p."""
+    p, q = _dist([0.5, 0.3, 0.2, 0.0]), _dist([0.1, 0.1, 0.4, 0.4])
+    monkeypatch.setattr(sampling, "residual", _BROKEN_RESIDUALS[broken])
+    out = _emitted(np.stack([p, p]), q[None, :])
+    assert np.abs(out[0] - p).sum() > 0.1
 
 
 def test_residual_by_hand_and_when_it_underflows():
@@ -78,8 +164,9 @@ def test_probs_temperature_and_greedy():
     np.testing.assert_allclose(sampling.probs(logits, 0.5), np.array([0.01, 0.04, 0.49]) / 0.54)
     np.testing.assert_array_equal(sampling.probs(logits, 0.0), [0.0, 0.0, 1.0])
     np.testing.assert_allclose(sampling.temper(np.array([0.1, 0.2, 0.7]), 0.5), np.array([0.01, 0.04, 0.49]) / 0.54)
-    with pytest.raises(ValueError, match="temperature must be >= 0"):
-        sampling.probs(logits, -1.0)
+    for bad in (-1.0, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match=f"temperature must be >= 0 and finite, got {bad}"):
+            sampling.probs(logits, bad)
 
 
 def test_greedy_rule_accepts_iff_argmax_matches():
@@ -87,6 +174,17 @@ def test_greedy_rule_accepts_iff_argmax_matches():
     rng = np.random.default_rng(0)
     assert sampling.accept_reject(p, sampling.probs(np.log([[0.2, 0.7, 0.1]]), 0.0), [1], rng) == (1, 0)
     assert sampling.accept_reject(p, sampling.probs(np.log([[0.2, 0.1, 0.7]]), 0.0), [2], rng) == (0, 1)
+
+
+def _rule_counts(p, q, n=40_000):
+    """The first character of n rounds: drafted from q with the real sampler, decided by the real rule."""
+    rng = np.random.default_rng(1234)
+    counts = np.zeros(len(p))
+    for _ in range(n):
+        x = sampling.sample(q, rng)
+        n_acc, nxt = sampling.accept_reject(np.stack([p, p]), q[None, :], [x], rng)
+        counts[x if n_acc else nxt] += 1
+    return counts
 
 
 @pytest.mark.parametrize("p,q", [
@@ -97,24 +195,20 @@ def test_greedy_rule_accepts_iff_argmax_matches():
 def test_implemented_sampler_matches_p_by_chi_square(p, q):
     """Draft from q with the real sampler, apply the real rule 40 000 times: the counts fit p."""
     p, q = _dist(p), _dist(q)
-    rng = np.random.default_rng(1234)
-    counts = np.zeros(len(p))
-    for _ in range(40_000):
-        x = sampling.sample(q, rng)
-        n_acc, nxt = sampling.accept_reject(np.stack([p, p]), q[None, :], [x], rng)
-        counts[x if n_acc else nxt] += 1
+    counts = _rule_counts(p, q)
     nz = p > 0
     assert counts[~nz].sum() == 0
     assert sstats.chisquare(counts[nz], p[nz] * counts.sum()).pvalue > 1e-4
 
 
-def test_broken_rule_is_caught_by_the_same_chi_square():
-    """Negative control: always accepting gives q, not p, and the test above would fail."""
+@pytest.mark.parametrize("broken", list(_BROKEN_RESIDUALS))
+def test_a_broken_rule_fails_the_same_chi_square(monkeypatch, broken):
+    """Negative control: the loop above, through the real accept_reject with its residual broken, fails."""
+    monkeypatch.setattr(sampling, "residual", _BROKEN_RESIDUALS[broken])
     p, q = _dist([0.5, 0.3, 0.2, 0.0]), _dist([0.1, 0.1, 0.4, 0.4])
-    rng = np.random.default_rng(1234)
-    counts = np.bincount([sampling.sample(q, rng) for _ in range(40_000)], minlength=4).astype(float)
-    assert counts[3] > 0  # mass where p has none
-    assert sstats.chisquare(counts[:3], p[:3] * counts[:3].sum()).pvalue < 1e-4
+    counts = _rule_counts(p, q)
+    nz = p > 0
+    assert counts[~nz].sum() > 0 or sstats.chisquare(counts[nz], p[nz] * counts.sum()).pvalue < 1e-4
 
 
 def test_sample_is_inverse_cdf():

@@ -3,6 +3,7 @@ import pytest
 import torch
 
 from specdec import timing
+from specdec.model import GPT
 
 
 def test_timed_runs_with_the_garbage_collector_off():
@@ -80,11 +81,15 @@ def test_measure_costs_takes_the_terms_from_the_samplers_given(target, draft_fac
 def test_steps_advance_the_cache_like_generate():
     seen = []
 
-    def fake_target(idx, pos):
-        seen.append((idx.tolist(), pos))
-        return torch.zeros(1, idx.shape[1], 84)
+    class FakeTarget:
+        ids = GPT.ids
+        device = torch.device("cpu")
 
-    timing._steps(fake_target, list(range(100, 120)), 5, 4, 1.0, np.random.default_rng(0), "cpu")()
+        def __call__(self, idx, pos):
+            seen.append((idx.tolist(), pos))
+            return torch.zeros(1, idx.shape[1], 84)
+
+    timing._steps(FakeTarget(), list(range(100, 120)), 5, 4, 1.0, np.random.default_rng(0), "cpu")()
     assert seen == [([[105]], 5), ([[106]], 6), ([[107]], 7), ([[108]], 8)]
 
 

@@ -1,0 +1,64 @@
+"""Checking what the user typed: every bad value becomes one line on stderr and exit code 2, found before
+any training or measuring starts.
+
+argparse itself checks types and choices (its errors made one line by `Parser`); the rest is here: counts
+with a minimum, temperatures that must be finite numbers >= 0, output locations that must be writable
+directories (probed without leaving anything behind), and a device that must exist.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import tempfile
+from pathlib import Path
+
+
+class UsageError(Exception):
+    """Bad input from the user: printed as one line, exit code 2."""
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with its errors on one line (it would print the usage block above them)."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def at_least(option: str, value: int, minimum: int) -> None:
+    if value < minimum:
+        raise UsageError(f"{option} must be at least {minimum}, got {value}")
+
+
+def temperature_arg(value: float) -> float:
+    if not 0 <= value < math.inf:  # NaN fails every comparison
+        raise UsageError(f"--temperature must be >= 0 and finite, got {value}")
+    return value
+
+
+def writable_dir(option: str, path: str) -> None:
+    """Refuse an output folder that is not, and cannot become, a writable directory. Writes nothing."""
+    existing = Path(path).absolute()
+    while not existing.exists():  # the folder will be created inside the nearest existing one
+        existing = existing.parent
+    if not existing.is_dir():
+        raise UsageError(f"{option} {path}: {existing} is not a directory")
+    try:
+        with tempfile.TemporaryFile(dir=existing):  # the only sure test: root passes any permission check
+            pass
+    except OSError as exc:
+        raise UsageError(f"{option} {path}: cannot write in {existing} ({exc.strerror})") from None
+
+
+def writable_file(option: str, path: str | Path) -> None:
+    if Path(path).is_dir():
+        raise UsageError(f"{option} {path}: is a directory, not a file path")
+    writable_dir(option, str(Path(path).absolute().parent))
+
+
+def device_arg(name: str) -> str:
+    import torch
+
+    if name == "cuda" and not torch.cuda.is_available():
+        raise UsageError("--device cuda: no CUDA device is available here (allowed: cpu)")
+    return name
