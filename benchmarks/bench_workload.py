@@ -16,7 +16,26 @@ TREE_DRAFTS = ["bigram", "ngram"]
 TREE_SHAPES = ["4x2x2x1", "2x2x2x1x1x1"]
 
 
-class Workload:
+class _PooledFigures:
+    """The three lower-is-better figures of a row of pooled counts and summed times (`self.row`)."""
+
+    def track_rejection(self, cache, threads, name, config):
+        return 1.0 - self.row["accepted"] / self.row["drafted"]
+
+    track_rejection.unit = "rejected / drafted characters or tree nodes (lower is better)"
+
+    def track_passes_per_char(self, cache, threads, name, config):
+        return self.row["target_passes"] / self.row["chars"]
+
+    track_passes_per_char.unit = "target passes per character (lower is better)"
+
+    def track_time_ratio(self, cache, threads, name, config):
+        return self.row["time_ratio"]
+
+    track_time_ratio.unit = "Σ speculative / Σ target-only time (lower is better)"
+
+
+class Workload(_PooledFigures):
     params = ([THREADS], WORKLOAD_DRAFTS, WORKLOAD_KS)
     param_names = ["threads", "draft", "k"]
     timeout = 300
@@ -28,23 +47,8 @@ class Workload:
         skip_unless(cache, f"{name}/{k}", f"the workload API or draft {name!r}")
         self.row = cache[f"{name}/{k}"]
 
-    def track_rejection(self, cache, threads, name, k):
-        return 1.0 - self.row["accepted"] / self.row["drafted"]
 
-    track_rejection.unit = "rejected / drafted characters over the workload (lower is better)"
-
-    def track_passes_per_char(self, cache, threads, name, k):
-        return self.row["target_passes"] / self.row["chars"]
-
-    track_passes_per_char.unit = "target passes per character over the workload (lower is better)"
-
-    def track_time_ratio(self, cache, threads, name, k):
-        return self.row["time_ratio"]
-
-    track_time_ratio.unit = "Σ speculative / Σ target-only time over the workload (lower is better)"
-
-
-class Tree:
+class Tree(_PooledFigures):
     params = ([THREADS], TREE_DRAFTS, TREE_SHAPES)
     param_names = ["threads", "draft", "shape"]
     timeout = 300
@@ -55,18 +59,3 @@ class Tree:
     def setup(self, cache, threads, name, shape):
         skip_unless(cache, f"{name}/{shape}", f"trees or draft {name!r}")
         self.row = cache[f"{name}/{shape}"]
-
-    def track_rejection(self, cache, threads, name, shape):
-        return 1.0 - self.row["accepted"] / self.row["drafted"]
-
-    track_rejection.unit = "rejected / drafted tree nodes (lower is better)"
-
-    def track_passes_per_char(self, cache, threads, name, shape):
-        return self.row["target_passes"] / self.row["chars"]
-
-    track_passes_per_char.unit = "target passes per character (lower is better)"
-
-    def track_time_ratio(self, cache, threads, name, shape):
-        return self.row["time_ratio"]
-
-    track_time_ratio.unit = "speculative / target-only time (lower is better)"
