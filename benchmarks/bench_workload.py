@@ -1,6 +1,6 @@
 """The workload's figures and tree configurations, each in its lower-is-better form.
 
-Workload: the shipped `shakespeare24` as the quick report runs it (every fourth prompt, seeds taken in turn:
+Workload: the shipped `shakespeare24` as the report cycles it (every fourth prompt, seeds taken in turn:
 six runs), pooled counts (rejected ÷ drafted, target passes per character) and Σ speculative ÷ Σ target-only
 time over the runs, one alternated pair per run. Trees: the table drafts with fixed tree shapes on the
 benchmark prompt, the same forms. Both APIs are newer than the first trained target: on a commit without

@@ -36,9 +36,9 @@ DEFAULT_KS = (1, 2, 4, 8)
 # exactness check runs at. every: the report runs every n-th workload item. cost_samples: most round-robin cost
 # samples (fewer when the costs' share of the budget runs out), cost_calls: calls per sample; term_calls: rounds
 # per sample of each refined-model term (see timing.loop_sampler); min_triples: rotated runs per adaptive row.
-FULL = {"budget": 300.0, "min_pairs": 5, "precision": 0.03, "samples": 20_000, "contexts": 3, "every": 1,
+FULL = {"budget": 300.0, "min_pairs": 5, "precision": 0.03, "samples": 20_000, "contexts": 3, "every": 3,
         "cost_samples": 40, "cost_calls": 20, "term_calls": 10, "min_triples": 3}
-QUICK = {"budget": 60.0, "min_pairs": 3, "precision": 0.08, "samples": 5_000, "contexts": 1, "every": 4,
+QUICK = {"budget": 60.0, "min_pairs": 3, "precision": 0.08, "samples": 5_000, "contexts": 1, "every": 8,
          "cost_samples": 12, "cost_calls": 10, "term_calls": 4, "min_triples": 2}
 SHARES = {"costs": 0.12, "speedup": 0.70, "adaptive": 0.13, "greedy": 0.05}  # of the time the fixed work leaves
 

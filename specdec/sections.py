@@ -48,6 +48,7 @@ class ReportRun:
     acc: dict = field(default_factory=dict)  # (draft, k) -> acceptance_over result
     samplers: dict = field(default_factory=dict)
     costs: timing.Costs | None = None
+    floor: dict | None = None  # the A/A noise floor's figures, once measured
     rows: list = field(default_factory=list)
     trees: dict = field(default_factory=dict)  # (draft, label) -> TreeSpec: the tree configurations
     child: dict = field(default_factory=dict)  # draft -> measured child acceptance (report.json's record)
@@ -161,11 +162,22 @@ def costs(run: ReportRun, seconds: float) -> dict:
     }}
 
 
-def paired_figures(r: Runs, num: str, den: str) -> dict:
+def paired_figures(r: Runs, num: str, den: str, floor: dict | None = None) -> dict:
     """A timed row's figures: the ratio of total times num/den over its visits and its re-run interval, the
-    per-visit ratios' median and range, and per run the ratio of its mean times with a bootstrap over runs."""
+    per-visit ratios' median and range, and per run the ratio of its mean times with a bootstrap over runs.
+
+    floor: the A/A noise floor's figures. A row's re-run interval is never narrower than the floor's (relative
+    to the figure), scaled to the row's pair count by √(floor pairs / row pairs): the floor measures the timing
+    noise of this very statistic on this machine, and a bootstrap of a handful of pairs can understate it (in
+    two back-to-back 5-pair reports, 8 of 35 intervals missed the other run's figure without this floor).
+    """
     a, b = np.asarray(r.times[num]), np.asarray(r.times[den])
     s = stats.summarize_pairs(a, b)
+    if floor is not None and floor.get("width") is not None and s.n >= 1:
+        half = s.estimate * floor["width"] / 2 * math.sqrt(floor["pairs"] / s.n)
+        if s.ci_high - s.estimate < half or s.estimate - s.ci_low < half:
+            s = stats.Summary(s.estimate, s.median, s.min, s.max, min(s.ci_low, s.estimate - half),
+                              max(s.ci_high, s.estimate + half), s.n)
     by_run: dict[int, list[int]] = {}
     for visit, i in enumerate(r.visit_items):
         by_run.setdefault(i, []).append(visit)
@@ -196,6 +208,7 @@ def speedup(run: ReportRun, seconds: float) -> dict:
     interleave([floor] + rows, seconds, kn["min_pairs"], kn["precision"], run.device, run.log, "speedup ")
     f = paired_figures(floor, "a", "b")
     noise = {**f, "median": f["measured_median"], "min": f["measured_min"], "max": f["measured_max"]}
+    run.floor = noise
     docs = [_speedup_row(run, r, f["width"]) for r in rows]
     run.rows = docs
     return {"noise_floor": noise, "speedup": docs}
@@ -224,7 +237,7 @@ def _speedup_row(run: ReportRun, r: Runs, floor_width: float | None) -> dict:
     a, costs_ = run.acc[name, k], run.costs
     t = a["totals"]
     tree = run.trees.get((name, k))
-    fig = paired_figures(r, "target", "spec")
+    fig = paired_figures(r, "target", "spec", run.floor)
     before_terms = ts.before_terms(run, name, k) if tree else costs_.loop_samples[name, k]
     after_terms = np.asarray(r.extra, dtype=float)
     # a tree round drafts its nodes (fewer where q runs out of characters): the formula's k is nodes per round
@@ -260,20 +273,22 @@ def adaptive(run: ReportRun, seconds: float) -> dict:
     """Adaptive k against each draft's best fixed k and target-only, in rotated triples (all three ratios
     come from the same moments), the drafts' triples interleaved."""
     kn = run.knobs
-    rows, fixed = [], {}
+    rows, fixed, seen = [], {}, {}
     for name in run.drafts:
         fixed[name] = max((r for r in _chains(run.rows) if r["draft"] == name), key=lambda r: r["measured"])["k"]
-        ad = run.spec(name, ADAPTIVE["start_k"], adaptive=True, k_max=ADAPTIVE["k_max"])
+        ad = _recording(run.spec(name, ADAPTIVE["start_k"], adaptive=True, k_max=ADAPTIVE["k_max"]),
+                        seen.setdefault(name, {}))
         rows.append(Runs(name, {"target": run.plain(), "fixed": run.spec(name, fixed[name]), "adaptive": ad},
                          ("target", "adaptive"), warm=run.spec(name, ADAPTIVE["start_k"], WARM_CHARS),
                          items=run.runs))
     interleave(rows, seconds, kn["min_triples"], kn["precision"], run.device, run.log, "adaptive ")
     out = []
     for r in rows:
-        sts = [r.fns["adaptive"](x).stats for x in run.runs]
+        sts = list(seen[r.key].values())  # the counts of the runs its triples generated (exact per run)
         chars, passes = sum(s.chars for s in sts), sum(s.target_passes for s in sts)
         drafted, calls = sum(s.drafted for s in sts), sum(s.draft_calls for s in sts)
-        vs_target, vs_fixed = paired_figures(r, "target", "adaptive"), paired_figures(r, "fixed", "adaptive")
+        vs_target = paired_figures(r, "target", "adaptive", run.floor)
+        vs_fixed = paired_figures(r, "fixed", "adaptive", run.floor)
         out.append({"draft": r.key, **ADAPTIVE, "mean_k": drafted / calls if calls else 0.0,
                     "acceptance": sum(s.accepted for s in sts) / drafted if drafted else 0.0,
                     "chars_per_pass": chars / passes, "target_passes": passes, **vs_target,
@@ -286,14 +301,25 @@ def greedy(run: ReportRun, seconds: float) -> dict:
     """The best sampled configuration again at temperature 0, where acceptance is argmax agreement."""
     best = max(_chains(run.rows), key=lambda r: r["measured"])  # adaptive and greedy compare chains
     name, k = best["draft"], best["k"]
-    sts = [run.spec(name, k, temperature=0.0)(x).stats for x in run.runs]
-    r = Runs("greedy", {"target": run.plain(temperature=0.0), "spec": run.spec(name, k, temperature=0.0)},
+    seen: dict = {}
+    r = Runs("greedy", {"target": run.plain(temperature=0.0),
+                        "spec": _recording(run.spec(name, k, temperature=0.0), seen)},
              ("target", "spec"), warm=run.spec(name, k, WARM_CHARS, temperature=0.0), items=run.runs)
     interleave([r], seconds, run.knobs["min_pairs"], run.knobs["precision"], run.device, run.log, "greedy ")
+    sts = list(seen.values())
     drafted, passes = sum(s.drafted for s in sts), sum(s.target_passes for s in sts)
     return {"greedy": {"draft": name, "k": k, "acceptance": sum(s.accepted for s in sts) / drafted,
                        "chars_per_pass": sum(s.chars for s in sts) / passes, "target_passes": passes,
-                       **paired_figures(r, "target", "spec")}}
+                       **paired_figures(r, "target", "spec", run.floor)}}
+
+
+def _recording(fn, seen: dict):
+    """fn(run), keeping each run's generation stats in `seen` (the counts come from the timed runs
+    themselves: exact given the seed, and no untimed extra generations eat into the budget)."""
+    def call(item):
+        seen[item] = fn(item).stats
+
+    return call
 
 
 def _chains(rows: list[dict]) -> list[dict]:

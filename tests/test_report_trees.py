@@ -40,7 +40,7 @@ def test_the_budget_shape_is_the_dp_on_the_recorded_child_acceptance(report_doc)
 
 
 def test_tree_counts_pool_direct_tree_generations_of_the_workload_runs(report_doc, target, draft_factory):
-    runs = specdec.load_workload("shakespeare24").cycled(4)  # what --quick runs
+    runs = specdec.load_workload("shakespeare24").cycled(8)  # what --quick runs
     for row in _trees(report_doc["acceptance"]):
         spec = trees.TreeSpec(tuple(row["tree"]["parents"]))
         sts = [specdec.speculative_generate(target, draft_factory("bigram"), item.prompt, 60, 1, seed,

@@ -70,13 +70,13 @@ def test_speculative_generation(benchmark, target, draft_factory, draft, k):
     assert len(out.text) == CHARS and st.accepted + st.target_passes == CHARS
 
 
-WORKLOAD_RUNS = specdec.load_workload("shakespeare24").cycled(4)  # the quick report's six runs
+WORKLOAD_RUNS = specdec.load_workload("shakespeare24").cycled(4)  # six runs: every fourth prompt, seeds in turn
 
 
 @pytest.mark.parametrize("k", [1, 4, 8])
 @pytest.mark.parametrize("draft", ["target-only", "bigram", "ngram"])
 def test_workload_generation(benchmark, target, draft_factory, draft, k):
-    """Generating the six quick-report runs of the workload (prompt, seed) one after another: time is the
+    """Generating six runs of the workload (prompt, seed) one after another: time is the
     workload's; extra_info carries its lower-is-better counts (target passes per character, rejected per
     drafted) pooled over the runs."""
     if draft == "target-only":
