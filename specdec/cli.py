@@ -312,7 +312,8 @@ def _cmd_report(args) -> int:
             _log(f"== report {i} of {args.repeat} ==")
         doc = report.measure(target, drafts, ks, quick=args.quick, pairs=args.pairs, threads=args.threads,
                              device=args.device, chars=args.chars, seed=args.seed, budget=args.budget, cpus=cpus,
-                             workload=args.workload, prompt=args.prompt, trees=args.trees, log=_log)
+                             workload=args.workload, prompt=args.prompt, trees=args.trees, after_own_run=i > 1,
+                             log=_log)
         text = render.tables(doc)
         print(text)
         for path in report.write(doc, out, text):

@@ -127,12 +127,17 @@ def machine_info(threads: dict, device: str, cpus: list[int] | None) -> dict:
     }
 
 
-def warnings(machine: dict, floor: dict | None) -> list[str]:
-    """One-line warnings, pyperf-style, for a busy machine or a wide A/A noise floor, each saying what to do."""
+def warnings(machine: dict, floor: dict | None, after_own_run: bool = False) -> list[str]:
+    """One-line warnings, pyperf-style, for a busy machine or a wide A/A noise floor, each saying what to do.
+
+    after_own_run: this process measured right before (report --repeat), so the load average at the start
+    still holds our own ~1 and is no sign of other work.
+    """
     out = []
     # our own process counts 1 in the load average at the end (it was running); at the start it had not yet
     start, end = machine.get("load_start"), machine.get("load_end")
-    others = max(start if start is not None else 0.0, (end - 1.0) if end is not None else 0.0)
+    start_others = (start - 1.0 if after_own_run else start) if start is not None else 0.0
+    others = max(start_others, (end - 1.0) if end is not None else 0.0)
     if others > BUSY_LOAD:
         out.append(f"WARNING: the machine was busy (load average {start} at the start, {end} at the end, on "
                    f"{machine.get('cores')} cores): other processes share the CPU and the figures are noisier; "

@@ -59,6 +59,7 @@ def measure(
     cpus: list[int] | None = None,
     workload: str | os.PathLike | None = None,
     trees: list[str] | None = None,
+    after_own_run: bool = False,
     log=print,
 ) -> dict:
     """Run every section within `budget` seconds and return the report document (schema in README.md).
@@ -131,7 +132,7 @@ def measure(
     doc["machine"]["load_end"] = hygiene.load_average()
     doc["sections"] = spent
     doc["wall_seconds"] = clock.elapsed()
-    doc["warnings"] = hygiene.warnings(doc["machine"], doc.get("noise_floor"))
+    doc["warnings"] = hygiene.warnings(doc["machine"], doc.get("noise_floor"), after_own_run)
     for w in doc["warnings"]:
         log(w)
     return doc

@@ -59,3 +59,8 @@ def test_warnings_for_a_busy_machine_or_a_wide_floor(start, end, width, expected
     got = hygiene.warnings(machine, floor)
     assert len(got) == len(expected) and all(e in g for e, g in zip(expected, got))
     assert all(g.startswith("WARNING: ") and "\n" not in g for g in got)
+
+
+def test_a_repeat_report_does_not_count_its_own_previous_run_as_other_load():
+    machine = {"load_start": 1.01, "load_end": 1.0, "cores": 2}  # report 2 of --repeat 2, just after report 1
+    assert hygiene.warnings(machine, None) and not hygiene.warnings(machine, None, after_own_run=True)
