@@ -160,7 +160,7 @@ def tables(doc: dict) -> str:
                "row's pairs cycle through the runs, so its speedup is the workload's: the ratio of total times, "
                "what a user waiting for the whole workload sees. The re-run interval is where an independent "
                "re-run's figure lands with 95 % probability (moving-block bootstrap over the pairs in the order they "
-               "ran, ± t·√2·SE). The CI over prompts resamples the runs (each run's two times together): how much "
+               "ran, ± t·√2·SE; never narrower than the noise floor's at the row's pair count). The CI over prompts resamples the runs (each run's two times together): how much "
                "the figure depends on which prompts the workload holds; set it against the noise floor's interval, "
                "which is timing noise alone. A row is noisy when its re-run interval is more than twice as wide as "
                "the floor's. The per-pair range is shown as the write-up shows it; it carries no verdict.")
