@@ -298,14 +298,15 @@ def _cmd_report(args) -> int:
     cpus = hygiene.parse_cpus(args.cpu) if args.cpu is not None else None
     drafts = _drafts_arg(args.drafts, args.device)
     ks = _ks_arg(args.ks, report.DEFAULT_KS)
+    # every place a result goes is checked before anything is measured: a report is minutes of work
+    outs = [Path(args.out)] + [Path(args.out) / f"repeat-{i}" for i in range(2, args.repeat + 1)]
+    for out in outs:
+        writable_dir("--out", str(out))
+    target = _target(args)
+    # the largest k's rounds must fit after the prompt (the write-up's when a workload's prompts are checked below)
+    check_request(target, args.prompt or "ROMEO:", args.chars, k=max(ks))
     if args.prompt is None:  # a bad workload file is found now, not after the drafts are built
         workload.load_workload(args.workload or workload.DEFAULT_WORKLOAD, chars=args.chars, max_k=max(ks))
-    # every place a result goes is checked before anything is measured
-    outs = [report.check_out_dir(args.out)] + [report.check_out_dir(Path(args.out) / f"repeat-{i}")
-                                               for i in range(2, args.repeat + 1)]
-    target = _target(args)
-    if args.prompt is not None:  # the largest k's rounds must fit after the prompt
-        check_request(target, args.prompt, args.chars, k=max(ks))
     docs = []
     for i, out in enumerate(outs, start=1):
         if args.repeat > 1:

@@ -252,5 +252,5 @@ def test_report_out_that_is_a_file_fails_before_measuring(tmp_path):
     f = tmp_path / "taken"
     f.write_text("mine")
     proc = _cli("report", "--out", str(f), "--quick")
-    assert proc.returncode == 2 and "is a file, not a folder" in proc.stderr and "Traceback" not in proc.stderr
+    assert proc.returncode == 2 and "is not a directory" in proc.stderr and "Traceback" not in proc.stderr
     assert f.read_text() == "mine"
