@@ -126,7 +126,15 @@ BAD = [
     (["compare", "{dir}/not-json.json", "{dir}/not-json.json"], "not-json.json: not valid JSON"),
     (["compare", "{dir}/not-report.json", "{dir}/not-report.json"], "not a specdec report (missing keys"),
     (["compare", "{dir}/nan-report.json", "{dir}/nan-report.json"], "costs.drafts.bigram.c is nan, not a finite number"),
-    (["compare", "{dir}/old-report.json", "{dir}/old-report.json"], "not a report this version reads (KeyError: 'c')"),
+    (["compare", "{dir}/old-report.json", "{dir}/old-report.json"], "lacks settings.prompt (made by an older specdec"),
+    (["generate", "--draft", "ngram", "--tree", "0"], "--tree budget must be between 1 and 255 nodes, got 0"),
+    (["verify", "--tree", "0x2"], "bad tree shape '0x2'"),
+    (["report", "--trees", "0x2"], "--trees: bad tree shape '0x2'"),
+    (["report", "--prompt", "ROMEO: é"], "character 'é' is not in the vocabulary"),
+    (["report", "--cpu", "4096"], "CPU 4096 is not available"),
+    (["report", "--repeat", "0"], "--repeat must be at least 1, got 0"),
+    (["report", "--budget", "nan"], "--budget must be a positive number of seconds, got nan"),
+    (["report", "--workload", "hamlet99"], "unknown workload 'hamlet99'"),
     ([], "the following arguments are required: command"),
 ]
 if not torch.cuda.is_available():
@@ -144,7 +152,7 @@ def bad_runs(tmp_path_factory):
     (fixtures / "a-folder").mkdir()
     (fixtures / "not-json.json").write_text("{")
     (fixtures / "not-report.json").write_text('{"a": 1}')
-    doc = {"machine": {}, "costs": {"target_pass_us": 400.0, "drafts": {"bigram": {"c": float("nan")}}},
+    doc = {"machine": {}, "settings": {}, "costs": {"target_pass_us": 400.0, "drafts": {"bigram": {"c": float("nan")}}},
            "acceptance": [], "speedup": []}
     (fixtures / "nan-report.json").write_text(json.dumps(doc))
     doc["costs"]["drafts"]["bigram"] = {"char_us": 7.0}

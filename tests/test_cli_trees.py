@@ -43,7 +43,7 @@ def test_verify_tree_rows(capsys):
     (["generate", "--draft", "ngram", "--tree", "0"], "between 1 and 255 nodes"),
     (["generate", "--draft", "ngram", "--tree", "16x16"], "at most 255 fit"),
     (["verify", "--tree", "2x", "--draft", "ngram"], "bad tree shape"),
-    (["verify", "--tree", "4", "--joint", "-1"], "--joint must be >= 0"),
+    (["verify", "--tree", "4", "--adaptive"], "--adaptive needs --joint"),
     (["verify", "--tree", "1000x1000x1000"], "has 1001001000 nodes; at most 4096"),
 ])
 def test_bad_tree_arguments_are_one_line_exit_2(capsys, args, message):

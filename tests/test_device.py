@@ -17,9 +17,11 @@ from specdec.model import GPT
 
 
 class _Checking(GPT):
-    def forward(self, idx, pos=None):
+    def forward(self, idx, pos=None, tree=None):
         assert idx.device == self.device, f"input on {idx.device}, the model is on {self.device}"
-        return super().forward(idx, pos)
+        if tree is not None:  # a tree's position ids and attention mask go in too
+            assert all(t.device == self.device for t in tree), "tree attention not on the model's device"
+        return super().forward(idx, pos, tree)
 
 
 @pytest.fixture()
