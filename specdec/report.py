@@ -186,21 +186,6 @@ def _best(mine: list[dict], label) -> dict:
             "best_config_per_item": per_item, "configs_items_compared": len(common)}
 
 
-def check_out_dir(out_dir: str | os.PathLike) -> Path:
-    """The output folder, checked before anything is measured: a folder we can write, or one we can create
-    (its nearest existing parent is). Nothing is created here; a ValueError names what is wrong."""
-    out = Path(out_dir)
-    if out.exists() and not out.is_dir():
-        raise ValueError(f"--out {str(out)!r} is a file, not a folder (give a folder for report.md, report.json, "
-                         f"speedup.png)")
-    parent = out
-    while not parent.exists():
-        parent = parent.parent
-    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
-        raise ValueError(f"--out {str(out)!r} is not writable ({str(parent)!r} does not let this user write)")
-    return out
-
-
 def write_atomic(path: Path, text: str) -> None:
     """Write one text file all-or-nothing: a temporary file beside it, then a rename."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}-")
@@ -219,7 +204,7 @@ def write(doc: dict, out_dir: str | os.PathLike, markdown: str) -> list[Path]:
     Everything is rendered into a temporary folder first, then renamed into place with SIGINT held off, so an
     interrupt leaves either the earlier report or the new one, never a half-written file.
     """
-    out = check_out_dir(out_dir)
+    out = Path(out_dir)  # checked before measuring (checks.writable_dir in the CLI)
     out.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=out, prefix=".report-"))
     try:

@@ -4,13 +4,12 @@ Shared machines drift by tens of percent between runs, so nothing here reports a
 result: costs are medians of samples taken round-robin across every quantity, so that drift touches all of
 them alike and their per-sample ratios (c, T(k+1)/T(1)) stay sound. (Speedups come from alternated runs, in
 `schedule`.) Warm-up calls are discarded, and sized by time. The garbage collector is off inside every timed
-region. The thread count is set explicitly by the caller (`threads`) and recorded beside every result. On
-CUDA every timer synchronises the device.
+region. The thread count is set explicitly by the caller (`hygiene.set_threads`) and recorded beside every
+result. On CUDA every timer synchronises the device.
 """
 
 from __future__ import annotations
 
-import contextlib
 import time
 from dataclasses import dataclass, field
 from typing import Callable
@@ -23,19 +22,6 @@ from .drafts import Draft
 from .model import GPT
 
 COST_PROMPT = "KING HENRY:\nOnce more unto the breach, dear friends, once more;\nOr close the wall up"
-
-
-@contextlib.contextmanager
-def threads(n: int):
-    """Run the block with torch using exactly n threads (restored afterwards)."""
-    if n < 1:
-        raise ValueError(f"threads must be at least 1, got {n}")
-    before = torch.get_num_threads()
-    torch.set_num_threads(n)
-    try:
-        yield n
-    finally:
-        torch.set_num_threads(before)
 
 
 def sync(device: str | torch.device) -> None:

@@ -23,16 +23,6 @@ def test_warm_up_is_sized_by_time_with_a_minimum_of_calls():
     assert 4 <= n <= 6
 
 
-def test_threads_is_set_and_restored():
-    before = torch.get_num_threads()
-    with timing.threads(1) as n:
-        assert n == 1 and torch.get_num_threads() == 1
-    assert torch.get_num_threads() == before
-    with pytest.raises(ValueError, match="threads must be at least 1"):
-        with timing.threads(0):
-            pass
-
-
 def test_round_robin_interleaves_samples():
     order = []
     res = timing.round_robin({"x": lambda: order.append("x"), "y": lambda: order.append("y")}, samples=3, number=2)
@@ -57,8 +47,7 @@ def test_round_robin_stops_at_its_deadline_after_the_minimum():
 
 def test_measure_costs_covers_every_piece(target, draft_factory):
     drafts = {"bigram": draft_factory("bigram")}
-    with timing.threads(1):
-        costs = timing.measure_costs(target, drafts, [1, 4], samples=2, number=2, term_calls=1)
+    costs = timing.measure_costs(target, drafts, [1, 4], samples=2, number=2, term_calls=1)  # 1 thread: conftest
     assert set(costs.verify_pass_us) == {2, 5} and set(costs.round_us) == {1, 4}
     assert costs.threads == 1 and costs.device == "cpu" and costs.samples == 2
     lo, hi = costs.c_range("bigram")
