@@ -21,6 +21,7 @@ import torch
 
 BUSY_LOAD = 0.8  # other runnable processes (load average beyond our own) that make a machine "busy"
 WIDE_FLOOR = 0.10  # an A/A interval wider than this fraction of its median makes the noise floor "wide"
+LARGE_DRIFT = 0.05  # a drift τ (ratios' shift between stretches of the run, one sd) above this is worth a warning
 
 
 @contextlib.contextmanager
@@ -147,4 +148,8 @@ def warnings(machine: dict, floor: dict | None, after_own_run: bool = False) -> 
         out.append(f"WARNING: the A/A noise floor is wide (target-only against itself: ±{half:.0%}): differences "
                    f"smaller than that are noise on this machine; rerun when it is quieter or with a larger "
                    f"--budget.")
+    if floor and (floor.get("drift") or 0.0) > LARGE_DRIFT:
+        out.append(f"WARNING: the machine drifted: ratios moved by ±{floor['drift']:.0%} (one sd) between the first "
+                   f"and second half of the run, beyond their pairs' noise; every interval carries it, and no "
+                   f"number of pairs takes it away: run on a quieter machine or pin a CPU with --cpu N.")
     return out

@@ -160,10 +160,14 @@ def tables(doc: dict) -> str:
                "row's pairs cycle through the runs, so its speedup is the workload's: the ratio of total times, "
                "what a user waiting for the whole workload sees. The re-run interval is where an independent "
                "re-run's figure lands with 95 % probability (moving-block bootstrap over the pairs in the order they "
-               "ran, ± t·√2·SE; never narrower than the noise floor's at the row's pair count). The CI over prompts resamples the runs (each run's two times together): how much "
+               "ran, ± t·√2·SE; never narrower than the noise floor's at the row's pair count), with the machine's "
+               f"drift added in quadrature (τ = {f.get('drift', 0.0):.1%}: how far ratios moved between the first and "
+               f"second half of this run, beyond their pairs' noise, pooled over {f.get('drift_rows', 0)} rows). "
+               "The CI over prompts resamples the runs (each run's two times together): how much "
                "the figure depends on which prompts the workload holds; set it against the noise floor's interval, "
-               "which is timing noise alone. A row is noisy when its re-run interval is more than twice as wide as "
-               "the floor's. The per-pair range is shown as the write-up shows it; it carries no verdict.")
+               "which is timing noise alone. A row is noisy when its pairs' interval (before drift) is more than "
+               "twice as wide as the floor's. The per-pair range is shown as the write-up shows it; it carries no "
+               "verdict.")
     c = doc["costs"]
     out.append(f"\n## 4. Costs ({m['threads']} thread(s); medians of round-robin samples)\n")
     t1 = c["target_pass_us"]
@@ -268,7 +272,8 @@ def _noise_note(r: dict, floor: dict) -> str:
     if r["pairs"] < 3:
         return f"{r['pairs']} pair(s): too few for an interval; give a larger --budget"
     if r["noisy"]:
-        return (f"noisy: interval {r['width']:.0%} of the figure, {r['width'] / floor['width']:.1f}x the noise floor's; "
+        w = r.get("pairs_width") or r["width"]
+        return (f"noisy: pairs' interval {w:.0%} of the figure, {w / floor['width']:.1f}x the noise floor's; "
                 f"give a larger --budget or a quieter machine")
     return ""
 
@@ -356,8 +361,10 @@ def findings(doc: dict) -> list[str]:
         ref = [(x[key] / x["measured"] - 1, x) for x in every]
         ok = sum(abs(e) <= PREDICTION_TOLERANCE for e, _ in ref)
         e, r = max(ref, key=lambda t: abs(t[0]))
+        inside = sum(x["ci_low"] <= x[key] <= x["ci_high"] for x in every)
         out.append(f"{label} is within {PREDICTION_TOLERANCE:.0%} of the measured median on {ok}/{len(ref)} rows, "
-                   f"chains and trees (largest error {e:+.1%}: {r['draft']} {_config(r)}).")
+                   f"chains and trees (largest error {e:+.1%}: {r['draft']} {_config(r)}), and inside the measured "
+                   f"figure's re-run interval on {inside}/{len(ref)}.")
     if doc.get("adaptive"):
         ad = doc["adaptive"]
         verdict = lambda r: ("faster" if r["vs_fixed_ci_low"] > 1 else "slower" if r["vs_fixed_ci_high"] < 1

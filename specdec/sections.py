@@ -170,6 +170,8 @@ def paired_figures(r: Runs, num: str, den: str, floor: dict | None = None) -> di
     to the figure), scaled to the row's pair count by √(floor pairs / row pairs): the floor measures the timing
     noise of this very statistic on this machine, and a bootstrap of a handful of pairs can understate it (in
     two back-to-back 5-pair reports, 8 of 35 intervals missed the other run's figure without this floor).
+    Then the drift the floor carries (`floor["drift"]`, τ from `drift_of`) is added: a re-run happens at
+    another time, and the machine's state moves a ratio between times by more than its pairs' own noise.
     """
     a, b = np.asarray(r.times[num]), np.asarray(r.times[den])
     s = stats.summarize_pairs(a, b)
@@ -178,6 +180,9 @@ def paired_figures(r: Runs, num: str, den: str, floor: dict | None = None) -> di
         if s.ci_high - s.estimate < half or s.estimate - s.ci_low < half:
             s = stats.Summary(s.estimate, s.median, s.min, s.max, min(s.ci_low, s.estimate - half),
                               max(s.ci_high, s.estimate + half), s.n)
+    pairs_width = s.width  # the pairs' own noise (what "noisy" judges); drift does not shrink with more pairs
+    if floor is not None and s.n >= 3:
+        s = stats.with_drift(s, floor.get("drift") or 0.0)
     by_run: dict[int, list[int]] = {}
     for visit, i in enumerate(r.visit_items):
         by_run.setdefault(i, []).append(visit)
@@ -186,7 +191,8 @@ def paired_figures(r: Runs, num: str, den: str, floor: dict | None = None) -> di
     w = wl.workload_interval((a_run, b_run))
     # width: the re-run interval over the figure; null below three pairs (JSON has no infinity)
     return {"measured": s.estimate, "ci_low": s.ci_low, "ci_high": s.ci_high,
-            "width": s.width if math.isfinite(s.width) else None, "pairs": s.n,
+            "width": s.width if math.isfinite(s.width) else None,
+            "pairs_width": pairs_width if math.isfinite(pairs_width) else None, "pairs": s.n,
             "measured_median": s.median, "measured_min": s.min, "measured_max": s.max,
             "workload_ci_low": w.low, "workload_ci_high": w.high, "items": w.items,
             "per_item_ratios": [{"prompt_id": r.items[i][0].id, "seed": r.items[i][1],
@@ -207,11 +213,28 @@ def speedup(run: ReportRun, seconds: float) -> dict:
              for (name, label), spec in run.trees.items()]
     interleave([floor] + rows, seconds, kn["min_pairs"], kn["precision"], run.device, run.log, "speedup ")
     f = paired_figures(floor, "a", "b")
-    noise = {**f, "median": f["measured_median"], "min": f["measured_min"], "max": f["measured_max"]}
+    tau, pooled = drift_of(run, rows)
+    noise = {**f, "median": f["measured_median"], "min": f["measured_min"], "max": f["measured_max"],
+             "drift": tau, "drift_rows": pooled}
     run.floor = noise
     docs = [_speedup_row(run, r, f["width"]) for r in rows]
     run.rows = docs
     return {"noise_floor": noise, "speedup": docs}
+
+
+def drift_of(run: ReportRun, rows: list[Runs]) -> tuple[float, int]:
+    """τ over the speedup rows (`stats.drift`), and how many rows it pooled.
+
+    A row's pairs cycle through the workload's runs, so its first and second half hold different prompts;
+    what the prompts alone explain is taken out first: speculative time goes with the run's target passes
+    (exact counts), so each pair's log ratio gets log(passes of its run / the row's mean passes) added.
+    """
+    series = []
+    for r in rows:
+        passes = np.array([it["target_passes"] for it in run.acc[r.key]["per_item"]], dtype=float)
+        adjust = np.log(passes[np.asarray(r.visit_items)] / passes.mean())
+        series.append(np.log(r.ratios()) + adjust)
+    return stats.drift(series)
 
 
 def _predictions(a: dict, terms: np.ndarray) -> stats.Summary:
@@ -258,7 +281,7 @@ def _speedup_row(run: ReportRun, r: Runs, floor_width: float | None) -> dict:
         "predicted_refined": after.estimate, "predicted_refined_ci_low": after.ci_low,
         "predicted_refined_ci_high": after.ci_high,
         **fig,
-        "noisy": _noisy(fig["width"], floor_width, run.knobs["precision"]),
+        "noisy": _noisy(fig["pairs_width"], floor_width, run.knobs["precision"]),
         "terms_us": {"step": step_us, "draft_char": char_us, "round": round_us},
         "before_terms_us": {key: float(np.median(before_terms[:, i]))
                             for i, key in enumerate(("step", "draft_char", "round"))},

@@ -4,6 +4,8 @@
 - `rerun_interval`: that interval. Consecutive pairs on a shared machine are not independent (load comes and
   goes over seconds to minutes), so the median is resampled by a moving-block bootstrap over the pairs in the
   order they ran, and the interval is widened by √2: a re-run's median carries its own error as well as ours.
+- `drift`: how far the machine moves a ratio between stretches of one run (τ), pooled over a report's rows: a
+  re-run happens at another time, so its interval carries τ beside the pairs' own noise.
 - `predicted_speedup`: the write-up's formula, chars per target pass / (1 + k·c).
 - `expected_length`: Leviathan et al.'s E(α, k) = (1 − α^(k+1)) / (1 − α) characters per round.
 - `acceptance_alpha`: α as Leviathan defines it (a per-position acceptance probability), estimated by maximum
@@ -115,6 +117,41 @@ def summarize_pairs(a, b, confidence: float = 0.95, seed: int = 0) -> Summary:
     lo, hi = rerun_interval((a, b), confidence, seed, statistic=ratio_of_totals)
     return Summary(float(ratio_of_totals(a, b)), float(np.median(r)), float(r.min()), float(r.max()), lo, hi,
                    int(a.size))
+
+
+def drift(series: list[np.ndarray], min_pairs: int = 4) -> tuple[float, int]:
+    """τ, the spread a ratio picks up between two stretches of time beyond its pairs' own noise, and the
+    number of rows it was pooled over.
+
+    series: per row, the log per-pair ratios in the order measured (with what the row's prompts alone explain
+    taken out). Each row with at least `min_pairs` is split into its first and second half: the difference d of
+    the halves' means has E[d²] = v₁ + v₂ + τ², v the halves' sampling variances (var / n), when the machine's
+    state shifts the ratio by τ (one standard deviation, log scale) from one stretch to the next. τ² is the
+    mean over rows of d² − v₁ − v₂ (a method-of-moments random-effects estimate, as DerSimonian and Laird's),
+    floored at 0; 0 with no row long enough. Rows are pooled because a row's handful of pairs cannot tell τ
+    from noise, while the machine's state shifts every row.
+    """
+    terms = []
+    for x in series:
+        x = np.asarray(x, dtype=float)
+        if x.size < max(4, min_pairs):
+            continue
+        h = x.size // 2
+        a, b = x[:h], x[h:]
+        terms.append((a.mean() - b.mean()) ** 2 - a.var(ddof=1) / a.size - b.var(ddof=1) / b.size)
+    if not terms:
+        return 0.0, 0
+    return math.sqrt(max(0.0, float(np.mean(terms)))), len(terms)
+
+
+def with_drift(s: Summary, tau: float, confidence: float = 0.95) -> Summary:
+    """s with its re-run interval widened for drift: each side's half-width h becomes √(h² + (z·τ·estimate)²),
+    z the normal quantile (τ is pooled over many rows, so its own error is small)."""
+    if tau <= 0 or not math.isfinite(s.ci_low) or not math.isfinite(s.ci_high):
+        return s
+    extra = float(sstats.norm.ppf(0.5 + confidence / 2)) * tau * s.estimate
+    return Summary(s.estimate, s.median, s.min, s.max, s.estimate - math.hypot(s.estimate - s.ci_low, extra),
+                   s.estimate + math.hypot(s.ci_high - s.estimate, extra), s.n)
 
 
 def predicted_speedup(chars_per_pass: float, k: int, c: float) -> float:

@@ -47,15 +47,16 @@ def test_pin_keeps_the_affinity_it_was_given():
     assert hygiene.pin(None) == before
 
 
-@pytest.mark.parametrize("start,end,width,expected", [
-    (0.1, 1.2, 0.02, []),                              # quiet: ours is the only load at the end
-    (1.5, 2.6, 0.02, ["machine was busy"]),           # something else ran throughout
-    (0.1, 2.4, 0.02, ["machine was busy"]),           # something else started meanwhile
-    (0.1, 1.1, 0.30, ["noise floor is wide"]),
+@pytest.mark.parametrize("start,end,width,drift,expected", [
+    (0.1, 1.2, 0.02, 0.03, []),                              # quiet: ours is the only load at the end
+    (1.5, 2.6, 0.02, 0.03, ["machine was busy"]),           # something else ran throughout
+    (0.1, 2.4, 0.02, 0.03, ["machine was busy"]),           # something else started meanwhile
+    (0.1, 1.1, 0.30, 0.03, ["noise floor is wide"]),
+    (0.1, 1.1, 0.02, 0.06, ["machine drifted"]),
 ])
-def test_warnings_for_a_busy_machine_or_a_wide_floor(start, end, width, expected):
+def test_warnings_for_a_busy_machine_a_wide_floor_or_drift(start, end, width, drift, expected):
     machine = {"load_start": start, "load_end": end, "cores": 2}
-    floor = {"median": 1.0, "ci_low": 1.0 - width / 2, "ci_high": 1.0 + width / 2}
+    floor = {"median": 1.0, "ci_low": 1.0 - width / 2, "ci_high": 1.0 + width / 2, "drift": drift}
     got = hygiene.warnings(machine, floor)
     assert len(got) == len(expected) and all(e in g for e, g in zip(expected, got))
     assert all(g.startswith("WARNING: ") and "\n" not in g for g in got)

@@ -6,7 +6,7 @@ import sys
 import numpy as np
 import pytest
 
-from specdec import calibrate, render, report
+from specdec import calibrate, render, report, stats
 
 from .conftest import REPORT_BUDGET as BUDGET
 
@@ -117,6 +117,25 @@ def test_the_prediction_before_the_run_uses_the_cost_tables_terms(doc):
         assert r["predicted_before"] == pytest.approx(float(np.median(per_sample)))
 
 
+def test_the_drift_comes_from_the_rows_halves_and_widens_every_interval(doc):
+    """τ recomputed from the document alone: each row's per-pair log ratios in the order measured (visit i ran
+    the workload's run i mod runs), plus log(that run's target passes / the row's mean), halves compared."""
+    acc = {(r["draft"], r["k"], str(r.get("tree"))): r for r in doc["acceptance"]}
+    series = []
+    for r in doc["speedup"]:
+        passes = np.array([it["target_passes"] for it in acc[r["draft"], r["k"], str(r.get("tree"))]["per_item"]],
+                          dtype=float)
+        visits = np.arange(r["pairs"]) % passes.size
+        series.append(np.log(r["ratios"]) + np.log(passes[visits] / passes.mean()))
+    tau, rows = stats.drift(series)
+    assert doc["noise_floor"]["drift"] == pytest.approx(tau) and doc["noise_floor"]["drift_rows"] == rows
+    for r in doc["speedup"]:
+        if r["pairs"] >= 3:
+            assert r["width"] >= r["pairs_width"] - 1e-12
+            if tau > 0:
+                assert r["width"] > r["pairs_width"]
+
+
 def test_tables_render_everything_with_the_noise_floor_first(doc):
     text = render.tables(doc)
     for title in ("1. Exactness", "2. Acceptance", "3. Measured speedup", "4. Costs", "5. Predicted",
@@ -128,9 +147,10 @@ def test_tables_render_everything_with_the_noise_floor_first(doc):
 
 def test_a_row_is_noisy_by_its_interval_against_the_floor_never_by_its_range(doc):
     floor = {**doc["noise_floor"], "width": 0.02}
-    row = {**doc["speedup"][0], "pairs": 10, "width": 0.10, "noisy": True, "measured_min": 0.1, "measured_max": 9}
-    assert render._noise_note(row, floor) == ("noisy: interval 10% of the figure, 5.0x the noise floor's; give a larger "
-                                              "--budget or a quieter machine")
+    row = {**doc["speedup"][0], "pairs": 10, "pairs_width": 0.10, "width": 0.14, "noisy": True, "measured_min": 0.1,
+           "measured_max": 9}
+    assert render._noise_note(row, floor) == ("noisy: pairs' interval 10% of the figure, 5.0x the noise floor's; give "
+                                              "a larger --budget or a quieter machine")
     assert render._noise_note({**row, "noisy": False}, floor) == ""  # a huge range alone says nothing
     assert "too few for an interval" in render._noise_note({**row, "pairs": 2}, floor)
 

@@ -54,6 +54,59 @@ def test_rerun_interval_widens_when_neighbours_are_correlated():
     assert hi_d - lo_d > hi_s - lo_s
 
 
+def test_drift_by_hand():
+    # halves [0, 0] | [1, 1]: d = 1, no spread within -> tau^2 = 1
+    assert stats.drift([np.array([0.0, 0.0, 1.0, 1.0])]) == (1.0, 1)
+    # the second row: halves [0, 2] | [0, 2], d = 0, v = 2/2 + 2/2 -> term -2; mean(1, -2) < 0 -> tau 0
+    assert stats.drift([np.array([0.0, 0.0, 1.0, 1.0]), np.array([0.0, 2.0, 0.0, 2.0])]) == (0.0, 2)
+    # too short to split: not pooled
+    assert stats.drift([np.array([0.0, 1.0, 2.0])]) == (0.0, 0)
+
+
+def test_drift_finds_a_shift_between_stretches_and_not_in_a_steady_machine():
+    rng = np.random.default_rng(1)
+    steady = [rng.normal(0.0, 0.05, 10) for _ in range(200)]
+    shifted = [x + np.repeat(rng.normal(0.0, 0.04, 2), 5) for x in steady]  # each half moved by N(0, 0.04)
+    tau_steady, _ = stats.drift(steady)
+    tau_shifted, rows = stats.drift(shifted)
+    assert rows == 200
+    assert tau_steady < 0.015
+    assert 0.04 < tau_shifted < 0.07  # the halves' difference has sd 0.04·√2 ≈ 0.057
+
+
+def test_intervals_with_drift_cover_a_rerun_in_another_stretch():
+    """Two runs of 20 rows, 10 pairs each; the machine's state moves every row's ratio by N(0, 0.04) from one
+    half-run to the next. The plain interval misses the other run's median far more often than 5 %; with τ
+    estimated from the run's own halves it covers about 95 %."""
+    rng = np.random.default_rng(11)
+
+    def one_run():
+        return [np.exp(rng.normal(0.0, 0.04, 10) + np.repeat(rng.normal(0.0, 0.04, 2), 5)) for _ in range(20)]
+
+    plain = widened = total = 0
+    for _ in range(40):
+        first, second = one_run(), one_run()
+        tau, _ = stats.drift([np.log(x) for x in first])
+        for x, y in zip(first, second):
+            s = stats.summarize(x)
+            w = stats.with_drift(s, tau)
+            plain += s.ci_low <= np.median(y) <= s.ci_high
+            widened += w.ci_low <= np.median(y) <= w.ci_high
+            total += 1
+    assert plain / total < 0.88
+    assert widened / total >= 0.9
+
+
+def test_with_drift_adds_in_quadrature_by_hand():
+    s = stats.Summary(2.0, 2.0, 1.5, 2.6, 1.7, 2.4, 5)
+    w = stats.with_drift(s, 0.1)
+    extra = 1.959963984540054 * 0.1 * 2.0
+    assert w.ci_low == pytest.approx(2.0 - math.hypot(0.3, extra))
+    assert w.ci_high == pytest.approx(2.0 + math.hypot(0.4, extra))
+    assert (w.estimate, w.median, w.min, w.max, w.n) == (2.0, 2.0, 1.5, 2.6, 5)
+    assert stats.with_drift(s, 0.0) == s
+
+
 def test_alpha_by_maximum_likelihood_by_hand():
     # k = 2: rounds with 0, 1, 2 accepted = 2, 1, 1 -> accepted 1 + 2 = 3, rounds with a rejection 3: α = 3/6
     fit = stats.acceptance_alpha([2, 1, 1], 2)
