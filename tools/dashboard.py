@@ -143,7 +143,7 @@ def main() -> int:
     args = ap.parse_args()
     browser = _chromium()
     if not args.skip_publish:
-        _run(["asv", "publish"], cwd=ROOT)
+        _run([sys.executable, "-m", "asv", "publish"], cwd=ROOT)  # the asv of this interpreter, on PATH or not
     if not (HTML / "index.html").is_file():
         _fail(f"{HTML}/index.html is missing: record results (asv run) and run asv publish")
     print(f"{vendor(HTML)} CDN addresses pointed at {HTML / 'vendor'}")

@@ -153,7 +153,7 @@ def commit(repo: Path, base: str, case: Case) -> str:
 def continuous(repo: Path, base: str, head: str, bench: str | None, rounds: int, env: dict):
     # Rounds alternate between the two commits (A B B A ...), each in fresh processes, so load that comes and
     # goes lands on both sides -- the principle of the harness's alternated pairs, one level up.
-    cmd = ["asv", "continuous", "--machine", "regression-demo", "--factor", FACTOR, "--interleave-rounds",
+    cmd = [sys.executable, "-m", "asv", "continuous", "--machine", "regression-demo", "--factor", FACTOR, "--interleave-rounds",
            "-a", f"rounds={rounds}", "-a", "repeat=(3, 10, 5.0)", "--show-stderr"]
     return sh(cmd + (["-b", bench] if bench else []) + [base, head], repo, check=False, env=env)
 
@@ -186,7 +186,7 @@ def main() -> int:
     results = {}
     try:
         sh(["git", "clone", "-q", str(ROOT), str(repo)], scratch)
-        sh(["asv", "machine", "--yes", "--machine", "regression-demo"], repo)
+        sh([sys.executable, "-m", "asv", "machine", "--yes", "--machine", "regression-demo"], repo)
         base = sh(["git", "rev-parse", "HEAD"], repo).stdout.strip()
         shas = {key: commit(repo, base, CASES[key]) for key in args.cases}
         for key in args.cases:
