@@ -12,6 +12,7 @@ from .decode import Generation, GenerationStats, generate, speculative_generate
 from .drafts import DRAFTS, WRITEUP_DRAFTS, Draft, UnknownDraftError, make_draft
 from .exactness import verify
 from .model import GPT, ContextOverflowError, GPTConfig
+from .overhead import attribution, measure_machine, overhead_table, pass_bytes, pass_flops
 from .sampling import accept_reject
 from .stats import expected_length, optimal_k, predicted_speedup, refined_speedup, summarize
 from .train import CheckpointError, load_checkpoint, load_target, save_checkpoint
@@ -39,6 +40,7 @@ __all__ = [
     "Workload",
     "WorkloadError",
     "accept_reject",
+    "attribution",
     "encode",
     "expected_length",
     "generate",
@@ -46,7 +48,11 @@ __all__ = [
     "load_target",
     "load_workload",
     "make_draft",
+    "measure_machine",
     "optimal_k",
+    "overhead_table",
+    "pass_bytes",
+    "pass_flops",
     "predicted_speedup",
     "refined_speedup",
     "save_checkpoint",

@@ -1,4 +1,4 @@
-"""The `specdec` command: train, info, generate, verify, report, compare.
+"""The `specdec` command: train, info, generate, verify, report, compare, overhead.
 
 Every bad argument ends in one line on stderr and exit code 2 (argparse's convention), never a traceback,
 and is found before any training or measuring starts: output locations are checked to be writable first, so
@@ -345,6 +345,38 @@ def _cmd_compare(args) -> int:
     return 1 if worse else 0
 
 
+def _cmd_overhead(args) -> int:
+    import json
+    import math
+    from pathlib import Path
+
+    from . import hygiene, overhead, report
+    from .drafts import make_draft
+
+    at_least("--threads", args.threads, 1)
+    if not (math.isfinite(args.seconds) and 0 < args.seconds <= 600):
+        raise UsageError(f"--seconds must be a number of seconds in (0, 600], got {args.seconds}")
+    if args.out is not None:
+        writable_dir("--out", args.out)  # before measuring: nothing measured is lost to a bad folder
+    threads = hygiene.set_threads(args.threads)
+    target = _train.load_target()
+    machine = overhead.measure_machine(args.seconds, args.threads)
+    rows = overhead.overhead_table(target, machine, seconds=args.seconds)
+    attr = overhead.attribution(target, make_draft(OVERHEAD_DRAFT, target), OVERHEAD_K)
+    print(overhead.render(machine, rows, attr))
+    if args.out is not None:
+        doc = {"machine": machine.to_dict(), "threads": threads, "draft": OVERHEAD_DRAFT, "k": OVERHEAD_K,
+               "seconds": args.seconds, "floor": rows, "attribution": attr}
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        report.write_atomic(out / "overhead.json", json.dumps(doc, indent=2) + "\n")
+        _log(f"wrote {out / 'overhead.json'}")
+    return 0
+
+
+OVERHEAD_DRAFT, OVERHEAD_K = "bigram", 4  # the attribution's round: the cheapest draft, so the target shows
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = Parser(prog="specdec", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -428,6 +460,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("a", help="the baseline report.json")
     p.add_argument("b", help="the new report.json")
     p.set_defaults(func=_cmd_compare)
+
+    p = sub.add_parser("overhead", help="the target pass against its roofline floor, and where the time goes")
+    p.add_argument("--threads", type=int, default=1, help="torch threads while measuring (recorded)")
+    p.add_argument("--seconds", type=float, default=2.0, help="seconds for the machine's figures and again for "
+                   "the pass times (the profiled attribution takes its own few seconds)")
+    p.add_argument("--out", default=None, help="also write overhead.json into this folder")
+    p.set_defaults(func=_cmd_overhead)
     return parser
 
 

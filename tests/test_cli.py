@@ -135,6 +135,12 @@ BAD = [
     (["report", "--repeat", "0"], "--repeat must be at least 1, got 0"),
     (["report", "--budget", "nan"], "--budget must be a positive number of seconds, got nan"),
     (["report", "--workload", "hamlet99"], "unknown workload 'hamlet99'"),
+    (["overhead", "--threads", "0"], "--threads must be at least 1, got 0"),
+    (["overhead", "--threads", "two"], "argument --threads: invalid int value: 'two'"),
+    (["overhead", "--seconds", "0"], "--seconds must be a number of seconds in (0, 600], got 0.0"),
+    (["overhead", "--seconds", "nan"], "--seconds must be a number of seconds in (0, 600], got nan"),
+    (["overhead", "--seconds", "601"], "--seconds must be a number of seconds in (0, 600], got 601.0"),
+    (["overhead", "--out", "{dir}/a-file"], "--out {dir}/a-file: {dir}/a-file is not a directory"),
     ([], "the following arguments are required: command"),
 ]
 if not torch.cuda.is_available():

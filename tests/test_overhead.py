@@ -1,0 +1,183 @@
+"""Overhead: the counted work of a pass, the machine's figures, the floor table and the profiler's attribution."""
+
+import dataclasses
+import functools
+import json
+import math
+
+import pytest
+import torch
+
+import specdec
+from specdec import cli, overhead
+from specdec.model import GPTConfig
+from specdec.overhead import CATEGORIES, RESIDUAL, Machine
+
+CFG = GPTConfig()  # the shipped target's: C = 128, 3 layers, V = 84, context 256
+
+
+def test_shipped_target_has_the_default_config(target):
+    assert target.config == CFG
+
+
+def test_pass_flops_one_position_at_zero():
+    # Linear layers per layer 2·T·12·C² = 24·16384 = 393,216; x3 layers = 1,179,648
+    # attention 2·2·T·(0+1)·C = 512 per layer; x3 = 1,536
+    # lm_head 2·T·C·V = 2·128·84 = 21,504
+    assert pass_flops_total(1, 0) == 1_179_648 + 1_536 + 21_504 == 1_202_688
+
+
+def test_pass_flops_five_positions_at_100():
+    # Linear 5 · 1,179,648 = 5,898,240; attention 4·5·105·128 = 268,800 per layer, x3 = 806,400;
+    # lm_head 5 · 21,504 = 107,520
+    assert pass_flops_total(5, 100) == 5_898_240 + 806_400 + 107_520 == 6_812_160
+
+
+def pass_flops_total(T, pos):
+    return specdec.pass_flops(CFG, T, pos)
+
+
+def test_pass_bytes_one_position_at_zero():
+    # floats: Linear 3·12·16384 = 589,824 + lm_head 128·84 = 10,752 -> 600,576; embedding rows 2·1·128 = 256;
+    # LayerNorms 7·2·128 = 1,792; KV 2·3·(0+1)·128 = 768; total 603,392 floats · 4 bytes
+    assert specdec.pass_bytes(CFG, 1, 0) == 603_392 * 4 == 2_413_568
+
+
+def test_pass_bytes_five_positions_at_100():
+    # 600,576 weights + 2·5·128 = 1,280 rows + 1,792 norms + 2·3·105·128 = 80,640 KV = 684,288 floats
+    assert specdec.pass_bytes(CFG, 5, 100) == 684_288 * 4 == 2_737_152
+    assert specdec.pass_bytes(CFG, 5, 100, dtype_bytes=2) == 684_288 * 2
+
+
+def test_pass_bytes_weights_are_the_models_parameters_but_the_unread_embedding_rows(target):
+    C, L = CFG.n_embd, CFG.n_layer
+    for T in (1, 7):
+        unread = (CFG.vocab_size + CFG.context - 2 * T) * C  # whole wte and wpe, less the rows looked up
+        kv = 2 * L * T * C
+        assert specdec.pass_bytes(CFG, T, 0, dtype_bytes=1) == target.num_params() - unread + kv
+
+
+def test_floor_is_the_larger_of_compute_and_bandwidth_time():
+    m = Machine(matmul_gflops=10.0, cache_gbps=2.0, memory_gbps=1.0, threads=1)
+    assert overhead.floor_us(1_000_000, 1_000_000, m) == pytest.approx(500.0)  # 1e6 B / 2 GB/s = 500 µs
+    assert overhead.floor_us(100_000_000, 1_000, m) == pytest.approx(10_000.0)  # 1e8 FLOP / 10 GFLOP/s
+
+
+def test_measure_machine_gives_finite_positive_figures_and_restores_threads():
+    before = torch.get_num_threads()
+    m = specdec.measure_machine(seconds=0.2, threads=2)
+    assert isinstance(m, Machine) and m.threads == 2 and torch.get_num_threads() == before
+    for name in ("matmul_gflops", "cache_gbps", "memory_gbps"):
+        value = getattr(m, name)
+        assert isinstance(value, float) and math.isfinite(value) and value > 0, name
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        m.threads = 3
+    assert set(m.to_dict()) == {"matmul_gflops", "cache_gbps", "memory_gbps", "threads"}
+
+
+@pytest.mark.parametrize("seconds", [0.0, -1.0, float("nan"), float("inf")])
+def test_measure_machine_refuses_a_bad_budget(seconds):
+    with pytest.raises(ValueError, match="seconds must be a positive number"):
+        specdec.measure_machine(seconds=seconds)
+
+
+def test_overhead_table_rows(target):
+    m = Machine(matmul_gflops=50.0, cache_gbps=20.0, memory_gbps=5.0, threads=1)
+    rows = specdec.overhead_table(target, m, positions=(1, 3), context_pos=50, seconds=0.3)
+    assert [r["positions"] for r in rows] == [1, 3]
+    for r in rows:
+        assert set(r) == {"backend", "positions", "measured_us", "floor_us", "share", "flops", "bytes"}
+        assert r["backend"] == "eager" and r["measured_us"] > 0
+        assert r["flops"] == specdec.pass_flops(CFG, r["positions"], 50)
+        assert r["bytes"] == specdec.pass_bytes(CFG, r["positions"], 50)
+        assert r["floor_us"] == overhead.floor_us(r["flops"], r["bytes"], m)
+        assert r["share"] == 1 - r["floor_us"] / r["measured_us"]
+
+
+def test_overhead_table_refuses_widths_past_the_context(target):
+    m = Machine(matmul_gflops=50.0, cache_gbps=20.0, memory_gbps=5.0, threads=1)
+    with pytest.raises(ValueError, match="fit the context of 256"):
+        specdec.overhead_table(target, m, positions=(1, 9), context_pos=250, seconds=0.1)
+
+
+@pytest.mark.parametrize("name,expected", [
+    ("aten::mm", "matmul"), ("aten::linear", "matmul"), ("aten::addmm", "matmul"), ("aten::bmm", "matmul"),
+    ("aten::scaled_dot_product_attention", "attention"),
+    ("aten::_scaled_dot_product_flash_attention_for_cpu", "attention"),
+    ("aten::empty", "tensor creation"), ("aten::copy_", "tensor creation"), ("aten::view", "tensor creation"),
+    ("aten::embedding", "tensor creation"), ("aten::cat", "tensor creation"),
+    ("aten::add", "elementwise"), ("aten::gelu", "elementwise"), ("aten::layer_norm", "elementwise"),
+    ("aten::softmax", "elementwise"),
+])
+def test_category_of_an_op(name, expected):
+    assert overhead.category(name) == expected
+
+
+def _only(fn, n=20):
+    def run(labelled):
+        for _ in range(n):
+            fn(labelled)
+        return n
+    return run
+
+
+def _check_sums(scope):
+    cats = scope["categories"]
+    assert tuple(cats) == CATEGORIES
+    assert all(us >= 0 for name, us in cats.items() if name != RESIDUAL)
+    assert math.isclose(sum(cats.values()), scope["profiled_us"], rel_tol=1e-6)
+    assert scope["measured_us"] > 0
+
+
+def test_a_function_that_only_multiplies_matrices_is_all_matmul():
+    a = torch.randn(64, 64)
+    scope = overhead.attribute(_only(lambda labelled: torch.mm(a, a)), repeats=1)
+    _check_sums(scope)
+    cats = scope["categories"]
+    assert cats["matmul"] > 0
+    assert all(cats[name] == 0 for name in CATEGORIES if name not in ("matmul", RESIDUAL))
+
+
+def test_a_function_that_only_allocates_is_all_tensor_creation():
+    scope = overhead.attribute(_only(lambda labelled: torch.zeros(64, 64)), repeats=1)
+    cats = scope["categories"]
+    assert cats["tensor creation"] > 0
+    assert all(cats[name] == 0 for name in CATEGORIES if name not in ("tensor creation", RESIDUAL))
+
+
+def test_a_label_takes_all_the_ops_inside_it():
+    a = torch.randn(64, 64)
+
+    def fn(labelled):
+        with overhead._label(labelled, "the rule"):
+            torch.mm(a, a)
+
+    cats = overhead.attribute(_only(fn), repeats=1)["categories"]
+    assert cats["the rule"] > 0 and cats["matmul"] == 0
+
+
+def test_attribution_of_a_step_and_a_round(target, draft_factory):
+    out = specdec.attribution(target, draft_factory("bigram"), k=2, chars=6, repeats=1)
+    assert set(out) == {"step", "round"}
+    for scope in out.values():
+        _check_sums(scope)
+        assert scope["categories"]["matmul"] > 0 and scope["categories"]["attention"] > 0
+    step, rnd = out["step"]["categories"], out["round"]["categories"]
+    assert step["the rule"] == 0 and step["draft"] == 0 and step["logits to sample"] > 0
+    assert rnd["the rule"] > 0 and rnd["draft"] > 0 and rnd["logits to sample"] > 0
+    assert out["step"]["units_per_block"] == 6 and 2 <= out["round"]["units_per_block"] <= 6
+
+
+def test_cli_prints_the_tables_and_writes_overhead_json(tmp_path, monkeypatch, capsys):
+    quick = functools.partial(overhead.attribution, chars=4, repeats=1)
+    monkeypatch.setattr(overhead, "attribution", quick)
+    before = torch.get_num_threads()
+    assert cli.main(["overhead", "--seconds", "0.2", "--out", str(tmp_path / "o")]) == 0
+    torch.set_num_threads(before)
+    out = capsys.readouterr().out
+    assert out.startswith("machine (1 thread): GEMM 256x256")
+    assert "positions" in out and RESIDUAL in out and "measured without profiler" in out
+    doc = json.loads((tmp_path / "o" / "overhead.json").read_text())
+    assert [r["positions"] for r in doc["floor"]] == [1, 2, 3, 5, 9]
+    assert set(doc["attribution"]) == {"step", "round"} and doc["draft"] == "bigram" and doc["k"] == 4
+    assert [p.name for p in (tmp_path / "o").iterdir()] == ["overhead.json"]  # no temporary file left
