@@ -7,6 +7,7 @@
     out.text, out.stats.acceptance, out.stats.chars_per_pass
 """
 
+from .backends import BACKENDS, UnknownBackendError
 from .corpus import VocabularyError, encode, vocabulary
 from .decode import Generation, GenerationStats, generate, speculative_generate
 from .drafts import DRAFTS, WRITEUP_DRAFTS, Draft, UnknownDraftError, make_draft
@@ -24,6 +25,7 @@ from .workload import WORKLOADS, Workload, WorkloadError, load_workload
 __version__ = "0.1.0"
 
 __all__ = [
+    "BACKENDS",
     "CheckpointError",
     "ContextOverflowError",
     "DRAFTS",
@@ -33,6 +35,7 @@ __all__ = [
     "Generation",
     "GenerationStats",
     "TreeSpec",
+    "UnknownBackendError",
     "UnknownDraftError",
     "VocabularyError",
     "WORKLOADS",

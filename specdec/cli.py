@@ -11,6 +11,7 @@ import argparse
 import sys
 
 from . import train as _train
+from .backends import BACKENDS
 from .checks import Parser, UsageError, at_least, device_arg, temperature_arg, writable_dir, writable_file
 
 
@@ -43,7 +44,7 @@ def _log(line: str) -> None:
 
 
 def _target(args):
-    return _train.load_target(args.checkpoint)
+    return _train.load_target(args.checkpoint, backend=getattr(args, "backend", "eager"))
 
 
 def _drafts_arg(names: list[str] | None, device: str = "cpu") -> list[str]:
@@ -395,6 +396,12 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--checkpoint", default=None, help="target checkpoint (default: the shipped one)")
         return p
 
+    def with_backend(p):
+        p.add_argument("--backend", choices=BACKENDS, default="eager", help="how the target's forward runs: "
+                       "eager (the plain modules) or fused (hand-fused, preallocated); drafts copied from the "
+                       "target (int8, int4) run the same")
+        return p
+
     p = with_checkpoint(sub.add_parser("info", help="the target: parameters, bytes, validation loss, checkpoint"))
     p.add_argument("--json", action="store_true", help="one JSON object")
     p.set_defaults(func=_cmd_info)
@@ -410,6 +417,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "a rejection (from -k, at most 16)")
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    with_backend(p)
     p.add_argument("--json", action="store_true")
     p.add_argument("--tree", default=None, metavar="SHAPE", help="draft a token tree: widths per depth (4x2x2x1) "
                    "or a node budget (32) shaped by the dynamic program; bigram or ngram")
@@ -426,6 +434,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "target-only generation (positions 2..k, the bonus, the rollback)")
     p.add_argument("--adaptive", action="store_true", help="with --joint: adaptive k from -k")
     p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    with_backend(p)
     p.add_argument("--json", action="store_true", help="a JSON list of rows")
     p.add_argument("--tree", default=None, metavar="SHAPE", help="verify tree rounds of this shape (4x2x2x1, or a "
                    "node budget like 32) for bigram and ngram (with --joint: the first three characters too)")

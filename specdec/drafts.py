@@ -158,7 +158,10 @@ def _int8_dynamic(target: GPT, **_) -> Draft:
 def _small(target: GPT, checkpoint=None, **_) -> Draft:
     from .train import load_checkpoint, shipped_path
 
+    from .backends import backend_of, to_backend
+
     model, _meta = load_checkpoint(checkpoint or shipped_path("small"))
+    model = to_backend(model, backend_of(target))  # not a copy of the target: give it the target's backend
     return ModelDraft("small", model.to(target.device), quantize.float32_bytes(model))
 
 

@@ -190,7 +190,12 @@ def load_checkpoint(path: str | os.PathLike) -> tuple[GPT, dict]:
     return model, meta
 
 
-def load_target(path: str | os.PathLike | None = None) -> GPT:
-    """The trained target: the checkpoint shipped in the package unless `path` names another."""
+def load_target(path: str | os.PathLike | None = None, backend: str = "eager") -> GPT:
+    """The trained target: the checkpoint shipped in the package unless `path` names another, run by
+    `backend` (one of `backends.BACKENDS`; an unknown name is a one-line `UnknownBackendError`, raised before
+    the checkpoint is read)."""
+    from . import backends
+
+    backends.check_backend(backend)
     model, _ = load_checkpoint(shipped_path("target") if path is None else path)
-    return model
+    return backends.to_backend(model, backend)

@@ -34,6 +34,13 @@ def test_generate_json_speculative():
     assert sum(out["accepted_per_position"]) == out["draft_calls"]
 
 
+def test_generate_and_verify_on_the_fused_backend_match_eager():
+    args = ["generate", "--draft", "int8", "--chars", "60", "--seed", "3", "--json"]
+    assert json.loads(run(*args, "--backend", "fused").stdout) == json.loads(run(*args).stdout)
+    rows = json.loads(run("verify", "--backend", "fused", "--draft", "int8", "--samples", "1000", "--json").stdout)
+    assert [r["verdict"] for r in rows] == ["exact"]
+
+
 def test_info_json_describes_the_checkpoint_it_loaded(target):
     info = json.loads(run("info", "--json").stdout)
     for key in ("params", "weight_bytes_float32", "vocab_size", "context", "val_loss", "checkpoint_sha256",
@@ -108,6 +115,8 @@ BAD = [
     (["verify", "--device", "tpu"], "argument --device: invalid choice: 'tpu'"),
     (["verify", "--json=1"], "argument --json: ignored explicit argument '1'"),
     (["verify", "--checkpoint", "{dir}/t.pt"], "not found; retrain it with `specdec train"),
+    (["generate", "--backend", "nope"], "argument --backend: invalid choice: 'nope' (choose from"),
+    (["verify", "--backend", "jit"], "argument --backend: invalid choice: 'jit' (choose from"),
     (["report", "--quick=1"], "argument --quick: ignored explicit argument '1'"),
     (["report", "--out", "{dir}/a-file"], "--out {dir}/a-file: {dir}/a-file is not a directory"),
     (["report", "--out", "{dir}/a-file/sub"], "{dir}/a-file is not a directory"),
