@@ -440,7 +440,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "node budget like 32) for bigram and ngram (with --joint: the first three characters too)")
     p.set_defaults(func=_cmd_verify)
 
-    p = with_checkpoint(sub.add_parser("report", help="measure everything here; tables, report.json, figure"))
+    p = with_backend(with_checkpoint(sub.add_parser("report", help="measure everything here; tables, report.json, "
+                                                    "figure")))
     p.add_argument("--quick", action="store_true", help="a one-minute look: budget 60 s, fewer draws")
     p.add_argument("--budget", type=float, default=None, help="seconds the whole report may take (default 300, "
                    "quick 60); pairs go to the rows whose intervals are widest until it is spent")

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import torch
 
-from . import hygiene, render, sections
+from . import backends, hygiene, render, sections
 from . import tree_sections as ts
 from . import workload as wl
 from .drafts import DRAFTS, available_on
@@ -101,7 +101,8 @@ def measure(
     affinity = hygiene.pin(cpus)
     threads_before = torch.get_num_threads()
     thread_info = hygiene.set_threads(threads)
-    machine = {**hygiene.machine_info(thread_info, device, affinity), "pinned": cpus is not None}
+    machine = {**hygiene.machine_info(thread_info, device, affinity), "pinned": cpus is not None,
+               "backend": backends.backend_of(target)}
     run = sections.ReportRun(target.to(device), list(drafts or DRAFTS), ks, knobs, device, chars, temperature,
                              runs, log)
     contexts = min(knobs["contexts"], len(runs))

@@ -117,6 +117,7 @@ BAD = [
     (["verify", "--checkpoint", "{dir}/t.pt"], "not found; retrain it with `specdec train"),
     (["generate", "--backend", "nope"], "argument --backend: invalid choice: 'nope' (choose from"),
     (["verify", "--backend", "jit"], "argument --backend: invalid choice: 'jit' (choose from"),
+    (["report", "--backend", "compiled"], "argument --backend: invalid choice: 'compiled' (choose from"),
     (["report", "--quick=1"], "argument --quick: ignored explicit argument '1'"),
     (["report", "--out", "{dir}/a-file"], "--out {dir}/a-file: {dir}/a-file is not a directory"),
     (["report", "--out", "{dir}/a-file/sub"], "{dir}/a-file is not a directory"),

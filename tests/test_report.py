@@ -23,8 +23,8 @@ def _chains(rows):
 def test_report_document_has_the_documented_schema(doc):
     m = doc["machine"]
     assert set(m) >= {"cpu", "threads", "interop_threads", "cpu_affinity", "torch_version", "device", "commit",
-                      "load_start", "load_end"}
-    assert m["threads"] == 1 and m["device"] == "cpu"
+                      "load_start", "load_end", "backend"}
+    assert m["threads"] == 1 and m["device"] == "cpu" and m["backend"] == "eager"
     assert doc["settings"]["budget"] == BUDGET and doc["settings"]["min_pairs"] == 3
     assert [r["draft"] for r in _chains(doc["exactness"])] == ["target", "bigram", "int8"]  # quick: one context
     assert all(r["verdict"] in ("exact", "CHECK") for r in doc["exactness"])
