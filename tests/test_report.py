@@ -61,7 +61,8 @@ def test_the_timed_sections_share_the_budget(doc):
     timed = [s for s in doc["sections"] if s["allotted"] is not None]
     assert [s["section"].split(":")[0] for s in timed] == ["costs", "speedup", "adaptive k", "greedy (temperature 0)"]
     assert 0 < timed[0]["allotted"] <= report.SHARES["costs"] * BUDGET  # a share of what the fixed work left
-    assert sum(s["seconds"] for s in doc["sections"]) <= doc["wall_seconds"]
+    # each section's seconds are rounded to 0.01 s: up to 0.005 s each above what it took
+    assert sum(s["seconds"] for s in doc["sections"]) <= doc["wall_seconds"] + 0.005 * len(doc["sections"])
 
 
 def test_acceptance_rows_pool_direct_generations_of_the_workload_runs(doc, target, draft_factory):
