@@ -165,8 +165,9 @@ def tables(doc: dict) -> str:
                f"second half of this run, beyond their pairs' noise, pooled over {f.get('drift_rows', 0)} rows). "
                "The CI over prompts resamples the runs (each run's two times together): how much "
                "the figure depends on which prompts the workload holds; set it against the noise floor's interval, "
-               "which is timing noise alone. A row is noisy when its pairs' interval (before drift) is more than "
-               "twice as wide as the floor's. The per-pair range is shown as the write-up shows it; it carries no "
+               "which is timing noise alone. A row is noisy when its timing interval (before drift, with what the "
+               "prompt mix does to each pair taken out by its run's pass count) is more than twice as wide as the "
+               "floor's. The per-pair range is shown as the write-up shows it; it carries no "
                "verdict.")
     c = doc["costs"]
     out.append(f"\n## 4. Costs ({m['threads']} thread(s); medians of round-robin samples)\n")
@@ -272,8 +273,8 @@ def _noise_note(r: dict, floor: dict) -> str:
     if r["pairs"] < 3:
         return f"{r['pairs']} pair(s): too few for an interval; give a larger --budget"
     if r["noisy"]:
-        w = r.get("pairs_width") or r["width"]
-        return (f"noisy: pairs' interval {w:.0%} of the figure, {w / floor['width']:.1f}x the noise floor's; "
+        w = r.get("timing_width") or r["width"]
+        return (f"noisy: timing interval {w:.0%} of the figure, {w / floor['width']:.1f}x the noise floor's; "
                 f"give a larger --budget or a quieter machine")
     return ""
 

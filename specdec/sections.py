@@ -180,7 +180,7 @@ def paired_figures(r: Runs, num: str, den: str, floor: dict | None = None) -> di
         if s.ci_high - s.estimate < half or s.estimate - s.ci_low < half:
             s = stats.Summary(s.estimate, s.median, s.min, s.max, min(s.ci_low, s.estimate - half),
                               max(s.ci_high, s.estimate + half), s.n)
-    pairs_width = s.width  # the pairs' own noise (what "noisy" judges); drift does not shrink with more pairs
+    pairs_width = s.width  # the pairs' own noise: drift, added next, does not shrink with more pairs
     if floor is not None and s.n >= 3:
         s = stats.with_drift(s, floor.get("drift") or 0.0)
     by_run: dict[int, list[int]] = {}
@@ -222,6 +222,23 @@ def speedup(run: ReportRun, seconds: float) -> dict:
     return {"noise_floor": noise, "speedup": docs}
 
 
+def _passes_factor(run: ReportRun, r: Runs) -> np.ndarray:
+    """Per visit, the row's mean target passes per run over the passes of the run that visit worked on: what
+    the prompt mix alone does to a pair's ratio (speculative time goes with the run's exact pass count)."""
+    passes = np.array([it["target_passes"] for it in run.acc[r.key]["per_item"]], dtype=float)
+    return passes.mean() / passes[np.asarray(r.visit_items)]
+
+
+def timing_width(run: ReportRun, r: Runs) -> float | None:
+    """The row's re-run interval width with the prompt mix taken out (speculative times scaled by
+    `_passes_factor`): timing noise alone, the same kind of noise the A/A floor measures, so the two compare.
+    None below three pairs."""
+    if r.visits < 3:
+        return None
+    b = np.asarray(r.times["spec"]) * _passes_factor(run, r)
+    return stats.summarize_pairs(r.times["target"], b).width
+
+
 def drift_of(run: ReportRun, rows: list[Runs]) -> tuple[float, int]:
     """τ over the speedup rows (`stats.drift`), and how many rows it pooled.
 
@@ -229,12 +246,7 @@ def drift_of(run: ReportRun, rows: list[Runs]) -> tuple[float, int]:
     what the prompts alone explain is taken out first: speculative time goes with the run's target passes
     (exact counts), so each pair's log ratio gets log(passes of its run / the row's mean passes) added.
     """
-    series = []
-    for r in rows:
-        passes = np.array([it["target_passes"] for it in run.acc[r.key]["per_item"]], dtype=float)
-        adjust = np.log(passes[np.asarray(r.visit_items)] / passes.mean())
-        series.append(np.log(r.ratios()) + adjust)
-    return stats.drift(series)
+    return stats.drift([np.log(r.ratios()) - np.log(_passes_factor(run, r)) for r in rows])
 
 
 def _predictions(a: dict, terms: np.ndarray) -> stats.Summary:
@@ -281,7 +293,8 @@ def _speedup_row(run: ReportRun, r: Runs, floor_width: float | None) -> dict:
         "predicted_refined": after.estimate, "predicted_refined_ci_low": after.ci_low,
         "predicted_refined_ci_high": after.ci_high,
         **fig,
-        "noisy": _noisy(fig["pairs_width"], floor_width, run.knobs["precision"]),
+        "timing_width": timing_width(run, r),
+        "noisy": _noisy(timing_width(run, r), floor_width, run.knobs["precision"]),
         "terms_us": {"step": step_us, "draft_char": char_us, "round": round_us},
         "before_terms_us": {key: float(np.median(before_terms[:, i]))
                             for i, key in enumerate(("step", "draft_char", "round"))},

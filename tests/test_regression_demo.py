@@ -47,8 +47,11 @@ def test_verdicts_read_asv_tables():
     demo = _demo()
     table = ("| +        | 6.28±0.08μs | 7.89±0.09μs |  1.26 | bench_drafts.DraftCharacter.time_draft_character(1, 'bigram') |\n"
              "| -        | 0.9 | 0.8 |  0.89 | bench_drafts.DraftCost.track_c(1, 'int8') |\n")
-    assert demo.verdict("a", demo.CASES["a"], table)[0]  # a '-' elsewhere is no false alarm for (a)
-    assert not demo.verdict("d", demo.CASES["d"], table)[0]  # but any mark at all is one for the no-op
+    plus = table.splitlines()[0]
+    assert demo.verdict("a", demo.CASES["a"], plus)[0]  # the bigram's row flagged, nothing else
+    assert not demo.verdict("a", demo.CASES["a"], table)[0]  # a '-' elsewhere is a false alarm too (int8 untouched)
+    assert not demo.verdict("a", demo.CASES["a"], plus.replace("| +", "| -"))[0]  # the right row, the wrong way
+    assert not demo.verdict("d", demo.CASES["d"], table)[0]  # any mark at all is one for the no-op
     assert demo.verdict("d", demo.CASES["d"], "BENCHMARKS NOT SIGNIFICANTLY CHANGED.")[0]
     assert not demo.verdict("a", demo.CASES["a"], table.replace("'bigram'", "'int4'"))[0]
 

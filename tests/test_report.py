@@ -148,9 +148,9 @@ def test_tables_render_everything_with_the_noise_floor_first(doc):
 
 def test_a_row_is_noisy_by_its_interval_against_the_floor_never_by_its_range(doc):
     floor = {**doc["noise_floor"], "width": 0.02}
-    row = {**doc["speedup"][0], "pairs": 10, "pairs_width": 0.10, "width": 0.14, "noisy": True, "measured_min": 0.1,
+    row = {**doc["speedup"][0], "pairs": 10, "timing_width": 0.10, "width": 0.14, "noisy": True, "measured_min": 0.1,
            "measured_max": 9}
-    assert render._noise_note(row, floor) == ("noisy: pairs' interval 10% of the figure, 5.0x the noise floor's; give "
+    assert render._noise_note(row, floor) == ("noisy: timing interval 10% of the figure, 5.0x the noise floor's; give "
                                               "a larger --budget or a quieter machine")
     assert render._noise_note({**row, "noisy": False}, floor) == ""  # a huge range alone says nothing
     assert "too few for an interval" in render._noise_note({**row, "pairs": 2}, floor)
