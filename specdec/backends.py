@@ -39,7 +39,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .model import GPT, ContextOverflowError
+from .model import GPT
 
 
 class UnknownBackendError(ValueError):
@@ -114,20 +114,11 @@ class FusedGPT(GPT):
         if plan is None:  # training window, or weights the fused kernels cannot read
             return super().forward(idx, pos, tree)
         B, T = idx.shape
-        self._check(B, T, pos)
+        self._check_pass(B, T, pos)
         if torch.is_grad_enabled():  # out= and in-place writes take no gradients: inference only
             with torch.no_grad():
                 return self._fused(idx, pos, tree, plan)
         return self._fused(idx, pos, tree, plan)
-
-    def _check(self, B: int, T: int, pos: int) -> None:
-        # the eager forward's checks, in the same words (GPT.forward raises them before any work)
-        if pos + T > self.config.context:
-            raise ContextOverflowError(
-                f"positions {pos}..{pos + T - 1} exceed the context of {self.config.context}"
-            )
-        if B > self.cache_batch:
-            raise RuntimeError(f"batch {B} exceeds the KV cache's {self.cache_batch}: call setup_cache")
 
     def _fused(self, idx: torch.Tensor, pos: int, tree, plan: list[torch.Tensor]) -> torch.Tensor:
         B, T = idx.shape

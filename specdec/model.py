@@ -155,16 +155,9 @@ class GPT(nn.Module):
         pos..pos+T-1, and `keep_path` later moves the accepted nodes' slots into place.
         """
         B, T = idx.shape
+        self._check_pass(B, T, pos)
         start = 0 if pos is None else pos
-        if start + T > self.config.context:
-            raise ContextOverflowError(
-                f"positions {start}..{start + T - 1} exceed the context of {self.config.context}"
-            )
-        mask = None
-        if pos is not None:
-            if B > self.cache_batch:
-                raise RuntimeError(f"batch {B} exceeds the KV cache's {self.cache_batch}: call setup_cache")
-            mask = self.causal[pos : pos + T, : pos + T]
+        mask = None if pos is None else self.causal[pos : pos + T, : pos + T]
         if tree is None:
             x = self.wte(idx) + self.wpe(self.positions[start : start + T])
         else:  # a tree's nodes share positions by depth and see only their own branch
@@ -173,6 +166,17 @@ class GPT(nn.Module):
         for block in self.blocks:
             x = block(x, pos, mask)
         return self.lm_head(self.ln_f(x))
+
+    def _check_pass(self, B: int, T: int, pos: int | None) -> None:
+        """A pass of B sequences of T positions from `pos` (None: a training window from 0) must fit the context,
+        and a cached pass the KV cache's batch; every forward (and every backend's) checks here first."""
+        start = 0 if pos is None else pos
+        if start + T > self.config.context:
+            raise ContextOverflowError(
+                f"positions {start}..{start + T - 1} exceed the context of {self.config.context}"
+            )
+        if pos is not None and B > self.cache_batch:
+            raise RuntimeError(f"batch {B} exceeds the KV cache's {self.cache_batch}: call setup_cache")
 
     def keep_path(self, pos: int, slots) -> None:
         """Move the cache entries at increasing positions `slots` to pos..pos+len(slots)-1 (every block).
