@@ -273,6 +273,7 @@ def _speedup_row(run: ReportRun, r: Runs, floor_width: float | None) -> dict:
     t = a["totals"]
     tree = run.trees.get((name, k))
     fig = paired_figures(r, "target", "spec", run.floor)
+    t_width = timing_width(run, r)  # a bootstrap: once per row
     before_terms = ts.before_terms(run, name, k) if tree else costs_.loop_samples[name, k]
     after_terms = np.asarray(r.extra, dtype=float)
     # a tree round drafts its nodes (fewer where q runs out of characters): the formula's k is nodes per round
@@ -293,8 +294,8 @@ def _speedup_row(run: ReportRun, r: Runs, floor_width: float | None) -> dict:
         "predicted_refined": after.estimate, "predicted_refined_ci_low": after.ci_low,
         "predicted_refined_ci_high": after.ci_high,
         **fig,
-        "timing_width": timing_width(run, r),
-        "noisy": _noisy(timing_width(run, r), floor_width, run.knobs["precision"]),
+        "timing_width": t_width,
+        "noisy": _noisy(t_width, floor_width, run.knobs["precision"]),
         "terms_us": {"step": step_us, "draft_char": char_us, "round": round_us},
         "before_terms_us": {key: float(np.median(before_terms[:, i]))
                             for i, key in enumerate(("step", "draft_char", "round"))},
