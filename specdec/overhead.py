@@ -22,7 +22,7 @@ import numpy as np
 import torch
 from torch.profiler import ProfilerActivity, profile, record_function
 
-from . import corpus, hygiene, sampling, timing
+from . import backends, corpus, hygiene, sampling, timing
 from .decode import check_request
 from .drafts import Draft
 from .model import GPT, GPTConfig
@@ -142,7 +142,8 @@ def floor_us(flops: int, bytes_: int, machine: Machine) -> float:
 @torch.inference_mode()
 def overhead_table(target: GPT, machine: Machine, positions: tuple[int, ...] = (1, 2, 3, 5, 9),
                    context_pos: int = 100, seconds: float = 2.0) -> list[dict]:
-    """Measured eager pass time against the floor, one row per width T in `positions`, at `context_pos`.
+    """Measured pass time (the target's backend) against the floor, one row per width T in `positions`, at
+    `context_pos`.
 
     The cache is filled to context_pos first; the widths are timed round-robin (timing.round_robin, 10 calls
     a sample) until `seconds` have passed, so a slow moment lands on all of them, and each row keeps the
@@ -162,12 +163,12 @@ def overhead_table(target: GPT, machine: Machine, positions: tuple[int, ...] = (
         timing.warm_up(fn, seconds=0.02)
     deadline = time.perf_counter() + seconds
     samples = timing.round_robin(fns, samples=100_000, number=10, deadline=deadline, min_samples=3)
-    rows = []
+    rows, backend = [], backends.backend_of(target)
     for T in positions:
         flops, nbytes = pass_flops(cfg, T, context_pos), pass_bytes(cfg, T, context_pos)
         measured = float(np.median(samples[T])) * 1e6
         floor = floor_us(flops, nbytes, machine)
-        rows.append({"backend": "eager", "positions": T, "measured_us": measured, "floor_us": floor,
+        rows.append({"backend": backend, "positions": T, "measured_us": measured, "floor_us": floor,
                      "share": 1 - floor / measured, "flops": flops, "bytes": nbytes})
     return rows
 
@@ -310,7 +311,8 @@ def render(machine: Machine, rows: list[dict], attr: dict, context_pos: int = 10
     lines = [f"machine ({machine.threads} thread{'s' if machine.threads > 1 else ''}): GEMM {GEMM_SIZE}x{GEMM_SIZE} "
              f"{machine.matmul_gflops:.1f} GFLOP/s, cache read {machine.cache_gbps:.1f} GB/s, memory read "
              f"{machine.memory_gbps:.1f} GB/s", "",
-             f"eager target pass after {context_pos} cached positions: median measured time against the roofline "
+             f"{rows[0]['backend']} target pass after {context_pos} cached positions: median measured time against "
+             f"the roofline "
              f"floor", f"{'positions':>9} {'measured µs':>12} {'floor µs':>9} {'overhead':>9} "
              f"{'MFLOP':>7} {'KB':>7}"]
     for r in rows:

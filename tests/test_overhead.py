@@ -94,6 +94,16 @@ def test_overhead_table_rows(target):
         assert r["share"] == 1 - r["floor_us"] / r["measured_us"]
 
 
+def test_overhead_table_names_the_targets_backend(target):
+    m = Machine(matmul_gflops=50.0, cache_gbps=20.0, memory_gbps=5.0, threads=1)
+    fused = specdec.backends.to_backend(target, "fused")
+    rows = specdec.overhead_table(fused, m, positions=(1,), context_pos=10, seconds=0.05)
+    assert [r["backend"] for r in rows] == ["fused"]
+    scope = {"categories": dict.fromkeys(CATEGORIES, 0.0), "profiled_us": 0.0, "measured_us": 0.0}
+    text = overhead.render(m, rows, {"step": scope, "round": scope})
+    assert text.splitlines()[2].startswith("fused target pass")
+
+
 def test_overhead_table_refuses_widths_past_the_context(target):
     m = Machine(matmul_gflops=50.0, cache_gbps=20.0, memory_gbps=5.0, threads=1)
     with pytest.raises(ValueError, match="fit the context of 256"):
