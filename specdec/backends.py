@@ -7,6 +7,8 @@ by arithmetic (issue 12's overhead table). A backend is a way of running the *sa
 - `fused`: `FusedGPT`, a hand-fused inference forward in the spirit of gpt-fast / llama.cpp: preallocated
   activation buffers written with `out=`, one matmul producing q, k and v straight into the KV-cache slots,
   residual adds fused into the projections (`addmm_`), attention over cache views, logits into a buffer.
+- `numpy`: `backend_numpy.NumpyGPT`, the same forward as a few dozen numpy calls on weights folded ahead of
+  time (LayerNorm into the next matmul): numpy's per-call cost is a fraction of torch's at this size.
 
 `FusedGPT` subclasses `GPT` and only overrides `forward` and `setup_cache`, so its parameters, state dict and
 `keep_path` are the eager model's. `copy.deepcopy` keeps the class, which is how the int8/int4 drafts are
@@ -39,6 +41,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from .backend_numpy import NumpyGPT
 from .model import GPT
 
 
@@ -158,7 +161,7 @@ class FusedGPT(GPT):
 
 
 # name -> the GPT subclass that runs it; the order is BACKENDS' order, "eager" first.
-_CLASSES: dict[str, type[GPT]] = {"eager": GPT, "fused": FusedGPT}
+_CLASSES: dict[str, type[GPT]] = {"eager": GPT, "fused": FusedGPT, "numpy": NumpyGPT}
 
 # Backends tried on this installation and dropped, with why (see the module docstring).
 DROPPED: dict[str, str] = {
@@ -197,7 +200,7 @@ def to_backend(model: GPT, name: str) -> GPT:
     out = copy.deepcopy(model)
     for block in out.blocks:  # the new class lays out its own cache
         block.attn.k_cache = block.attn.v_cache = None
-    for attr in ("_stores", "_x", "_fc", "_logits", "_plan_cache"):
+    for attr in ("_stores", "_x", "_fc", "_logits", "_plan_cache", "_kv"):
         out.__dict__.pop(attr, None)
     out.__class__ = cls
     out.cache_batch = 0

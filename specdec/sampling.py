@@ -29,17 +29,28 @@ def check_temperature(temperature: float) -> float:
 def probs(logits: torch.Tensor, temperature: float) -> np.ndarray:
     """Distributions (..., V) as float64 numpy from logits (..., V); temperature 0 gives the one-hot argmax.
 
-    The same function serves target and draft, so temperature is applied to p and q identically.
+    The same function serves target and draft, so temperature is applied to p and q identically. It runs once
+    per target pass, so it is written as few calls as it can be (issue 12: a step costs the pass plus this):
+    a CPU tensor is read as numpy without a copy (no torch conversion op), widened to float64 by numpy (the
+    rule compares and subtracts probabilities: double keeps p - q exact enough), and the reductions are the
+    ufuncs' own (`x.max()` goes through a Python wrapper first). Values are identical to the plain formula.
     """
     check_temperature(temperature)
-    x = logits.detach().to("cpu", torch.float64).numpy() if isinstance(logits, torch.Tensor) else np.asarray(logits)
+    if isinstance(logits, torch.Tensor):
+        x = logits.detach()
+        x = (x.numpy() if x.device.type == "cpu" else x.cpu().numpy()).astype(np.float64)
+    else:
+        x = np.array(logits, dtype=np.float64)  # a copy: the steps below work in place
     if temperature == 0:
         out = np.zeros(x.shape, dtype=np.float64)
         np.put_along_axis(out, x.argmax(-1)[..., None], 1.0, axis=-1)
         return out
-    x = x / temperature
-    x = np.exp(x - x.max(-1, keepdims=True))
-    return x / x.sum(-1, keepdims=True)
+    if temperature != 1:
+        x /= temperature
+    x -= np.maximum.reduce(x, axis=-1, keepdims=True)
+    np.exp(x, out=x)
+    x /= np.add.reduce(x, axis=-1, keepdims=True)
+    return x
 
 
 def temper(p: np.ndarray, temperature: float) -> np.ndarray:
@@ -52,8 +63,8 @@ def temper(p: np.ndarray, temperature: float) -> np.ndarray:
 
 def sample(p: np.ndarray, rng: np.random.Generator) -> int:
     """One index drawn from the (not necessarily normalised) non-negative vector p by inverse CDF."""
-    c = np.cumsum(p)
-    i = int(np.searchsorted(c, rng.random() * c[-1], side="right"))
+    c = p.cumsum()  # the methods, not np.cumsum / np.searchsorted: those add a Python wrapper per call
+    i = int(c.searchsorted(rng.random() * c[-1], side="right"))
     return min(i, len(p) - 1)  # u * c[-1] can round up to c[-1] itself
 
 

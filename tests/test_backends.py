@@ -182,3 +182,45 @@ def test_fused_forward_does_not_run_the_eager_one(target, monkeypatch):
             dynamic(ids, 0)
         with pytest.raises(AssertionError, match="eager forward ran"):
             fused(ids)  # training windows: eager
+
+
+def test_numpy_forward_does_not_run_the_eager_one(target, monkeypatch):
+    fast = to_backend(target, "numpy")
+    fast.setup_cache(1)
+
+    def eager_forward(*args, **kwargs):
+        raise AssertionError("the eager forward ran")
+
+    monkeypatch.setattr(specdec.GPT, "forward", eager_forward)
+    with torch.inference_mode():
+        ids = fast.ids(corpus.encode(PROMPT)[:7])
+        out = fast(ids, 0)
+        # the logits are a view of numpy memory and the cache views share the numpy cache: no copies
+        assert out.shape == (1, 7, fast.config.vocab_size)
+        assert fast.blocks[0].attn.k_cache.data_ptr() == fast._kv[0].ctypes.data
+        with pytest.raises(AssertionError, match="eager forward ran"):
+            fast(ids)  # training windows: eager
+
+
+def test_numpy_refolds_weights_written_in_place_and_each_copy_has_its_own_cache(target):
+    import copy
+
+    fast = to_backend(target, "numpy")
+    ids = fast.ids(corpus.encode(PROMPT)[:9])
+    fast.setup_cache(1)
+    with torch.inference_mode():
+        before = fast(ids, 0).clone()
+    twin = copy.deepcopy(fast)  # how quantized drafts are built: a deep copy whose weights are then rewritten
+    twin.setup_cache(1)
+    assert twin._kv[0].ctypes.data != fast._kv[0].ctypes.data  # its own cache, linked to its own views
+    assert twin.blocks[0].attn.v_cache.data_ptr() == twin._kv[0].ctypes.data + twin._kv[0][0, 0, 0].nbytes
+    eager = copy.deepcopy(target)
+    with torch.no_grad():
+        twin.lm_head.weight.mul_(2.0)  # written in place: same storage, a new version
+        eager.lm_head.weight.mul_(2.0)
+    twin.setup_cache(1)
+    eager.setup_cache(1)
+    with torch.inference_mode():
+        assert _max_diff(twin(ids, 0), eager(ids, 0)) < 2 * TOL
+        assert _max_diff(twin(ids, 0), before) > 1.0  # the change reached the folded weights
+        assert torch.equal(fast(ids, 0), before)  # and the original kept its own
