@@ -13,6 +13,9 @@ LOWER_IS_BETTER = {
     "track_rejection": "rejected / drafted characters (1 - acceptance)",
     "track_passes_per_char": "target passes per generated character (1 / chars per pass)",
     "track_time_ratio": "speculative / target-only generation time (1 / speedup)",
+    "track_overhead_share": "1 - roofline floor / measured time of a single-position target pass, per backend: "
+                            "the share of the pass that is overhead (the floor from pass_flops, pass_bytes and "
+                            "measure_machine)",
     "track_exactness_failed": "1 if the first speculative character fails a chi-square test against the "
                               "target's distribution at alpha 0.001 (fixed seeds), else 0",
 }

@@ -5,21 +5,23 @@ rejected ÷ drafted instead of acceptance, target passes per character instead o
 speculative ÷ target-only time instead of the speedup: a regression then shows as `+` (worse).
 Rejection and passes are exact given the seed: any change is a change in behaviour, not noise. The time ratio
 comes from alternated target-only / speculative pairs (`harness.generations`): the median per-pair ratio.
+Both generations of a pair run on the same backend's target (`backend`). Rejection and passes are the eager
+target's: they measure the draft and the rule, not how the target's pass runs.
 """
 
 from . import harness
-from .common import DRAFTS, KS, THREADS, skip_unless
+from .common import BACKENDS, DRAFTS, KS, THREADS, skip_unless
 
 
 class Acceptance:
     params = (DRAFTS, KS)
     param_names = ["draft", "k"]
     setup_cache = staticmethod(harness.generations)
-    timeout = 300
+    timeout = 300 * len(BACKENDS)
 
     def setup(self, cache, name, k):
-        skip_unless(cache, f"{name}/{k}", f"draft {name!r}")
-        self.row = cache[f"{name}/{k}"]
+        skip_unless(cache["eager"], f"{name}/{k}", f"draft {name!r}")
+        self.row = cache["eager"][f"{name}/{k}"]
 
     def track_rejection(self, cache, name, k):
         return 1.0 - self.row["accepted"] / self.row["drafted"]
@@ -33,16 +35,17 @@ class Acceptance:
 
 
 class Speedup:
-    params = ([THREADS], DRAFTS, KS)
-    param_names = ["threads", "draft", "k"]
+    params = ([THREADS], BACKENDS, DRAFTS, KS)
+    param_names = ["threads", "backend", "draft", "k"]
     setup_cache = staticmethod(harness.generations)
-    timeout = 300
+    timeout = 300 * len(BACKENDS)
 
-    def setup(self, cache, threads, name, k):
-        skip_unless(cache, f"{name}/{k}", f"draft {name!r}")
-        self.row = cache[f"{name}/{k}"]
+    def setup(self, cache, threads, backend, name, k):
+        skip_unless(cache, backend, f"backend {backend!r}")
+        skip_unless(cache[backend], f"{name}/{k}", f"draft {name!r}")
+        self.row = cache[backend][f"{name}/{k}"]
 
-    def track_time_ratio(self, cache, threads, name, k):
+    def track_time_ratio(self, cache, threads, backend, name, k):
         return self.row["time_ratio"]
 
     track_time_ratio.unit = "speculative / target-only time (lower is better)"  # 1 / speedup

@@ -5,10 +5,16 @@ package, so nothing here may touch what an older commit lacks. It uses only what
 trained target (7118b1c) has: `specdec.load_target`, `specdec.make_draft` (and the `Draft` interface it returns:
 `reset`, `rollback`, `propose`, `weight_bytes`), `specdec.generate`, `specdec.speculative_generate`, the
 target's `setup_cache(batch)` and `forward(idx, pos)`, and `specdec.encode`. A draft a commit does not have
-raises NotImplementedError, which asv records as a skip, not a failure.
+raises NotImplementedError, which asv records as a skip, not a failure. Newer names are looked up, never
+assumed: `specdec.BACKENDS` and `specdec.load_target(backend=...)` (the `backend` parameter), and for the
+overhead share `specdec.pass_flops`, `specdec.pass_bytes`, `specdec.measure_machine` with the target's `config`.
 
 Parameter lists are fixed here, never read from the installed package: asv discovers them once (at the newest
-commit) and the same lists must hold at every commit it runs.
+commit) and the same lists must hold at every commit it runs. One exception: the `backend` parameter's values
+are `specdec.BACKENDS` of the package asv discovers the suite with (["eager"] where it has none), so that a
+backend added to the package is benchmarked without editing the suite. A commit that cannot run a backend --
+its BACKENDS lacks the name, or its `load_target` takes no `backend` -- raises NotImplementedError (a skip);
+`eager` there is the plain `load_target()`, the only way any target ran before backends existed.
 
 asv (asv_runner >= 0.3) calls `setup` before every timed call, so nothing heavy is built there: the target and
 the drafts come from the module-level caches below, built once per benchmark process.
@@ -22,6 +28,7 @@ characters (tools/check_history.py: is each benchmark callable at each commit?),
 from __future__ import annotations
 
 import functools
+import inspect
 import os
 import time
 
@@ -37,6 +44,7 @@ CHARS = 20 if SMOKE else 200
 SEED = 0
 TEMPERATURE = 1.0
 DRAFTS = ["bigram", "int8", "int4", "ngram", "small", "int8-dynamic"]
+BACKENDS = list(getattr(specdec, "BACKENDS", ["eager"]))  # the one list read from the package (see above)
 KS = [1, 4, 8]
 POSITIONS = [k + 1 for k in KS]  # a verify pass at k scores k + 1 positions
 DRAFT_K = 4  # c is one drafted character of a k = 4 proposal, as in the report
@@ -80,43 +88,77 @@ def cost_context() -> tuple[int, ...]:
     return tuple(specdec.encode(COST_TEXT))
 
 
+def target(backend: str = "eager"):
+    """The target run by `backend`, built once per process; NotImplementedError (asv's 'skip') on a commit
+    that cannot run that backend."""
+    return _target(backend)
+
+
 @functools.lru_cache(maxsize=None)
-def target():
+def _target(backend: str):
     fix_threads()
-    model = specdec.load_target()
+    model = _load(backend)
     model.setup_cache(1)  # every commit has setup_cache(batch); later ones keep a cache that fits
     return model
 
 
-@functools.lru_cache(maxsize=None)
-def draft(name: str):
-    """The named draft; NotImplementedError (asv's 'skip') on a commit that does not have it."""
-    try:
-        return specdec.make_draft(name, target())
-    except ValueError as exc:  # UnknownDraftError is a ValueError at every commit
-        raise NotImplementedError(f"draft {name!r} does not exist at this commit ({exc})") from None
+def _load(backend: str):
+    if backend not in getattr(specdec, "BACKENDS", ("eager",)):
+        raise NotImplementedError(f"backend {backend!r} does not exist at this commit")
+    if "backend" in inspect.signature(specdec.load_target).parameters:
+        return specdec.load_target(backend=backend)
+    if backend == "eager":  # before backends every target ran eager
+        return specdec.load_target()
+    raise NotImplementedError(f"load_target takes no backend at this commit (asked for {backend!r})")
 
 
-def available(names) -> list[str]:
-    """The drafts among `names` this commit has."""
+def available_backends() -> list[str]:
+    """The backends among BACKENDS this commit can run."""
     out = []
-    for name in names:
+    for name in BACKENDS:
         try:
-            draft(name)
+            target(name)
         except NotImplementedError:
             continue
         out.append(name)
     return out
 
 
-def target_only():
+def draft(name: str, backend: str = "eager"):
+    """The named draft, made from the `backend` target (a draft copied from the target runs its backend);
+    NotImplementedError (asv's 'skip') on a commit that does not have the draft or the backend."""
+    return _draft(name, backend)
+
+
+@functools.lru_cache(maxsize=None)
+def _draft(name: str, backend: str):
+    model = target(backend)
+    try:
+        return specdec.make_draft(name, model)
+    except ValueError as exc:  # UnknownDraftError is a ValueError at every commit
+        raise NotImplementedError(f"draft {name!r} does not exist at this commit ({exc})") from None
+
+
+def available(names, backend: str = "eager") -> list[str]:
+    """The drafts among `names` this commit has (for the `backend` target)."""
+    out = []
+    for name in names:
+        try:
+            draft(name, backend)
+        except NotImplementedError:
+            continue
+        out.append(name)
+    return out
+
+
+def target_only(backend: str = "eager"):
     """One target-only generation of the benchmark's characters."""
-    return specdec.generate(target(), PROMPT, CHARS, seed=SEED, temperature=TEMPERATURE)
+    return specdec.generate(target(backend), PROMPT, CHARS, seed=SEED, temperature=TEMPERATURE)
 
 
-def speculative(name: str, k: int, chars: int | None = None):
+def speculative(name: str, k: int, chars: int | None = None, backend: str = "eager"):
     """A call that generates the benchmark's characters (or `chars`) speculatively with the named draft at k."""
-    t, d, n = target(), draft(name), chars or CHARS
+    t, d, n = target(backend), draft(name, backend), chars or CHARS
     return lambda: specdec.speculative_generate(t, d, PROMPT, n, k=k, seed=SEED, temperature=TEMPERATURE)
 
 

@@ -91,25 +91,31 @@ def median_ratio(num: np.ndarray, den: np.ndarray) -> float:
 
 
 def costs(samples: int | None = None, number: int | None = None) -> dict:
-    """c per draft and T(n)/T(1) per verify width, from one round-robin over the target and every draft.
+    """Per backend this commit can run (`common.available_backends`): c per draft and T(n)/T(1) per verify
+    width, from one round-robin per backend over its target and every draft made from it.
 
     The target's calls are single passes and n-position verify passes at the cost context's last position
     (its cache filled with the context first). A draft's call is what a round pays for its proposal: the
     draft steps back one token and proposes DRAFT_K characters. c = (draft call / DRAFT_K) / single pass,
-    per sample, then the median; T(n)/T(1) likewise. Plain dicts: asv pickles setup_cache's value.
+    per sample, then the median; T(n)/T(1) likewise: both ratios within one backend. Plain dicts: asv pickles
+    setup_cache's value.
     """
+    return {backend: _costs(backend, samples, number) for backend in common.available_backends()}
+
+
+def _costs(backend: str, samples: int | None, number: int | None) -> dict:
     samples = samples or common.scaled(15, 2)
     number = number or (1 if common.SMOKE else 8)
     common.fix_threads()
-    model = common.target()
+    model = common.target(backend)
     ctx = list(common.cost_context())
     pos = len(ctx) - 1
     inputs = {n: torch.tensor([ctx[-1:] + ctx[: n - 1]]) for n in [1] + common.POSITIONS}
     with torch.inference_mode():
         model(torch.tensor([ctx]), 0)
         calls = {f"pass{n}": (lambda x=x: model(x, pos)) for n, x in inputs.items()}
-        for name in common.available(common.DRAFTS):
-            calls[f"draft:{name}"] = _proposal(common.draft(name), ctx, pos)
+        for name in common.available(common.DRAFTS, backend):
+            calls[f"draft:{name}"] = _proposal(common.draft(name, backend), ctx, pos)
         per_call = round_robin(calls, samples, number)
     single = per_call["pass1"]
     drafts = [key.split(":", 1)[1] for key in calls if key.startswith("draft:")]
@@ -134,32 +140,73 @@ def _proposal(draft, ctx: list[int], pos: int) -> Callable[[], object]:
 
 
 def generations(pairs: int | None = None) -> dict:
-    """Per draft x k ('draft/k'): the generation's counts and speculative ÷ target-only time ratios.
+    """Per backend this commit can run, per draft x k ('draft/k'): the generation's counts and speculative ÷
+    target-only time ratios, both generations on that backend's target.
 
     Each row's generation first runs short and untimed (the draft's first call pays one-off set-up), then rows
-    take turns pair by pair -- pair i of every row before pair i + 1 of any -- so a burst of load touches one
-    pair of many rows, which the per-row median shrugs off, rather than every pair of one row. The counts come
-    from the timed speculative runs themselves (exact given the seed: every run makes the same choices).
+    -- of every backend -- take turns pair by pair -- pair i of every row before pair i + 1 of any -- so a burst
+    of load touches one pair of many rows, which the per-row median shrugs off, rather than every pair of one
+    row. The counts come from the timed speculative runs themselves (exact given the seed: every run makes the
+    same choices).
     """
     pairs = pairs or common.scaled(3, 1)
     common.fix_threads()
-    runs, last = {}, {}
-    for name in common.available(common.DRAFTS):
-        for k in common.KS:
-            key, run = f"{name}/{k}", common.speculative(name, k)
-            common.speculative(name, k, chars=k + 2)()  # warm-up: a round or two
-            runs[key] = lambda key=key, run=run: last.__setitem__(key, run())
-    common.target_only()  # warm-up
+    runs, last, plain = {}, {}, {}
+    for backend in common.available_backends():
+        for name in common.available(common.DRAFTS, backend):
+            for k in common.KS:
+                key, run = (backend, f"{name}/{k}"), common.speculative(name, k, backend=backend)
+                common.speculative(name, k, chars=k + 2, backend=backend)()  # warm-up: a round or two
+                runs[key] = lambda key=key, run=run: last.__setitem__(key, run())
+        plain[backend] = lambda backend=backend: common.target_only(backend)
+        plain[backend]()  # warm-up
     ratios = {key: [] for key in runs}
     for i in range(pairs):
         for key, run in runs.items():  # A B in even pairs, B A in odd ones
-            ratios[key].append(pair(common.target_only, run, b_first=i % 2 == 1))
-    rows = {}
-    for key, out in last.items():
+            ratios[key].append(pair(plain[key[0]], run, b_first=i % 2 == 1))
+    rows: dict[str, dict] = {backend: {} for backend in plain}
+    for (backend, key), out in last.items():
         st = out.stats
-        rows[key] = {"chars": st.chars, "target_passes": st.target_passes, "drafted": st.drafted,
-                     "accepted": st.accepted, "ratios": ratios[key], "time_ratio": float(np.median(ratios[key]))}
+        r = ratios[backend, key]
+        rows[backend][key] = {"chars": st.chars, "target_passes": st.target_passes, "drafted": st.drafted,
+                              "accepted": st.accepted, "ratios": r, "time_ratio": float(np.median(r))}
     return rows
+
+
+def overhead_shares(samples: int | None = None, number: int | None = None, seconds: float | None = None) -> dict:
+    """Per backend this commit can run: 1 - floor / measured for a single-position pass ({} where the package
+    has no `pass_flops`, `pass_bytes` and `measure_machine`).
+
+    measured: the harness's own method -- every backend's single pass at the cost context's last position
+    taking turns in one round-robin, a sample its fastest call, the median of samples. floor: the roofline
+    max(FLOPs / GEMM throughput, bytes / cache bandwidth) of that pass, counted by the package's `pass_flops`
+    and `pass_bytes` from the target's config, the throughput and bandwidth from its `measure_machine`
+    (`seconds` long, with the suite's threads).
+    """
+    import specdec
+
+    if not (hasattr(specdec, "pass_flops") and hasattr(specdec, "pass_bytes") and hasattr(specdec, "measure_machine")):
+        return {}
+    samples = samples or common.scaled(15, 2)
+    number = number or (1 if common.SMOKE else 8)
+    common.fix_threads()
+    machine = specdec.measure_machine(seconds or (0.2 if common.SMOKE else 1.0), threads=common.THREADS)
+    ctx = list(common.cost_context())
+    pos = len(ctx) - 1
+    calls = {}
+    with torch.inference_mode():
+        for backend in common.available_backends():
+            model = common.target(backend)
+            model(torch.tensor([ctx]), 0)
+            calls[backend] = lambda model=model, x=torch.tensor([ctx[-1:]]): model(x, pos)
+        per_call = round_robin(calls, samples, number)
+    shares = {}
+    for backend, times in per_call.items():
+        cfg = common.target(backend).config
+        flops, nbytes = specdec.pass_flops(cfg, 1, pos), specdec.pass_bytes(cfg, 1, pos)
+        floor = max(flops / (machine.matmul_gflops * 1e9), nbytes / (machine.cache_gbps * 1e9))  # seconds
+        shares[backend] = 1.0 - floor / float(np.median(times))
+    return shares
 
 
 def _timed_rows(runs: dict[str, list], pairs_per_run: int = 1) -> dict[str, dict]:

@@ -353,6 +353,8 @@ def _cmd_overhead(args) -> int:
 
     from . import hygiene, overhead, report
     from .drafts import make_draft
+    from .overhead_section import DRAFT as OVERHEAD_DRAFT
+    from .overhead_section import K as OVERHEAD_K
 
     at_least("--threads", args.threads, 1)
     if not (math.isfinite(args.seconds) and 0 < args.seconds <= 600):
@@ -373,9 +375,6 @@ def _cmd_overhead(args) -> int:
         report.write_atomic(out / "overhead.json", json.dumps(doc, indent=2) + "\n")
         _log(f"wrote {out / 'overhead.json'}")
     return 0
-
-
-OVERHEAD_DRAFT, OVERHEAD_K = "bigram", 4  # the attribution's round: the cheapest draft, so the target shows
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -193,6 +193,7 @@ def tables(doc: dict) -> str:
         [n, k, f"{v['char_us']:.1f}", f"{v['round_us']:.0f}", f"{v['round_us'] / c['round_us'][k]:.3f}",
          f"{v['step_us']:.0f}"] for n, per_k in c["loop"].items() for k, v in per_k.items()]))
     out += tree_costs(c)
+    out += overhead_tables(doc)
     out.append("\n## 5. Predicted against measured\n")
     out.append(_table(["draft", "k", "write-up formula", "predicted before the run", "error",
                        "cost accounting", "error", "measured", "note"], [
@@ -245,6 +246,40 @@ def tables(doc: dict) -> str:
         [x["section"], f"{x['seconds']:.1f}", "" if x["allotted"] is None else f"{x['allotted']:.1f}"]
         for x in doc["sections"]] + [["all (measured)", f"{doc['wall_seconds']:.1f}", f"{s['budget']:.0f}"]]))
     return "\n".join(out) + "\n"
+
+
+def overhead_tables(doc: dict) -> list[str]:
+    """The overhead section's two tables: the target pass against its floor, and the attribution per backend
+    (none for a report saved before the section existed; one line when it was skipped)."""
+    setup = doc.get("overhead_setup")
+    if setup is None:
+        return []
+    if setup.get("skipped"):
+        return [f"\n## Overhead\n\nNot measured: {setup['skipped']}."]
+    rows, m = doc["overhead"], setup["machine"]
+    out = [f"\n## Overhead: the {rows[0]['backend']} target pass against its roofline floor "
+           f"({setup['context_pos']} cached positions)\n"]
+    out.append(_table(["positions", "measured µs", "floor µs", "overhead share (1 - floor / measured)", "MFLOP",
+                       "KB read"], [
+        [r["positions"], f"{r['measured_us']:.1f}", f"{r['floor_us']:.1f}", f"{r['share']:.1%}",
+         f"{r['flops'] / 1e6:.2f}", f"{r['bytes'] / 1e3:.0f}"] for r in rows]))
+    out.append(f"\nThe floor is max(FLOPs / GEMM throughput, bytes / cache bandwidth), both measured here "
+               f"({m['threads']} thread(s)): GEMM {m['matmul_gflops']:.1f} GFLOP/s, cache reads "
+               f"{m['cache_gbps']:.1f} GB/s (memory {m['memory_gbps']:.1f} GB/s). Measured: the median pass.")
+    for backend, scopes in doc["attribution"].items():
+        totals = setup["totals"][backend]
+        out.append(f"\n### Where the time goes, {backend} backend: a target-only step and a speculative round "
+                   f"({setup['draft']}, k = {setup['k']}), µs\n")
+        out.append(_table(["category", "step", "round"], [
+            [name, f"{us:.1f}", f"{scopes['round'][name]:.1f}"] for name, us in scopes["step"].items()] + [
+            [what, f"{totals['step'][key]:.1f}", f"{totals['round'][key]:.1f}"]
+            for key, what in (("profiled_us", "profiled (sum of the above)"),
+                              ("measured_us", "measured without the profiler"))]))
+    out.append("\nCategories are torch.profiler's self CPU time of the ops (a labelled span -- logits to sample, the "
+               "rule, the draft -- counts whole); the last, framework dispatch and Python, is the profiled time no "
+               "op accounts for. They sum to the profiled time, which exceeds the unprofiled one by the profiler's "
+               "own cost.")
+    return out
 
 
 def _verdict(r: dict) -> str:

@@ -3,7 +3,8 @@
 The report is a list of sections (`schedule.Section`; the functions are in `sections`), each returning its part
 of the JSON document, run by one scheduler against a budget in seconds: fixed work first (building the drafts,
 the tree configurations' child acceptance and shapes, the exactness draws, the deterministic acceptance counts), then the timed sections, each given its share of the
-time left -- the cost table, the paired speedups (with the A/A noise floor among them), adaptive k, greedy.
+time left -- the overhead table (the target pass against its floor, and where the time goes), the cost table,
+the paired speedups (with the A/A noise floor among them), adaptive k, greedy.
 Every figure is taken over a workload (by default the shipped `shakespeare24`), or over one prompt and seed.
 Measurement and presentation (`render`) are separate: every table, finding and figure is rendered from the
 document, so a `report.json` from another machine or commit renders the same way and `specdec compare` reads
@@ -21,7 +22,7 @@ from pathlib import Path
 
 import torch
 
-from . import backends, hygiene, render, sections
+from . import backends, hygiene, overhead_section, render, sections
 from . import tree_sections as ts
 from . import workload as wl
 from .drafts import DRAFTS, available_on
@@ -36,13 +37,18 @@ DEFAULT_KS = (1, 2, 4, 8)
 # exactness check runs at. every: the report runs every n-th workload item. cost_samples: most round-robin cost
 # samples (fewer when the costs' share of the budget runs out), cost_calls: calls per sample; term_calls: rounds
 # per sample of each refined-model term (see timing.loop_sampler); min_triples: rotated runs per adaptive row.
+# overhead_chars / overhead_repeats: characters per profiled block and profiled blocks per scope of the overhead
+# section's attribution (see overhead_section).
 FULL = {"budget": 300.0, "min_pairs": 5, "precision": 0.03, "samples": 20_000, "contexts": 3, "every": 3,
-        "cost_samples": 40, "cost_calls": 10, "term_calls": 6, "min_triples": 3}
+        "cost_samples": 40, "cost_calls": 10, "term_calls": 6, "min_triples": 3, "overhead_chars": 40,
+        "overhead_repeats": 3}
 QUICK = {"budget": 60.0, "min_pairs": 3, "precision": 0.08, "samples": 5_000, "contexts": 1, "every": 8,
-         "cost_samples": 12, "cost_calls": 10, "term_calls": 4, "min_triples": 2}
+         "cost_samples": 12, "cost_calls": 10, "term_calls": 4, "min_triples": 2, "overhead_chars": 20,
+         "overhead_repeats": 2}
 # Of the time the fixed work leaves. Costs: ~12 samples (each ~2.5 s here), enough for c's per-sample test in
 # `specdec compare` and a prediction that is not hostage to one sample (0.12 with twice the calls gave 4).
-SHARES = {"costs": 0.17, "speedup": 0.65, "adaptive": 0.13, "greedy": 0.05}
+# Overhead: the floor table and the machine's figures (a few seconds of a full report), taken from the speedups.
+SHARES = {"overhead": 0.05, "costs": 0.17, "speedup": 0.60, "adaptive": 0.13, "greedy": 0.05}
 
 
 def measure(
@@ -112,6 +118,8 @@ def measure(
         Section(f"exactness: {knobs['samples']} draws per draft at {contexts} context(s)",
                 lambda s: sections.exactness_rows(run, contexts)),
         Section(f"acceptance over {len(runs)} run(s) (deterministic)", lambda s: sections.acceptance(run)),
+        Section(f"overhead: the {machine['backend']} target pass against its floor, and where the time goes",
+                lambda s: overhead_section.measure(run, s), SHARES["overhead"]),
         Section("costs: round-robin samples", lambda s: sections.costs(run, s), SHARES["costs"]),
         Section("speedup: alternated pairs, rows interleaved", lambda s: sections.speedup(run, s), SHARES["speedup"]),
         Section("adaptive k: rotated triples", lambda s: sections.adaptive(run, s), SHARES["adaptive"]),

@@ -18,7 +18,8 @@ from benchmarks import common, harness
 
 ROOT = Path(__file__).resolve().parent.parent
 SUITE = sorted((ROOT / "benchmarks").glob("bench_*.py"))
-PUBLIC_API = {"load_target", "make_draft", "generate", "speculative_generate", "encode", "load_workload", "TreeSpec"}
+PUBLIC_API = {"load_target", "make_draft", "generate", "speculative_generate", "encode", "load_workload", "TreeSpec",
+              "BACKENDS", "pass_flops", "pass_bytes", "measure_machine"}
 KINDS = ("time_", "track_", "peakmem_", "mem_", "timeraw_")
 
 
@@ -67,6 +68,10 @@ def test_the_suite_uses_only_the_public_api():
                        if node.module != "specdec" or a.name not in PUBLIC_API]
             elif isinstance(node, ast.Attribute) and getattr(node.value, "id", None) == "specdec":
                 bad = [] if node.attr in PUBLIC_API else [f"specdec.{node.attr}"]
+            elif (isinstance(node, ast.Call) and getattr(node.func, "id", None) in ("getattr", "hasattr")
+                  and getattr(node.args[0], "id", None) == "specdec"):  # names looked up where a commit may lack them
+                name = node.args[1].value if isinstance(node.args[1], ast.Constant) else None
+                bad = [] if name in PUBLIC_API else [f"specdec.{name}"]
             else:
                 continue
             assert not bad, f"{path.name}:{node.lineno} uses {bad}; allowed: {sorted(PUBLIC_API)}"
@@ -84,10 +89,92 @@ def test_asv_style_params_names_and_one_line_timings():
 
 
 def test_parameter_lists_are_fixed_not_read_from_the_package():
+    """...but for the backends: specdec.BACKENDS of the package the suite is discovered with (common's docstring)."""
     for cls in _classes():
         for values in (cls.params if isinstance(cls.params, tuple) else (cls.params,)):
             assert isinstance(values, list) and values, cls.__name__
     assert common.KS == [1, 4, 8] and common.POSITIONS == [2, 5, 9]
+    import specdec
+
+    assert common.BACKENDS == list(specdec.BACKENDS) and common.BACKENDS[0] == "eager"
+
+
+def test_the_backend_parameter_is_on_the_pass_draft_cost_and_speedup_benchmarks_with_a_small_grid():
+    from benchmarks import bench_drafts, bench_speedup, bench_target
+
+    for cls in (bench_target.TargetPass, bench_target.VerifyGrowth, bench_target.OverheadShare,
+                bench_drafts.DraftCharacter, bench_drafts.DraftCost, bench_speedup.Speedup):
+        assert cls.param_names[:2] == ["threads", "backend"] and cls.params[1] == common.BACKENDS, cls.__name__
+    # backend crosses a single pass and the widest verify pass only
+    assert bench_target.TargetPass.params[2] == [1, 9]
+
+
+def test_a_backend_the_commit_cannot_run_is_a_skip_and_eager_is_the_plain_target(monkeypatch):
+    import specdec
+
+    loaded = []
+    monkeypatch.setattr(specdec, "load_target", lambda backend="eager": loaded.append(backend) or backend)
+    assert common._load("fused") == "fused" and loaded == ["fused"]
+    with pytest.raises(NotImplementedError, match="backend 'numba' does not exist at this commit"):
+        common._load("numba")  # not in this commit's BACKENDS
+    monkeypatch.setattr(specdec, "load_target", lambda: loaded.append("plain") or "plain")  # no backend parameter
+    assert common._load("eager") == "plain"
+    with pytest.raises(NotImplementedError, match="load_target takes no backend"):
+        common._load("fused")
+    monkeypatch.delattr(specdec, "BACKENDS")  # before backends: eager only
+    assert common._load("eager") == "plain"
+    with pytest.raises(NotImplementedError, match="does not exist at this commit"):
+        common._load("fused")
+
+
+def test_setup_skips_a_backend_this_commit_lacks():
+    from benchmarks import bench_drafts, bench_speedup, bench_target
+
+    with pytest.raises(NotImplementedError):
+        bench_target.TargetPass().setup(1, "no-such-backend", 1)
+    with pytest.raises(NotImplementedError):
+        bench_drafts.DraftCharacter().setup(1, "no-such-backend", "bigram")
+    with pytest.raises(NotImplementedError):
+        bench_drafts.DraftCost().setup({"eager": {"c": {"bigram": 0.1}}}, 1, "fused", "bigram")
+    with pytest.raises(NotImplementedError):
+        bench_speedup.Speedup().setup({"eager": {"bigram/1": {}}}, 1, "fused", "bigram", 1)
+    with pytest.raises(NotImplementedError):
+        bench_target.OverheadShare().setup({"eager": 0.9}, 1, "fused")
+    with pytest.raises(NotImplementedError, match="no pass_flops"):
+        bench_target.OverheadShare().setup({}, 1, "eager")
+
+
+@pytest.mark.parametrize("gflops,gbps,share", [
+    # the cost context is 84 characters: one pass at position 83, S = 84 keys.
+    # FLOPs: Linear 1,179,648 + attention 3·2·2·84·128 = 129,024 + lm_head 21,504 = 1,330,176
+    # bytes: (589,824 + 10,752 weights + 256 rows + 1,792 norms + 2·3·84·128 = 64,512 KV) · 4 = 2,668,544
+    (10.0, 2.0, 1 - 1334.272 / 2000),  # bytes / 2 GB/s = 1,334.272 µs > FLOPs / 10 GFLOP/s = 133.0 µs
+    (1.0, 20.0, 1 - 1330.176 / 2000),  # FLOPs / 1 GFLOP/s = 1,330.176 µs > bytes / 20 GB/s = 133.4 µs
+])
+def test_overhead_share_is_one_minus_the_floor_over_the_harness_median(monkeypatch, gflops, gbps, share):
+    import specdec
+
+    seen = {}
+    monkeypatch.setattr(specdec, "measure_machine", lambda seconds, threads: seen.setdefault(
+        "machine", specdec.overhead.Machine(matmul_gflops=gflops, cache_gbps=gbps, memory_gbps=1.0, threads=threads)))
+
+    def round_robin(calls, samples, number):
+        seen["calls"] = sorted(calls)
+        for fn in calls.values():
+            assert fn().shape == (1, 1, 84)  # a single position
+        return {name: np.array([1e-3, 2e-3, 3e-3]) for name in calls}  # median 2 ms
+
+    monkeypatch.setattr(harness, "round_robin", round_robin)
+    shares = harness.overhead_shares(samples=1, number=1, seconds=0.1)
+    assert seen["calls"] == sorted(common.BACKENDS) and set(shares) == set(common.BACKENDS)
+    assert all(v == pytest.approx(share, rel=1e-12) for v in shares.values())
+
+
+def test_overhead_share_is_empty_without_the_floor_api(monkeypatch):
+    import specdec
+
+    monkeypatch.delattr(specdec, "pass_flops")
+    assert harness.overhead_shares() == {}
 
 
 def test_the_clock_is_thread_cpu_time_with_one_thread_where_it_ticks_finely():
@@ -113,15 +200,25 @@ def test_pair_alternates_and_median_ratio_is_per_sample():
     assert harness.median_ratio(np.array([2.0, 4.0, 9.0]), np.array([1.0, 2.0, 3.0])) == 2.0
 
 
-def test_costs_and_generations_give_every_figure(monkeypatch):
+def test_costs_and_generations_give_every_figure_per_backend(monkeypatch):
     monkeypatch.setattr(common, "CHARS", 12)
-    costs = harness.costs(samples=1, number=1)
-    assert set(costs["c"]) == set(common.DRAFTS) and all(v > 0 for v in costs["c"].values())
-    assert set(costs["verify_over_single"]) == set(common.POSITIONS)
-    rows = harness.generations(pairs=1)
-    assert set(rows) == {f"{n}/{k}" for n, k in itertools.product(common.DRAFTS, common.KS)}
-    for row in rows.values():
-        assert row["chars"] == 12 and 0 < row["target_passes"] <= 12 and row["time_ratio"] > 0
+    per_backend = harness.costs(samples=1, number=1)
+    assert list(per_backend) == common.BACKENDS
+    for costs in per_backend.values():
+        assert set(costs["c"]) == set(common.DRAFTS) and all(v > 0 for v in costs["c"].values())
+        assert set(costs["verify_over_single"]) == set(common.POSITIONS)
+    per_backend = harness.generations(pairs=1)
+    assert list(per_backend) == common.BACKENDS
+    for rows in per_backend.values():
+        assert set(rows) == {f"{n}/{k}" for n, k in itertools.product(common.DRAFTS, common.KS)}
+        for row in rows.values():
+            assert row["chars"] == 12 and 0 < row["target_passes"] <= 12 and row["time_ratio"] > 0
+
+
+def test_drafts_are_made_from_their_backends_target():
+    assert common.target("fused") is not common.target() is common.target("eager")
+    assert common.draft("int8", "fused") is not common.draft("int8") is common.draft("int8", "eager")
+    assert common.available(["bigram", "no-such-draft"], "fused") == ["bigram"]
 
 
 def test_a_missing_draft_skips(monkeypatch):

@@ -56,6 +56,20 @@ def test_verdicts_read_asv_tables():
     assert not demo.verdict("a", demo.CASES["a"], table.replace("'bigram'", "'int4'"))[0]
 
 
+def test_verdicts_read_the_backend_parameter():
+    """(b) needs half of the 18 eager speedup rows; (c) the eager single pass (the demo slows GPT.forward)."""
+    demo = _demo()
+    row = "| +        | 0.9 | 1.0 |  1.11 | bench_speedup.Speedup.track_time_ratio(1, '{b}', 'bigram', {k}) |"
+    eager = "\n".join(row.format(b="eager", k=k) for k in range(9))
+    fused = "\n".join(row.format(b="fused", k=k) for k in range(9))
+    assert demo.verdict("b", demo.CASES["b"], eager)[0]
+    assert demo.verdict("b", demo.CASES["b"], eager + "\n" + fused)[0]  # the other backend's slow too: expected
+    assert not demo.verdict("b", demo.CASES["b"], fused)[0]  # nine rows, but none of them eager
+    passes = "| +        | 0.9 | 1.0 |  1.11 | bench_target.TargetPass.time_forward(1, '{b}', 1) |"
+    assert demo.verdict("c", demo.CASES["c"], passes.format(b="eager"))[0]
+    assert not demo.verdict("c", demo.CASES["c"], passes.format(b="fused"))[0]
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(shutil.which("asv") is None, reason="needs asv (pip install -e '.[bench]')")
 def test_asv_flags_each_kind_of_regression_and_not_a_no_op():

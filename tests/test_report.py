@@ -53,16 +53,47 @@ def test_report_document_has_the_documented_schema(doc):
     assert [s["section"].split(":")[0] for s in doc["sections"]] == [
         "drafts", "trees", "exactness", "acceptance over 3 run(s) (deterministic)",
         "acceptance, the write-up's prompt and seed",
-        "costs", "speedup", "adaptive k", "greedy (temperature 0)"]
+        "overhead", "costs", "speedup", "adaptive k", "greedy (temperature 0)"]
 
 
 def test_the_timed_sections_share_the_budget(doc):
     # (keeping to the clock itself is tested in test_schedule with sleeps; here the allotments add up)
     timed = [s for s in doc["sections"] if s["allotted"] is not None]
-    assert [s["section"].split(":")[0] for s in timed] == ["costs", "speedup", "adaptive k", "greedy (temperature 0)"]
-    assert 0 < timed[0]["allotted"] <= report.SHARES["costs"] * BUDGET  # a share of what the fixed work left
+    assert [s["section"].split(":")[0] for s in timed] == ["overhead", "costs", "speedup", "adaptive k",
+                                                             "greedy (temperature 0)"]
+    assert sum(report.SHARES.values()) == pytest.approx(1.0)
+    for sec, name in zip(timed, ("overhead", "costs")):  # a share of what the fixed work left (and the overhead)
+        assert 0 < sec["allotted"] <= report.SHARES[name] * BUDGET
     # each section's seconds are rounded to 0.01 s: up to 0.005 s each above what it took
     assert sum(s["seconds"] for s in doc["sections"]) <= doc["wall_seconds"] + 0.005 * len(doc["sections"])
+
+
+def test_overhead_rows_are_the_report_targets_passes_against_the_recorded_floor(doc, target):
+    from specdec import overhead
+
+    setup = doc["overhead_setup"]
+    m, cfg = setup["machine"], target.config
+    assert [r["positions"] for r in doc["overhead"]] == [1, 2, 3, 5, 9] and setup["context_pos"] == 100
+    for r in doc["overhead"]:
+        assert set(r) >= {"backend", "positions", "measured_us", "floor_us", "share"} and r["backend"] == "eager"
+        flops = overhead.pass_flops(cfg, r["positions"], 100)
+        nbytes = overhead.pass_bytes(cfg, r["positions"], 100)
+        # the roofline by hand: µs = FLOP / (GFLOP/s · 1e3), bytes / (GB/s · 1e3), the larger
+        assert r["floor_us"] == pytest.approx(max(flops / (m["matmul_gflops"] * 1e3), nbytes / (m["cache_gbps"] * 1e3)))
+        assert r["share"] == pytest.approx(1 - r["floor_us"] / r["measured_us"]) and r["measured_us"] > 0
+    assert m["threads"] == doc["machine"]["threads"] == 1
+    assert set(doc["attribution"]) == {"eager"} and (setup["draft"], setup["k"]) == ("bigram", 4)
+    # quick: the smaller profiled blocks
+    assert (setup["chars"], setup["repeats"]) == (report.QUICK["overhead_chars"], report.QUICK["overhead_repeats"])
+    for scope in ("step", "round"):
+        cats = doc["attribution"]["eager"][scope]
+        assert list(cats) == list(overhead.CATEGORIES)
+        assert sum(cats.values()) == pytest.approx(setup["totals"]["eager"][scope]["profiled_us"])
+    assert doc["attribution"]["eager"]["step"]["the rule"] == 0 < doc["attribution"]["eager"]["round"]["the rule"]
+    text = render.tables(doc)
+    assert "## Overhead: the eager target pass against its roofline floor" in text
+    assert "### Where the time goes, eager backend" in text
+    assert text.index("## 4. Costs") < text.index("## Overhead") < text.index("## 5. Predicted")
 
 
 def test_acceptance_rows_pool_direct_generations_of_the_workload_runs(doc, target, draft_factory):

@@ -6,7 +6,12 @@
 
 Under `--benchmark-disable` (as in CI) each body runs once, untimed, so the suite is also a smoke test.
 Threads are fixed to 1 by the session fixture; `extra_info` records them with acceptance and passes.
+Target passes and generations run on every backend in `specdec.BACKENDS` (`-k eager`, `-k fused` pick one);
+a group holds one backend, so the target-only baseline sits beside the speculative rows it is compared with,
+and `--benchmark-group-by=param:positions` (or `param:k`) puts the backends side by side instead.
 """
+
+import functools
 
 import numpy as np
 import pytest
@@ -19,17 +24,35 @@ PROMPT, CHARS, SEED = "ROMEO:", 200, 0
 DRAFTS = list(specdec.DRAFTS)
 KS = [1, 2, 4, 8]
 CONTEXT = specdec.encode("KING HENRY:\nOnce more unto the breach, dear friends, once more;\nOr close the wall up")
+BACKENDS = list(specdec.BACKENDS)
+
+
+@pytest.fixture(scope="module")
+def on(target, draft_factory):
+    """on(backend) -> (the target run by it, a draft factory for drafts made from that target), built once;
+    eager is the session's target and drafts."""
+
+    @functools.lru_cache(maxsize=None)
+    def make(backend):
+        if backend == "eager":
+            return target, draft_factory
+        model = specdec.load_target(backend=backend)
+        return model, functools.lru_cache(maxsize=None)(lambda name: specdec.make_draft(name, model))
+
+    return make
 
 
 @pytest.mark.parametrize("positions", [1, 2, 3, 5, 9])
-def test_target_pass(benchmark, target, positions):
-    benchmark.group = "target pass by positions"
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_target_pass(benchmark, on, backend, positions):
+    benchmark.group = f"target pass by positions, {backend}"
+    target = on(backend)[0]
     pos = len(CONTEXT) - 1
     with torch.inference_mode():
         target(torch.tensor([CONTEXT]), 0)
         x = torch.tensor([CONTEXT[-1:] * positions])
         logits = benchmark(target, x, pos)
-    benchmark.extra_info.update(positions=positions, threads=torch.get_num_threads())
+    benchmark.extra_info.update(backend=backend, positions=positions, threads=torch.get_num_threads())
     assert logits.shape == (1, positions, 84)
 
 
@@ -51,22 +74,26 @@ def test_draft_character(benchmark, draft_factory, draft):
 
 
 @pytest.mark.parametrize("k", KS)
-def test_target_only_generation(benchmark, target, k):
-    benchmark.group = f"generate {CHARS} chars, k={k}"  # the baseline sits in every k group
-    out = benchmark(specdec.generate, target, PROMPT, CHARS, seed=SEED)
-    benchmark.extra_info.update(draft="target-only", k=0, target_passes=out.stats.target_passes,
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_target_only_generation(benchmark, on, backend, k):
+    benchmark.group = f"generate {CHARS} chars, k={k}, {backend}"  # the baseline sits in every k group
+    out = benchmark(specdec.generate, on(backend)[0], PROMPT, CHARS, seed=SEED)
+    benchmark.extra_info.update(backend=backend, draft="target-only", k=0, target_passes=out.stats.target_passes,
                                 chars_per_pass=1.0, acceptance=None, threads=torch.get_num_threads())
     assert out.stats.target_passes == CHARS
 
 
 @pytest.mark.parametrize("k", KS)
 @pytest.mark.parametrize("draft", DRAFTS)
-def test_speculative_generation(benchmark, target, draft_factory, draft, k):
-    benchmark.group = f"generate {CHARS} chars, k={k}"
-    out = benchmark(specdec.speculative_generate, target, draft_factory(draft), PROMPT, CHARS, k=k, seed=SEED)
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_speculative_generation(benchmark, on, backend, draft, k):
+    benchmark.group = f"generate {CHARS} chars, k={k}, {backend}"
+    target, drafts = on(backend)
+    out = benchmark(specdec.speculative_generate, target, drafts(draft), PROMPT, CHARS, k=k, seed=SEED)
     st = out.stats
-    benchmark.extra_info.update(draft=draft, k=k, acceptance=st.acceptance, chars_per_pass=st.chars_per_pass,
-                                target_passes=st.target_passes, threads=torch.get_num_threads())
+    benchmark.extra_info.update(backend=backend, draft=draft, k=k, acceptance=st.acceptance,
+                                chars_per_pass=st.chars_per_pass, target_passes=st.target_passes,
+                                threads=torch.get_num_threads())
     assert len(out.text) == CHARS and st.accepted + st.target_passes == CHARS
 
 
