@@ -6,19 +6,29 @@ pair: for every row (the A/A noise floor, each draft x k speedup, each adaptive 
 report's 95 % re-run interval contains the second's median and the other way round. An interval that means
 what it says covers the other run's median on about 95 % of rows; the check passes at `TARGET` or more in
 both directions.
+
+`between_run` keeps from the same pair what neither run's interval could see: for every row, the extra term
+its interval would have needed to hold the other run's figure, in units of the run's A/A floor. It is recorded
+per machine (`machine_record`); later reports add a conformal quantile of these to their intervals.
 """
 
 from __future__ import annotations
 
+import math
+
+import numpy as np
+
 from .render_trees import config_label
 
 TARGET = 0.90  # the share of rows whose interval must contain the other run's median
+FLOOR = "noise floor (A/A)"  # the one row whose interval never carries the between-run term
+Z95 = 1.959963984540054  # the intervals are 95 %: half-width = Z95 standard errors
 
 
 def _rows(doc: dict) -> dict[str, tuple[float, float, float]]:
     """Row name -> (figure, ci_low, ci_high) for every interval a report gives."""
     f = doc["noise_floor"]
-    out = {"noise floor (A/A)": (f["measured"], f["ci_low"], f["ci_high"])}
+    out = {FLOOR: (f["measured"], f["ci_low"], f["ci_high"])}
     for r in doc["speedup"]:
         out[f"{r['draft']} {config_label(r)}"] = (r["measured"], r["ci_low"], r["ci_high"])
     for r in doc.get("adaptive", []):
@@ -41,6 +51,47 @@ def coverage(a: dict, b: dict) -> dict:
             "passed": bool(n) and min(a_cov, b_cov) >= TARGET * n}
 
 
+def _applied(doc: dict) -> float:
+    """The between-run term (a fraction of each figure, τ) this report added to its speedup intervals."""
+    return float((doc["noise_floor"].get("between_run") or {}).get("tau", 0.0))
+
+
+def needs(a: dict, b: dict) -> list[float]:
+    """Per row (not the A/A floor): the extra term a's interval would have needed to contain b's figure, in
+    units of a's A/A floor half-width (relative) -- 0 where it did contain it.
+
+    a's interval is first taken back to what it was before its own between-run term (each side h was widened
+    to √(h² + (Z95·τ·figure)²): undone exactly), so a record never learns from its own earlier output.
+    Scaling by the floor is what makes a quiet and a noisy run comparable: on the development VM the extras
+    two pairs needed were alike in floor units (at most 1.65 and 1.89) and 10x apart in percent.
+    """
+    ra, rb = _rows(a), _rows(b)
+    floor_half = a["noise_floor"]["width"] / 2
+    e_a = Z95 * _applied(a)
+    out = []
+    for name, (m, lo, hi) in ra.items():
+        if name == FLOOR or name not in rb:
+            continue
+        other = rb[name][0]
+        side = (hi - m) if other > m else (m - lo)
+        side = math.sqrt(max(0.0, side * side - (e_a * m) ** 2))
+        gap = abs(other - m)
+        out.append(math.sqrt(max(0.0, gap * gap - side * side)) / (Z95 * m) / floor_half)
+    return out
+
+
+def between_run(a: dict, b: dict) -> dict:
+    """What the pair says about runs a report cannot see: both directions' `needs`, and the mean shift of
+    every row (log scale) as information -- a shift all rows share is how a change of machine state shows."""
+    ra, rb = _rows(a), _rows(b)
+    names = [n for n in ra if n in rb and n != FLOOR]
+    if not names:
+        raise ValueError("between_run needs speedup rows both reports have; they share none")
+    shift = float(np.mean([math.log(ra[n][0] / rb[n][0]) for n in names]))
+    return {"needs": needs(a, b) + needs(b, a), "rows": len(names), "mean_shift": shift,
+            "floor_half_widths": [a["noise_floor"]["width"] / 2, b["noise_floor"]["width"] / 2]}
+
+
 def render(covs: list[dict]) -> str:
     """The coverage tables as Markdown, one per consecutive pair of runs."""
     out = ["# specdec calibration: does each report's interval contain the other's median?\n"]
@@ -57,4 +108,10 @@ def render(covs: list[dict]) -> str:
         out.append(f"\nRun {i}'s intervals contain run {i + 1}'s median on {cov['a_covers_b']}/{cov['n']} rows, run "
                    f"{i + 1}'s contain run {i}'s on {cov['b_covers_a']}/{cov['n']}: calibration {verdict} (target: "
                    f"{TARGET:.0%} of rows in both directions).\n")
+        if "between_run" in cov:
+            br = cov["between_run"]
+            short = sum(x > 0 for x in br["needs"])
+            out.append(f"Between the runs the speedup rows moved by {br['mean_shift']:+.1%} on average (log scale); "
+                       f"{short} of {len(br['needs'])} row-directions needed more than their interval, at most "
+                       f"{max(br['needs']):.2f} A/A floor half-widths more (in quadrature).\n")
     return "\n".join(out)

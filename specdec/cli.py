@@ -1,4 +1,4 @@
-"""The `specdec` command: train, info, generate, verify, report, compare, overhead.
+"""The `specdec` command: train, info, generate, verify, report, calibrate, compare, overhead.
 
 Every bad argument ends in one line on stderr and exit code 2 (argparse's convention), never a traceback,
 and is found before any training or measuring starts: output locations are checked to be writable first, so
@@ -271,11 +271,10 @@ def _tree_verify(args, target, samples: int) -> int:
 
 
 def _cmd_report(args) -> int:
-    import json
     import math
     from pathlib import Path
 
-    from . import calibrate, hygiene, render, report, tree_sections, workload
+    from . import hygiene, machine_record, render, report, tree_sections, workload
     from .decode import check_request
 
     if args.threads < 1:
@@ -299,6 +298,10 @@ def _cmd_report(args) -> int:
     cpus = hygiene.parse_cpus(args.cpu) if args.cpu is not None else None
     drafts = _drafts_arg(args.drafts, args.device)
     ks = _ks_arg(args.ks, report.DEFAULT_KS)
+    try:  # a corrupt record is found now, not after the first report
+        machine_record.load({})
+    except machine_record.RecordError as exc:
+        raise UsageError(str(exc)) from None
     # every place a result goes is checked before anything is measured: a report is minutes of work
     outs = [Path(args.out)] + [Path(args.out) / f"repeat-{i}" for i in range(2, args.repeat + 1)]
     for out in outs:
@@ -315,21 +318,70 @@ def _cmd_report(args) -> int:
         doc = report.measure(target, drafts, ks, quick=args.quick, pairs=args.pairs, threads=args.threads,
                              device=args.device, chars=args.chars, seed=args.seed, budget=args.budget, cpus=cpus,
                              workload=args.workload, prompt=args.prompt, trees=args.trees, after_own_run=i > 1,
-                             log=_log)
+                             between_run=args.between_run, log=_log)
         text = render.tables(doc)
         print(text)
         for path in report.write(doc, out, text):
             _log(f"wrote {path}")
         docs.append(doc)
     if len(docs) > 1:
-        covs = [calibrate.coverage(a, b) for a, b in zip(docs, docs[1:])]
-        text = calibrate.render(covs)
-        print(text)
-        for name, content in (("calibration.md", text), ("calibration.json", json.dumps(covs, indent=2) + "\n")):
-            report.write_atomic(outs[0] / name, content)
-            _log(f"wrote {outs[0] / name}")
-        return 0 if all(c["passed"] for c in covs) else 1
+        return _calibration(docs, outs[0], record=True)
     return 0
+
+
+def _calibration(docs: list[dict], out, record: bool) -> int:
+    """Coverage of each consecutive pair of reports, written beside the first; each pair's needs appended to
+    this machine's between-run record (after the reports: none of them used what their own pair says)."""
+    import json
+
+    from . import calibrate, machine_record, report
+
+    covs = []
+    for a, b in zip(docs, docs[1:]):
+        cov = calibrate.coverage(a, b)
+        cov["between_run"] = calibrate.between_run(a, b)
+        covs.append(cov)
+    text = calibrate.render(covs)
+    print(text)
+    for name, content in (("calibration.md", text), ("calibration.json", json.dumps(covs, indent=2) + "\n")):
+        report.write_atomic(out / name, content)
+        _log(f"wrote {out / name}")
+    if record:
+        machine = docs[0]["machine"]
+        for (a, _), cov in zip(zip(docs, docs[1:]), covs):
+            path = machine_record.append(machine, {
+                "date": a["machine"].get("date"), "commit": a["machine"].get("commit"),
+                "quick": a["settings"].get("quick"), **cov["between_run"]})
+        entries = machine_record.load(machine)
+        q = machine_record.quantile(entries)
+        _log(f"recorded {len(covs)} calibration(s) in {path}: this machine now has {len(entries)}; later reports "
+             f"add {'nothing yet (too few)' if q is None else f'{q:.2f} A/A floor half-widths'} between runs")
+    return 0 if all(c["passed"] for c in covs) else 1
+
+
+def _cmd_calibrate(args) -> int:
+    import json
+    from pathlib import Path
+
+    from . import machine_record
+
+    folder = Path(args.folder)
+    paths = [folder / "report.json"] + sorted(folder.glob("repeat-*/report.json"),
+                                              key=lambda p: int(p.parent.name.split("-")[1]))
+    missing = [str(p) for p in paths if not p.is_file()]
+    if missing or len(paths) < 2:
+        raise UsageError(f"{folder}: needs report.json and repeat-2/report.json (from `specdec report --repeat 2 "
+                         f"--out {folder}`); missing: {', '.join(missing) or 'repeat-2/report.json'}")
+    try:
+        docs = [json.loads(p.read_text()) for p in paths]
+        keys = {machine_record.key(d["machine"]) for d in docs}
+        if len(keys) > 1:
+            raise UsageError(f"{folder}: the reports come from different machines or settings: {sorted(keys)}")
+        return _calibration(docs, folder, record=not args.no_record)
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        if isinstance(exc, UsageError):
+            raise
+        raise UsageError(f"{folder}: not reports this version reads ({type(exc).__name__}: {exc})") from None
 
 
 def _cmd_compare(args) -> int:
@@ -446,6 +498,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "quick 60); pairs go to the rows whose intervals are widest until it is spent")
     p.add_argument("--repeat", type=int, default=1, help="measure N reports back to back and check that each "
                    "one's intervals contain the other's medians (calibration; exit 1 if not)")
+    p.add_argument("--between-run", choices=["auto", "off"], default="auto", help="auto: add this machine's "
+                   "recorded between-run spread (from earlier --repeat / calibrate runs) to the speedup intervals; "
+                   "off: leave it out")
     p.add_argument("--cpu", default=None, help="pin the process to these CPUs (e.g. 1 or 0,1; recorded)")
     p.add_argument("--out", default="specdec-report", help="folder for report.md, report.json, speedup.png")
     p.add_argument("--threads", type=int, default=1, help="torch threads while timing (recorded)")
@@ -464,6 +519,12 @@ def build_parser() -> argparse.ArgumentParser:
                    "like 4x2x2x1 and node budgets like 32 (shape from measured child acceptance); default "
                    "4x2x2x1 32; give --trees alone for none")
     p.set_defaults(func=_cmd_report)
+
+    p = sub.add_parser("calibrate", help="coverage of a `report --repeat N` folder's reports, and record this "
+                       "machine's between-run spread from them; exit 1 if calibration does not hold")
+    p.add_argument("folder", help="a folder written by `specdec report --repeat N --out FOLDER`")
+    p.add_argument("--no-record", action="store_true", help="print and write calibration.md only")
+    p.set_defaults(func=_cmd_calibrate)
 
     p = sub.add_parser("compare", help="compare two report.json files; exit 1 if anything got worse")
     p.add_argument("a", help="the baseline report.json")

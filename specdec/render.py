@@ -162,7 +162,8 @@ def tables(doc: dict) -> str:
                "re-run's figure lands with 95 % probability (moving-block bootstrap over the pairs in the order they "
                "ran, ± t·√2·SE; never narrower than the noise floor's at the row's pair count), with the machine's "
                f"drift added in quadrature (τ = {f.get('drift', 0.0):.1%}: how far ratios moved between the first and "
-               f"second half of this run, beyond their pairs' noise, pooled over {f.get('drift_rows', 0)} rows). "
+               f"second half of this run, beyond their pairs' noise, pooled over {f.get('drift_rows', 0)} rows)"
+               f"{_between_note(f.get('between_run'))}. "
                "The CI over prompts resamples the runs (each run's two times together): how much "
                "the figure depends on which prompts the workload holds; set it against the noise floor's interval, "
                "which is timing noise alone. A row is noisy when its timing interval (before drift, with what the "
@@ -302,6 +303,18 @@ def _bunching(r: dict) -> str:
     if r.get("bunched"):
         return f"{hist} (bunched, p = {r['geometric_p']:.1g})"
     return hist
+
+
+def _between_note(br: dict | None) -> str:
+    """What the intervals carry for changes between runs (machine_record), as a clause of table 3's note."""
+    if not br or br.get("source") == "off":
+        return ", and no between-run term (--between-run off)"
+    if br.get("source") == "none":
+        return (", and no between-run term yet: this machine has no recorded calibration, so a change of its state "
+                "between runs is not covered (`specdec report --repeat 2` records one)")
+    return (f", and this machine's between-run term in quadrature too (τ = {br['tau']:.1%}: {br['q']:.2f} of this "
+            f"run's A/A floor half-widths, the 95 % conformal quantile of what {br['calibrations']} recorded "
+            f"calibration(s) needed)")
 
 
 def _noise_note(r: dict, floor: dict) -> str:

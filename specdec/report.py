@@ -22,7 +22,7 @@ from pathlib import Path
 
 import torch
 
-from . import backends, hygiene, overhead_section, render, sections
+from . import backends, hygiene, machine_record, overhead_section, render, sections
 from . import tree_sections as ts
 from . import workload as wl
 from .drafts import DRAFTS, available_on
@@ -68,6 +68,7 @@ def measure(
     workload: str | os.PathLike | None = None,
     trees: list[str] | None = None,
     after_own_run: bool = False,
+    between_run: str | None = "auto",
     log=print,
 ) -> dict:
     """Run every section within `budget` seconds and return the report document (schema in README.md).
@@ -78,7 +79,8 @@ def measure(
     cpus: pin the process to these CPUs first. Torch's threads are set to `threads` (inter-op too where torch
     allows) and recorded. trees: tree shapes ('4x2x2x1') and node budgets ('budget 32': the shape from the
     measured child acceptance), each for every table draft among `drafts` (default `tree_sections.DEFAULT_TREES`;
-    [] for none).
+    [] for none). between_run: "auto" adds this machine's recorded between-run term to the speedup intervals
+    (`machine_record`; none until a calibration is recorded), "off" leaves it out.
     """
     drafts = list(drafts or DRAFTS)
     skipped = [n for n in drafts if n not in available_on(device)]
@@ -109,6 +111,7 @@ def measure(
     thread_info = hygiene.set_threads(threads)
     machine = {**hygiene.machine_info(thread_info, device, affinity), "pinned": cpus is not None,
                "backend": backends.backend_of(target)}
+    knobs["between_run"] = machine_record.resolve(between_run, machine)
     run = sections.ReportRun(target.to(device), list(drafts or DRAFTS), ks, knobs, device, chars, temperature,
                              runs, log)
     contexts = min(knobs["contexts"], len(runs))

@@ -171,7 +171,9 @@ def paired_figures(r: Runs, num: str, den: str, floor: dict | None = None) -> di
     noise of this very statistic on this machine, and a bootstrap of a handful of pairs can understate it (in
     two back-to-back 5-pair reports, 8 of 35 intervals missed the other run's figure without this floor).
     Then the drift the floor carries (`floor["drift"]`, τ from `drift_of`) is added: a re-run happens at
-    another time, and the machine's state moves a ratio between times by more than its pairs' own noise.
+    another time, and the machine's state moves a ratio between times by more than its pairs' own noise; and,
+    in quadrature with it, the between-run term from this machine's calibrations (`floor["between_run"]["tau"]`,
+    see `machine_record`), which covers the moves no single run can see.
     """
     a, b = np.asarray(r.times[num]), np.asarray(r.times[den])
     s = stats.summarize_pairs(a, b)
@@ -181,8 +183,8 @@ def paired_figures(r: Runs, num: str, den: str, floor: dict | None = None) -> di
             s = stats.Summary(s.estimate, s.median, s.min, s.max, min(s.ci_low, s.estimate - half),
                               max(s.ci_high, s.estimate + half), s.n)
     pairs_width = s.width  # the pairs' own noise: drift, added next, does not shrink with more pairs
-    if floor is not None and s.n >= 3:
-        s = stats.with_drift(s, floor.get("drift") or 0.0)
+    if floor is not None and s.n >= 3:  # drift within this run, and the record's term for between runs
+        s = stats.with_drift(s, math.hypot(floor.get("drift") or 0.0, (floor.get("between_run") or {}).get("tau", 0.0)))
     by_run: dict[int, list[int]] = {}
     for visit, i in enumerate(r.visit_items):
         by_run.setdefault(i, []).append(visit)
@@ -214,8 +216,10 @@ def speedup(run: ReportRun, seconds: float) -> dict:
     interleave([floor] + rows, seconds, kn["min_pairs"], kn["precision"], run.device, run.log, "speedup ")
     f = paired_figures(floor, "a", "b")
     tau, pooled = drift_of(run, rows)
+    br = dict(run.knobs.get("between_run") or {"q": 0.0, "source": "off", "calibrations": 0})
+    br["tau"] = br["q"] * (f["width"] or 0.0) / 2  # q floor half-widths, this run's floor
     noise = {**f, "median": f["measured_median"], "min": f["measured_min"], "max": f["measured_max"],
-             "drift": tau, "drift_rows": pooled}
+             "drift": tau, "drift_rows": pooled, "between_run": br}
     run.floor = noise
     docs = [_speedup_row(run, r, f["width"]) for r in rows]
     run.rows = docs

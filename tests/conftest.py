@@ -33,3 +33,10 @@ def report_doc(target):
 
     return report.measure(target, ["bigram", "int8"], [1, 2], quick=True, pairs=3, threads=1, chars=60,
                           budget=REPORT_BUDGET, log=lambda s: None)
+
+
+@pytest.fixture(autouse=True)
+def _own_between_run_record(tmp_path_factory, monkeypatch):
+    """Reports and calibrations read and append the user's between-run record (machine_record): every test
+    gets a cache directory of its own instead, so no test depends on, or writes to, the developer's."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("cache")))

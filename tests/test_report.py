@@ -6,7 +6,7 @@ import sys
 import numpy as np
 import pytest
 
-from specdec import calibrate, render, report, stats
+from specdec import calibrate, render, report, sections, stats
 
 from .conftest import REPORT_BUDGET as BUDGET
 
@@ -306,3 +306,25 @@ def test_report_out_that_is_a_file_fails_before_measuring(tmp_path):
     proc = _cli("report", "--out", str(f), "--quick")
     assert proc.returncode == 2 and "is not a directory" in proc.stderr and "Traceback" not in proc.stderr
     assert f.read_text() == "mine"
+
+
+def test_the_between_run_term_adds_in_quadrature_with_the_drift():
+    from types import SimpleNamespace
+
+    from specdec.schedule import Runs
+
+    r = Runs("row", {"target": None, "spec": None}, ("target", "spec"),
+             items=[(SimpleNamespace(id="p1"), 0), (SimpleNamespace(id="p2"), 1)])
+    r.times = {"target": [1.0, 1.1, 0.9, 1.0, 1.05, 0.95], "spec": [0.5, 0.56, 0.44, 0.52, 0.5, 0.49]}
+    r.visit_items = [0, 1, 0, 1, 0, 1]
+    both = sections.paired_figures(r, "target", "spec", {"drift": 0.03, "between_run": {"tau": 0.04}})
+    same = sections.paired_figures(r, "target", "spec", {"drift": 0.05})  # √(0.03² + 0.04²) = 0.05
+    plain = sections.paired_figures(r, "target", "spec", {"drift": 0.0})
+    assert (both["ci_low"], both["ci_high"]) == pytest.approx((same["ci_low"], same["ci_high"]))
+    assert both["ci_high"] - both["ci_low"] > plain["ci_high"] - plain["ci_low"]
+
+
+def test_a_machine_without_a_record_gets_no_between_run_term_and_is_told(doc):
+    assert doc["noise_floor"]["between_run"] == {"q": 0.0, "source": "none", "calibrations": 0, "tau": 0.0}
+    assert doc["settings"]["between_run"]["source"] == "none"
+    assert "no between-run term yet" in render.tables(doc)

@@ -1,0 +1,104 @@
+"""What this machine's calibrations said about runs it has not seen yet: the between-run spread, recorded.
+
+A report's re-run interval is built from its own pairs (block bootstrap, the A/A floor) and from the drift
+between the halves of its own run. Neither can see a change of the machine's state that happens *between* two
+runs: on the shared development VM, two back-to-back full reports in a noisy stretch differed by 7 % on
+average over the rows (run 1 higher on 30 of 35) while neither run's halves moved, and 5 rows fell outside
+the other run's interval (issue 10, docs/calibration-noisy/).
+
+Such a spread can only be learnt from earlier runs on the same machine, the way metrology adds a type B
+uncertainty known from earlier calibrations of an instrument. `specdec report --repeat N` and
+`specdec calibrate DIR` measure, for every row of a pair, the extra its interval needed to hold the other run's
+figure, in units of the run's A/A floor half-width (`calibrate.needs`), and append them here. A later report on
+the same machine (same CPU model, cores, torch threads, device and backend) takes the split-conformal 95 %
+quantile q of the recent needs and adds τ = q · (its own floor's relative half-width) to every speedup interval
+in quadrature, and says so: a noisy run gets more, a quiet one less. The record is a small JSON file in the user's cache directory
+(`$XDG_CACHE_HOME/specdec/between-run.json`, by default under ~/.cache), written atomically.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from pathlib import Path
+
+RECENT = 10  # calibrations pooled: the machine's recent history, not every state it was ever in
+LEVEL = 0.95  # the intervals are 95 % intervals: the term is what held 95 % of past row-directions
+
+
+class RecordError(ValueError):
+    """The record file exists but cannot be read as a record."""
+
+
+def path() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "specdec" / "between-run.json"
+
+
+def key(machine: dict) -> str:
+    """What makes two reports' machine states comparable: CPU model, cores, threads, device and backend."""
+    return (f"{machine.get('cpu')} | {machine.get('cores')} cores | {machine.get('threads')} thread(s) | "
+            f"{machine.get('device', 'cpu')} | {machine.get('backend', 'eager')}")
+
+
+def _read(p: Path) -> dict:
+    if not p.exists():
+        return {}
+    try:
+        doc = json.loads(p.read_text())
+        if not isinstance(doc, dict) or not all(isinstance(v, list) for v in doc.values()):
+            raise ValueError("not a mapping of machine -> list of calibrations")
+        return doc
+    except (OSError, ValueError) as exc:
+        raise RecordError(f"{p}: not a between-run record ({str(exc).splitlines()[0]}); delete it to start "
+                          f"a new one") from None
+
+
+def load(machine: dict) -> list[dict]:
+    """This machine's recorded calibrations, oldest first ([] when none)."""
+    return _read(path()).get(key(machine), [])
+
+
+def quantile(entries: list[dict]) -> float | None:
+    """q: the extra (in A/A floor half-widths) that held `LEVEL` of the row-directions of the RECENT latest
+    calibrations -- the split-conformal quantile, the ⌈(N + 1)·LEVEL⌉-th smallest of their N needs, so that a
+    new run exchangeable with them is covered with probability at least LEVEL. None when there are too few
+    needs for it (fewer than LEVEL / (1 - LEVEL) ≈ 19) or no calibration at all."""
+    needs = sorted(float(x) for e in entries[-RECENT:] for x in e["needs"])
+    k = math.ceil((len(needs) + 1) * LEVEL)
+    return needs[k - 1] if needs and k <= len(needs) else None
+
+
+def append(machine: dict, entry: dict) -> Path:
+    """Add one calibration to this machine's record (atomically: a temporary file, then a rename)."""
+    p = path()
+    p.parent.mkdir(parents=True, exist_ok=True)
+    doc = _read(p)
+    doc.setdefault(key(machine), []).append(entry)
+    fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}-")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(json.dumps(doc, indent=1) + "\n")
+        os.replace(tmp, p)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return p
+
+
+def resolve(setting: str | None, machine: dict) -> dict:
+    """The between-run term a report will use: {"q", "source", "calibrations"} -- q in A/A floor half-widths
+    (the report turns it into τ = q · its floor's relative half-width once the floor is measured).
+
+    setting: "auto" (or None) -- this machine's record (q = 0, source "none", when it has too little);
+    "off" -- none.
+    """
+    if setting not in (None, "auto", "off"):
+        raise ValueError(f"--between-run must be auto or off, got {setting!r}")
+    if setting == "off":
+        return {"q": 0.0, "source": "off", "calibrations": 0}
+    entries = load(machine)[-RECENT:]
+    q = quantile(entries)
+    return {"q": q or 0.0, "source": "record" if q is not None else "none", "calibrations": len(entries)}

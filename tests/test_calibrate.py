@@ -1,0 +1,108 @@
+"""Calibration of the re-run intervals: what a pair of runs says, and the per-machine between-run record."""
+
+import json
+import math
+import subprocess
+import sys
+
+import pytest
+
+from specdec import calibrate, machine_record
+
+Z = calibrate.Z95
+MACHINE = {"cpu": "Test CPU @ 1GHz", "cores": 2, "threads": 1, "device": "cpu", "backend": "eager"}
+
+
+def _doc(rows: dict, floor_width: float = 0.2, applied: float = 0.0) -> dict:
+    """A report document with what calibration reads: name -> (figure, low, high); `applied` the between-run τ
+    its intervals already carry (each side h widened to √(h² + (Z·τ·figure)²))."""
+    def widen(m, lo, hi):
+        e = Z * applied * m
+        return m, m - math.hypot(m - lo, e), m + math.hypot(hi - m, e)
+
+    return {"machine": dict(MACHINE, date="2026-11-30T00:00:00+00:00", commit="abc"), "settings": {"quick": False},
+            "noise_floor": {"measured": 1.0, "ci_low": 0.9, "ci_high": 1.1, "width": floor_width,
+                            "between_run": {"tau": applied}},
+            "speedup": [{"draft": d, "k": k, "tree": None, **dict(zip(("measured", "ci_low", "ci_high"), widen(*v)))}
+                        for (d, k), v in rows.items()]}
+
+
+def test_needs_by_hand():
+    a = _doc({("ngram", 8): (1.0, 0.9, 1.1), ("int8", 1): (2.0, 1.8, 2.2)})
+    b = _doc({("ngram", 8): (1.3, 1.2, 1.4), ("int8", 1): (2.1, 2.0, 2.2)})
+    # ngram: gap 0.3 beyond a side of 0.1: √(0.09 - 0.01) / (Z · 1.0) in units of a's floor half-width 0.1
+    assert calibrate.needs(a, b) == pytest.approx([math.sqrt(0.08) / Z / 0.1, 0.0])
+    # the other way: b's lower side 0.1 against a gap of 0.3; int8: 0.1 inside b's lower side 0.1 -> 0
+    assert calibrate.needs(b, a) == pytest.approx([math.sqrt(0.08) / (Z * 1.3) / 0.1, 0.0])
+    br = calibrate.between_run(a, b)
+    assert br["rows"] == 2 and br["needs"] == pytest.approx(calibrate.needs(a, b) + calibrate.needs(b, a))
+    assert br["mean_shift"] == pytest.approx((math.log(1 / 1.3) + math.log(2 / 2.1)) / 2)
+
+
+def test_needs_undo_the_term_a_report_already_carried():
+    """A record must learn what intervals lacked before its own term, or it would shrink towards nothing."""
+    rows_a = {("ngram", 8): (1.0, 0.9, 1.1), ("bigram", 4): (1.5, 1.4, 1.55)}
+    b = _doc({("ngram", 8): (1.3, 1.2, 1.4), ("bigram", 4): (1.2, 1.1, 1.3)})
+    plain = calibrate.needs(_doc(rows_a), b)
+    assert calibrate.needs(_doc(rows_a, applied=0.05), b) == pytest.approx(plain)
+    assert plain[0] > 0 and plain[1] > 0
+
+
+@pytest.mark.parametrize("n,expected", [(20, 19.0), (40, 38.0), (18, None), (0, None)])
+def test_the_conformal_quantile_by_hand(n, expected):
+    # needs 0, 1, ..., n-1: the ⌈(n + 1) · 0.95⌉-th smallest (n = 20: the 20th, 19; n = 40: ⌈38.95⌉ = 39th, 38)
+    entries = [{"needs": list(map(float, range(n)))[: n // 2]}, {"needs": list(map(float, range(n)))[n // 2 :]}]
+    assert machine_record.quantile(entries if n else []) == expected
+
+
+def test_only_the_recent_calibrations_count():
+    old = [{"needs": [100.0] * 20}]
+    recent = [{"needs": [0.0] * 20}] * machine_record.RECENT
+    assert machine_record.quantile(old + recent) == 0.0
+    assert machine_record.quantile(recent[1:] + old) == 100.0
+
+
+def test_record_round_trip_per_machine_and_resolve():
+    assert machine_record.resolve("auto", MACHINE) == {"q": 0.0, "source": "none", "calibrations": 0}
+    path = machine_record.append(MACHINE, {"needs": [0.5] * 30})
+    assert path.parent.name == "specdec" and json.loads(path.read_text())
+    assert machine_record.resolve(None, MACHINE) == {"q": 0.5, "source": "record", "calibrations": 1}
+    assert machine_record.resolve("off", MACHINE) == {"q": 0.0, "source": "off", "calibrations": 0}
+    other = dict(MACHINE, threads=2)  # another thread count: another machine state, its own record
+    assert machine_record.load(other) == [] and len(machine_record.load(MACHINE)) == 1
+    with pytest.raises(ValueError, match="--between-run must be auto or off, got '0.1'"):
+        machine_record.resolve("0.1", MACHINE)
+
+
+def test_a_corrupt_record_is_one_line_naming_it():
+    p = machine_record.path()
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text("{not json")
+    with pytest.raises(machine_record.RecordError) as info:
+        machine_record.load(MACHINE)
+    assert str(p) in str(info.value) and "delete it" in str(info.value) and "\n" not in str(info.value)
+
+
+def _cli(*args):
+    return subprocess.run([sys.executable, "-m", "specdec.cli", *args], capture_output=True, text=True, timeout=120)
+
+
+def test_calibrate_command_reads_a_repeat_folder_and_records_it(tmp_path):
+    a = _doc({("ngram", 8): (1.0, 0.9, 1.1), ("int8", 1): (2.0, 1.8, 2.2)})
+    b = _doc({("ngram", 8): (1.3, 1.2, 1.4), ("int8", 1): (2.1, 2.0, 2.2)})
+    (tmp_path / "repeat-2").mkdir()
+    (tmp_path / "report.json").write_text(json.dumps(a))
+    (tmp_path / "repeat-2" / "report.json").write_text(json.dumps(b))
+    out = _cli("calibrate", str(tmp_path))
+    # a covers b: floor yes, ngram no, int8 yes (2/3 < 90 %): exit 1
+    assert out.returncode == 1, out.stderr
+    assert "contain run 2's median on 2/3 rows" in out.stdout and "2 of 4 row-directions needed more" in out.stdout
+    assert "this machine now has 1" in out.stderr
+    assert json.loads((tmp_path / "calibration.json").read_text())[0]["between_run"]["rows"] == 2
+    assert len(machine_record.load(MACHINE)) == 1
+    assert _cli("calibrate", str(tmp_path), "--no-record").returncode == 1
+    assert len(machine_record.load(MACHINE)) == 1
+    (tmp_path / "repeat-2" / "report.json").unlink()
+    bad = _cli("calibrate", str(tmp_path))
+    assert bad.returncode == 2 and "needs report.json and repeat-2/report.json" in bad.stderr
+    assert len(bad.stderr.strip().splitlines()) == 1
