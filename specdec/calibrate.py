@@ -8,8 +8,8 @@ what it says covers the other run's median on about 95 % of rows; the check pass
 both directions.
 
 `between_run` keeps from the same pair what neither run's interval could see: for every row, the extra term
-its interval would have needed to hold the other run's figure, in units of the run's A/A floor. It is recorded
-per machine (`machine_record`); later reports add a conformal quantile of these to their intervals.
+its interval would have needed to hold the other run's figure. It is recorded per machine (`machine_record`);
+later reports add a conformal quantile of these to their intervals.
 """
 
 from __future__ import annotations
@@ -57,16 +57,16 @@ def _applied(doc: dict) -> float:
 
 
 def needs(a: dict, b: dict) -> list[float]:
-    """Per row (not the A/A floor): the extra term a's interval would have needed to contain b's figure, in
-    units of a's A/A floor half-width (relative) -- 0 where it did contain it.
+    """Per row (not the A/A floor): the extra term τ (a fraction of the figure, added in quadrature as
+    Z95·τ·figure) a's interval would have needed to contain b's figure -- 0 where it did contain it.
 
     a's interval is first taken back to what it was before its own between-run term (each side h was widened
     to √(h² + (Z95·τ·figure)²): undone exactly), so a record never learns from its own earlier output.
-    Scaling by the floor is what makes a quiet and a noisy run comparable: on the development VM the extras
-    two pairs needed were alike in floor units (at most 1.65 and 1.89) and 10x apart in percent.
+    In fractions of the figure, not in units of a's own noise: on the development VM a quiet run (floor ±1.9 %)
+    followed by a noisy one (±11.5 %) saw every ratio move by about 7 %, which a quiet run's own noise cannot
+    foretell -- what a re-run meets depends on the machine's next state, not on this run's.
     """
     ra, rb = _rows(a), _rows(b)
-    floor_half = a["noise_floor"]["width"] / 2
     e_a = Z95 * _applied(a)
     out = []
     for name, (m, lo, hi) in ra.items():
@@ -76,7 +76,7 @@ def needs(a: dict, b: dict) -> list[float]:
         side = (hi - m) if other > m else (m - lo)
         side = math.sqrt(max(0.0, side * side - (e_a * m) ** 2))
         gap = abs(other - m)
-        out.append(math.sqrt(max(0.0, gap * gap - side * side)) / (Z95 * m) / floor_half)
+        out.append(math.sqrt(max(0.0, gap * gap - side * side)) / (Z95 * m))
     return out
 
 
@@ -88,7 +88,7 @@ def between_run(a: dict, b: dict) -> dict:
     if not names:
         raise ValueError("between_run needs speedup rows both reports have; they share none")
     shift = float(np.mean([math.log(ra[n][0] / rb[n][0]) for n in names]))
-    return {"needs": needs(a, b) + needs(b, a), "rows": len(names), "mean_shift": shift,
+    return {"needs": needs(a, b) + needs(b, a), "units": "fraction", "rows": len(names), "mean_shift": shift,
             "floor_half_widths": [a["noise_floor"]["width"] / 2, b["noise_floor"]["width"] / 2]}
 
 
@@ -113,5 +113,5 @@ def render(covs: list[dict]) -> str:
             short = sum(x > 0 for x in br["needs"])
             out.append(f"Between the runs the speedup rows moved by {br['mean_shift']:+.1%} on average (log scale); "
                        f"{short} of {len(br['needs'])} row-directions needed more than their interval, at most "
-                       f"{max(br['needs']):.2f} A/A floor half-widths more (in quadrature).\n")
+                       f"τ = {max(br['needs']):.1%} more (in quadrature, ± 1.96·τ·figure).\n")
     return "\n".join(out)

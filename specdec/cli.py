@@ -43,8 +43,16 @@ def _log(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
-def _target(args):
-    return _train.load_target(args.checkpoint, backend=getattr(args, "backend", "eager"))
+def _backend(args) -> str:
+    """--backend as a name: auto is the fastest on the command's device."""
+    from .backends import fastest
+
+    name = getattr(args, "backend", "eager")
+    return fastest(getattr(args, "device", "cpu")) if name == "auto" else name
+
+
+def _target(args, backend: str | None = None):
+    return _train.load_target(args.checkpoint, backend=backend or _backend(args))
 
 
 def _drafts_arg(names: list[str] | None, device: str = "cpu") -> list[str]:
@@ -302,6 +310,10 @@ def _cmd_report(args) -> int:
         machine_record.load({})
     except machine_record.RecordError as exc:
         raise UsageError(str(exc)) from None
+    if args.backend == "all":
+        if args.repeat > 1:
+            raise UsageError("--backend all measures one report per backend; give --repeat with one backend")
+        return _report_all(args, drafts, ks, cpus)
     # every place a result goes is checked before anything is measured: a report is minutes of work
     outs = [Path(args.out)] + [Path(args.out) / f"repeat-{i}" for i in range(2, args.repeat + 1)]
     for out in outs:
@@ -329,6 +341,41 @@ def _cmd_report(args) -> int:
     return 0
 
 
+def _report_all(args, drafts: list[str], ks: list[int], cpus) -> int:
+    """One full report per backend (each `--budget`, in OUT/<backend>/), then every backend's speedup table and
+    what moved (`backend_report`) in OUT/backends.md and OUT/backends.json."""
+    import json
+    from pathlib import Path
+
+    from . import backend_report, render, report, workload
+    from .backends import BACKENDS
+    from .decode import check_request
+
+    out = Path(args.out)
+    for name in ("",) + BACKENDS:
+        writable_dir("--out", str(out / name))
+    check_request(_target(args, "eager"), args.prompt or "ROMEO:", args.chars, k=max(ks))
+    if args.prompt is None:
+        workload.load_workload(args.workload or workload.DEFAULT_WORKLOAD, chars=args.chars, max_k=max(ks))
+    docs = {}
+    for i, name in enumerate(BACKENDS, start=1):
+        _log(f"== backend {name} ({i} of {len(BACKENDS)}) ==")
+        doc = report.measure(_target(args, name), drafts, ks, quick=args.quick, pairs=args.pairs,
+                             threads=args.threads, device=args.device, chars=args.chars, seed=args.seed,
+                             budget=args.budget, cpus=cpus, workload=args.workload, prompt=args.prompt,
+                             trees=args.trees, after_own_run=i > 1, between_run=args.between_run, log=_log)
+        for path in report.write(doc, out / name, render.tables(doc)):
+            _log(f"wrote {path}")
+        docs[name] = doc
+    found = backend_report.finding(docs)
+    text = backend_report.render(docs, found)
+    print(text)
+    report.write_atomic(out / "backends.md", text)
+    report.write_atomic(out / "backends.json", json.dumps(found, indent=2) + "\n")
+    _log(f"wrote {out / 'backends.md'} and {out / 'backends.json'}")
+    return 0
+
+
 def _calibration(docs: list[dict], out, record: bool) -> int:
     """Coverage of each consecutive pair of reports, written beside the first; each pair's needs appended to
     this machine's between-run record (after the reports: none of them used what their own pair says)."""
@@ -353,9 +400,9 @@ def _calibration(docs: list[dict], out, record: bool) -> int:
                 "date": a["machine"].get("date"), "commit": a["machine"].get("commit"),
                 "quick": a["settings"].get("quick"), **cov["between_run"]})
         entries = machine_record.load(machine)
-        q = machine_record.quantile(entries)
+        tau = machine_record.quantile(entries)
         _log(f"recorded {len(covs)} calibration(s) in {path}: this machine now has {len(entries)}; later reports "
-             f"add {'nothing yet (too few)' if q is None else f'{q:.2f} A/A floor half-widths'} between runs")
+             f"add {'nothing yet (too few)' if tau is None else f'τ = {tau:.1%}'} between runs")
     return 0 if all(c["passed"] for c in covs) else 1
 
 
@@ -414,11 +461,15 @@ def _cmd_overhead(args) -> int:
     if args.out is not None:
         writable_dir("--out", args.out)  # before measuring: nothing measured is lost to a bad folder
     threads = hygiene.set_threads(args.threads)
-    target = _train.load_target()
+    names = BACKENDS if args.backend == "all" else (_backend(args),)
+    targets = {name: _target(args, name) for name in names}  # a bad checkpoint fails before anything is timed
     machine = overhead.measure_machine(args.seconds, args.threads)
-    rows = overhead.overhead_table(target, machine, seconds=args.seconds)
-    attr = overhead.attribution(target, make_draft(OVERHEAD_DRAFT, target), OVERHEAD_K)
-    print(overhead.render(machine, rows, attr))
+    rows, attr = [], {}
+    for name, target in targets.items():
+        rows_b = overhead.overhead_table(target, machine, seconds=args.seconds)
+        attr[name] = overhead.attribution(target, make_draft(OVERHEAD_DRAFT, target), OVERHEAD_K)
+        print(overhead.render(machine, rows_b, attr[name]) + "\n")
+        rows += rows_b
     if args.out is not None:
         doc = {"machine": machine.to_dict(), "threads": threads, "draft": OVERHEAD_DRAFT, "k": OVERHEAD_K,
                "seconds": args.seconds, "floor": rows, "attribution": attr}
@@ -447,10 +498,12 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--checkpoint", default=None, help="target checkpoint (default: the shipped one)")
         return p
 
-    def with_backend(p):
-        p.add_argument("--backend", choices=BACKENDS, default="eager", help="how the target's forward runs: "
-                       "eager (the plain modules) or fused (hand-fused, preallocated); drafts copied from the "
-                       "target (int8, int4) run the same")
+    def with_backend(p, all_=False):
+        p.add_argument("--backend", choices=BACKENDS + ("auto",) + (("all",) if all_ else ()), default="auto",
+                       help="how the target's forward runs: eager (the plain modules), fused (hand-fused, "
+                       "preallocated), numpy (numpy calls on folded weights); auto (default): the fastest on the "
+                       "device (numpy on a CPU)" + ("; all: one full report per backend and what moved" if all_
+                                                    else "") + ". Drafts copied from the target run the same")
         return p
 
     p = with_checkpoint(sub.add_parser("info", help="the target: parameters, bytes, validation loss, checkpoint"))
@@ -492,7 +545,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_verify)
 
     p = with_backend(with_checkpoint(sub.add_parser("report", help="measure everything here; tables, report.json, "
-                                                    "figure")))
+                                                    "figure")), all_=True)
     p.add_argument("--quick", action="store_true", help="a one-minute look: budget 60 s, fewer draws")
     p.add_argument("--budget", type=float, default=None, help="seconds the whole report may take (default 300, "
                    "quick 60); pairs go to the rows whose intervals are widest until it is spent")
@@ -531,7 +584,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("b", help="the new report.json")
     p.set_defaults(func=_cmd_compare)
 
-    p = sub.add_parser("overhead", help="the target pass against its roofline floor, and where the time goes")
+    p = with_backend(with_checkpoint(sub.add_parser("overhead", help="the target pass against its roofline floor, "
+                                                    "and where the time goes")), all_=True)
     p.add_argument("--threads", type=int, default=1, help="torch threads while measuring (recorded)")
     p.add_argument("--seconds", type=float, default=2.0, help="seconds for the machine's figures and again for "
                    "the pass times (the profiled attribution takes its own few seconds)")

@@ -9,10 +9,11 @@ the other run's interval (issue 10, docs/calibration-noisy/).
 Such a spread can only be learnt from earlier runs on the same machine, the way metrology adds a type B
 uncertainty known from earlier calibrations of an instrument. `specdec report --repeat N` and
 `specdec calibrate DIR` measure, for every row of a pair, the extra its interval needed to hold the other run's
-figure, in units of the run's A/A floor half-width (`calibrate.needs`), and append them here. A later report on
-the same machine (same CPU model, cores, torch threads, device and backend) takes the split-conformal 95 %
-quantile q of the recent needs and adds τ = q · (its own floor's relative half-width) to every speedup interval
-in quadrature, and says so: a noisy run gets more, a quiet one less. The record is a small JSON file in the user's cache directory
+figure, as a fraction of the figure (`calibrate.needs`), and append them here. A later report on the same
+machine (same CPU model, cores, torch threads, device and backend) takes the split-conformal 95 % quantile τ
+of the recent needs and adds it to every speedup interval in quadrature (± 1.96·τ·figure), and says so. It is
+the same for a quiet run as for a noisy one: the next run's state is what it covers, and a quiet run cannot
+know it. The record is a small JSON file in the user's cache directory
 (`$XDG_CACHE_HOME/specdec/between-run.json`, by default under ~/.cache), written atomically.
 """
 
@@ -26,6 +27,7 @@ from pathlib import Path
 
 RECENT = 10  # calibrations pooled: the machine's recent history, not every state it was ever in
 LEVEL = 0.95  # the intervals are 95 % intervals: the term is what held 95 % of past row-directions
+UNITS = "fraction"  # what `needs` are in: a fraction of the row's figure
 
 
 class RecordError(ValueError):
@@ -57,12 +59,13 @@ def _read(p: Path) -> dict:
 
 
 def load(machine: dict) -> list[dict]:
-    """This machine's recorded calibrations, oldest first ([] when none)."""
-    return _read(path()).get(key(machine), [])
+    """This machine's recorded calibrations, oldest first ([] when none); entries in other units (an earlier
+    version's) are left out."""
+    return [e for e in _read(path()).get(key(machine), []) if e.get("units") == UNITS]
 
 
 def quantile(entries: list[dict]) -> float | None:
-    """q: the extra (in A/A floor half-widths) that held `LEVEL` of the row-directions of the RECENT latest
+    """τ: the extra (a fraction of the figure) that held `LEVEL` of the row-directions of the RECENT latest
     calibrations -- the split-conformal quantile, the ⌈(N + 1)·LEVEL⌉-th smallest of their N needs, so that a
     new run exchangeable with them is covered with probability at least LEVEL. None when there are too few
     needs for it (fewer than LEVEL / (1 - LEVEL) ≈ 19) or no calibration at all."""
@@ -89,16 +92,15 @@ def append(machine: dict, entry: dict) -> Path:
 
 
 def resolve(setting: str | None, machine: dict) -> dict:
-    """The between-run term a report will use: {"q", "source", "calibrations"} -- q in A/A floor half-widths
-    (the report turns it into τ = q · its floor's relative half-width once the floor is measured).
+    """The between-run term a report will use: {"tau", "source", "calibrations"}, τ a fraction of each figure.
 
-    setting: "auto" (or None) -- this machine's record (q = 0, source "none", when it has too little);
+    setting: "auto" (or None) -- this machine's record (τ = 0, source "none", when it has too little);
     "off" -- none.
     """
     if setting not in (None, "auto", "off"):
         raise ValueError(f"--between-run must be auto or off, got {setting!r}")
     if setting == "off":
-        return {"q": 0.0, "source": "off", "calibrations": 0}
+        return {"tau": 0.0, "source": "off", "calibrations": 0}
     entries = load(machine)[-RECENT:]
-    q = quantile(entries)
-    return {"q": q or 0.0, "source": "record" if q is not None else "none", "calibrations": len(entries)}
+    tau = quantile(entries)
+    return {"tau": tau or 0.0, "source": "record" if tau is not None else "none", "calibrations": len(entries)}

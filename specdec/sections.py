@@ -216,8 +216,7 @@ def speedup(run: ReportRun, seconds: float) -> dict:
     interleave([floor] + rows, seconds, kn["min_pairs"], kn["precision"], run.device, run.log, "speedup ")
     f = paired_figures(floor, "a", "b")
     tau, pooled = drift_of(run, rows)
-    br = dict(run.knobs.get("between_run") or {"q": 0.0, "source": "off", "calibrations": 0})
-    br["tau"] = br["q"] * (f["width"] or 0.0) / 2  # q floor half-widths, this run's floor
+    br = dict(run.knobs.get("between_run") or {"tau": 0.0, "source": "off", "calibrations": 0})
     noise = {**f, "median": f["measured_median"], "min": f["measured_min"], "max": f["measured_max"],
              "drift": tau, "drift_rows": pooled, "between_run": br}
     run.floor = noise

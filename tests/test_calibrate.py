@@ -30,10 +30,10 @@ def _doc(rows: dict, floor_width: float = 0.2, applied: float = 0.0) -> dict:
 def test_needs_by_hand():
     a = _doc({("ngram", 8): (1.0, 0.9, 1.1), ("int8", 1): (2.0, 1.8, 2.2)})
     b = _doc({("ngram", 8): (1.3, 1.2, 1.4), ("int8", 1): (2.1, 2.0, 2.2)})
-    # ngram: gap 0.3 beyond a side of 0.1: √(0.09 - 0.01) / (Z · 1.0) in units of a's floor half-width 0.1
-    assert calibrate.needs(a, b) == pytest.approx([math.sqrt(0.08) / Z / 0.1, 0.0])
+    # ngram: gap 0.3 beyond a side of 0.1: √(0.09 - 0.01) / (Z · 1.0), a fraction of a's figure
+    assert calibrate.needs(a, b) == pytest.approx([math.sqrt(0.08) / Z, 0.0])
     # the other way: b's lower side 0.1 against a gap of 0.3; int8: 0.1 inside b's lower side 0.1 -> 0
-    assert calibrate.needs(b, a) == pytest.approx([math.sqrt(0.08) / (Z * 1.3) / 0.1, 0.0])
+    assert calibrate.needs(b, a) == pytest.approx([math.sqrt(0.08) / (Z * 1.3), 0.0])
     br = calibrate.between_run(a, b)
     assert br["rows"] == 2 and br["needs"] == pytest.approx(calibrate.needs(a, b) + calibrate.needs(b, a))
     assert br["mean_shift"] == pytest.approx((math.log(1 / 1.3) + math.log(2 / 2.1)) / 2)
@@ -51,23 +51,25 @@ def test_needs_undo_the_term_a_report_already_carried():
 @pytest.mark.parametrize("n,expected", [(20, 19.0), (40, 38.0), (18, None), (0, None)])
 def test_the_conformal_quantile_by_hand(n, expected):
     # needs 0, 1, ..., n-1: the ⌈(n + 1) · 0.95⌉-th smallest (n = 20: the 20th, 19; n = 40: ⌈38.95⌉ = 39th, 38)
-    entries = [{"needs": list(map(float, range(n)))[: n // 2]}, {"needs": list(map(float, range(n)))[n // 2 :]}]
+    entries = [{"needs": list(map(float, range(n)))[: n // 2], "units": "fraction"},
+               {"needs": list(map(float, range(n)))[n // 2 :], "units": "fraction"}]
     assert machine_record.quantile(entries if n else []) == expected
 
 
 def test_only_the_recent_calibrations_count():
-    old = [{"needs": [100.0] * 20}]
-    recent = [{"needs": [0.0] * 20}] * machine_record.RECENT
+    old = [{"needs": [100.0] * 20, "units": "fraction"}]
+    recent = [{"needs": [0.0] * 20, "units": "fraction"}] * machine_record.RECENT
     assert machine_record.quantile(old + recent) == 0.0
     assert machine_record.quantile(recent[1:] + old) == 100.0
 
 
 def test_record_round_trip_per_machine_and_resolve():
-    assert machine_record.resolve("auto", MACHINE) == {"q": 0.0, "source": "none", "calibrations": 0}
-    path = machine_record.append(MACHINE, {"needs": [0.5] * 30})
-    assert path.parent.name == "specdec" and json.loads(path.read_text())
-    assert machine_record.resolve(None, MACHINE) == {"q": 0.5, "source": "record", "calibrations": 1}
-    assert machine_record.resolve("off", MACHINE) == {"q": 0.0, "source": "off", "calibrations": 0}
+    assert machine_record.resolve("auto", MACHINE) == {"tau": 0.0, "source": "none", "calibrations": 0}
+    path = machine_record.append(MACHINE, {"needs": [0.05] * 30, "units": "fraction"})
+    machine_record.append(MACHINE, {"needs": [9.0] * 30})  # an earlier version's units: left out
+    assert path.parent.name == "specdec" and len(json.loads(path.read_text())[machine_record.key(MACHINE)]) == 2
+    assert machine_record.resolve(None, MACHINE) == {"tau": 0.05, "source": "record", "calibrations": 1}
+    assert machine_record.resolve("off", MACHINE) == {"tau": 0.0, "source": "off", "calibrations": 0}
     other = dict(MACHINE, threads=2)  # another thread count: another machine state, its own record
     assert machine_record.load(other) == [] and len(machine_record.load(MACHINE)) == 1
     with pytest.raises(ValueError, match="--between-run must be auto or off, got '0.1'"):

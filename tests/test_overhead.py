@@ -99,7 +99,8 @@ def test_overhead_table_names_the_targets_backend(target):
     fused = specdec.backends.to_backend(target, "fused")
     rows = specdec.overhead_table(fused, m, positions=(1,), context_pos=10, seconds=0.05)
     assert [r["backend"] for r in rows] == ["fused"]
-    scope = {"categories": dict.fromkeys(CATEGORIES, 0.0), "profiled_us": 0.0, "measured_us": 0.0}
+    scope = {"categories": dict.fromkeys(CATEGORIES, 0.0), "profiled_us": 0.0, "measured_us": 0.0, "profiler_us": 0.0,
+             "accounted_us": 0.0}
     text = overhead.render(m, rows, {"step": scope, "round": scope})
     assert text.splitlines()[2].startswith("fused target pass")
 
@@ -135,8 +136,10 @@ def _check_sums(scope):
     cats = scope["categories"]
     assert tuple(cats) == CATEGORIES
     assert all(us >= 0 for name, us in cats.items() if name != RESIDUAL)
-    assert math.isclose(sum(cats.values()), scope["profiled_us"], rel_tol=1e-6)
-    assert scope["measured_us"] > 0
+    # the categories are what is left of the profiled time once the profiler's own cost is taken out
+    assert math.isclose(sum(cats.values()), scope["accounted_us"], rel_tol=1e-6)
+    assert math.isclose(scope["accounted_us"] + scope["profiler_us"], scope["profiled_us"], rel_tol=1e-9)
+    assert scope["profiler_us"] >= 0 and scope["events_per_unit"] > 0 and scope["measured_us"] > 0
 
 
 def test_a_function_that_only_multiplies_matrices_is_all_matmul():
@@ -189,5 +192,21 @@ def test_cli_prints_the_tables_and_writes_overhead_json(tmp_path, monkeypatch, c
     assert "positions" in out and RESIDUAL in out and "measured without profiler" in out
     doc = json.loads((tmp_path / "o" / "overhead.json").read_text())
     assert [r["positions"] for r in doc["floor"]] == [1, 2, 3, 5, 9]
-    assert set(doc["attribution"]) == {"step", "round"} and doc["draft"] == "bigram" and doc["k"] == 4
+    assert {r["backend"] for r in doc["floor"]} == {"numpy"}  # auto: the fastest on the CPU
+    assert set(doc["attribution"]["numpy"]) == {"step", "round"} and doc["draft"] == "bigram" and doc["k"] == 4
     assert [p.name for p in (tmp_path / "o").iterdir()] == ["overhead.json"]  # no temporary file left
+    assert cli.main(["overhead", "--seconds", "0.2", "--backend", "all", "--out", str(tmp_path / "o")]) == 0
+    torch.set_num_threads(before)
+    doc = json.loads((tmp_path / "o" / "overhead.json").read_text())
+    assert [(r["backend"], r["positions"]) for r in doc["floor"]] == [
+        (b, n) for b in specdec.BACKENDS for n in (1, 2, 3, 5, 9)]
+    assert list(doc["attribution"]) == list(specdec.BACKENDS)
+    assert capsys.readouterr().out.count("measured without profiler") == len(specdec.BACKENDS)
+
+
+def test_the_profiler_costs_something_per_event_and_it_is_taken_out():
+    per_event = overhead.profiler_cost_us(calls=500, repeats=2)
+    assert per_event > 0
+    a = torch.randn(8, 8)
+    scope = overhead.attribute(_only(lambda labelled: torch.mm(a, a)), repeats=1, per_event_us=per_event)
+    assert scope["profiler_us"] == pytest.approx(scope["events_per_unit"] * per_event)

@@ -88,7 +88,7 @@ def test_overhead_rows_are_the_report_targets_passes_against_the_recorded_floor(
     for scope in ("step", "round"):
         cats = doc["attribution"]["eager"][scope]
         assert list(cats) == list(overhead.CATEGORIES)
-        assert sum(cats.values()) == pytest.approx(setup["totals"]["eager"][scope]["profiled_us"])
+        assert sum(cats.values()) == pytest.approx(setup["totals"]["eager"][scope]["accounted_us"])
     assert doc["attribution"]["eager"]["step"]["the rule"] == 0 < doc["attribution"]["eager"]["round"]["the rule"]
     text = render.tables(doc)
     assert "## Overhead: the eager target pass against its roofline floor" in text
@@ -325,6 +325,6 @@ def test_the_between_run_term_adds_in_quadrature_with_the_drift():
 
 
 def test_a_machine_without_a_record_gets_no_between_run_term_and_is_told(doc):
-    assert doc["noise_floor"]["between_run"] == {"q": 0.0, "source": "none", "calibrations": 0, "tau": 0.0}
+    assert doc["noise_floor"]["between_run"] == {"tau": 0.0, "source": "none", "calibrations": 0}
     assert doc["settings"]["between_run"]["source"] == "none"
     assert "no between-run term yet" in render.tables(doc)
