@@ -14,6 +14,17 @@ from __future__ import annotations
 from .render_trees import config_label
 
 BASE = "eager"  # what the other backends are compared with
+# Drafts built as copies of the target's model, so they run its backend and their cost shrinks with the pass;
+# the others (tables; int8-dynamic's quantized Linears, which always run torch's kernels) cost the same time.
+FOLLOWS_BACKEND = ("int8", "int4", "small")
+
+
+def predicted_c(base: dict, other: dict) -> dict[str, float]:
+    """c on another backend, predicted from the base report's draft costs and the other's pass time alone: a
+    draft that follows the backend keeps its c; any other keeps its µs, so its c scales by T_base(1)/T_other(1)."""
+    t_base, t_other = base["costs"]["target_pass_us"], other["costs"]["target_pass_us"]
+    return {name: d["c"] if name in FOLLOWS_BACKEND else d["char_us"] / t_other
+            for name, d in base["costs"]["drafts"].items() if name in other["costs"]["drafts"]} if t_base else {}
 
 
 def _rows(doc: dict) -> list[dict]:
@@ -52,7 +63,11 @@ def summary(doc: dict) -> dict:
 def finding(docs: dict[str, dict]) -> dict:
     """Per backend its `summary`, and against the base backend how each figure moved, in words too."""
     sums = {b: summary(d) for b, d in docs.items()}
-    base = sums.get(BASE) or next(iter(sums.values()))
+    base_name = BASE if BASE in sums else next(iter(sums))
+    base = sums[base_name]
+    for b, s in sums.items():
+        if b != base_name:
+            s["c_predicted"] = predicted_c(docs[base_name], docs[b])
     lines = []
     for b, s in sums.items():
         bp, bm = s["best_predicted"], s["best_measured"]
@@ -70,6 +85,8 @@ def finding(docs: dict[str, dict]) -> dict:
             f"({s['target_pass_us']:.0f} against {base['target_pass_us']:.0f} us); T({widest})/T(1) "
             f"{base['verify_over_single'][widest]:.2f} -> {s['verify_over_single'][widest]:.2f}; c "
             + ", ".join(f"{n} {base['c'][n]:.3f} -> {s['c'][n]:.3f}" for n in moved if n in base["c"])
+            + "; c predicted from " + BASE + "'s draft times and this pass time alone: "
+            + ", ".join(f"{n} {s['c_predicted'][n]:.3f}" for n in moved if n in s["c_predicted"])
             + f"; best measured {base['best_measured']['row']} -> {s['best_measured']['row']}"
             + (" (the ranking of drafts changed)" if s["ranking"] != base["ranking"] else " (same ranking of drafts)")
             + ".")
