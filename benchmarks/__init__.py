@@ -6,6 +6,14 @@ of the lower-is-better forms below, and a regression shows as `+` (worse) in `as
 `asv compare`. tests/test_benchmarks_suite.py fails on any `track_*` not in this list.
 """
 
+import os
+
+# numpy's BLAS (the numpy backend's matmuls) starts one thread per core unless told before it loads; torch's
+# set_num_threads does not reach it. Fixed here, before any benchmark imports numpy, to the suite's threads --
+# an environment variable, so that it holds at every commit whatever the package offers.
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, os.environ.get("SPECDEC_BENCH_THREADS", "1"))
+
 LOWER_IS_BETTER = {
     "track_c": "c: one drafted character's time in single-position target passes",
     "track_verify_over_single": "T(k+1)/T(1): a (k+1)-position verify pass's time in single-position passes",

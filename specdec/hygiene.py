@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from threadpoolctl import threadpool_info, threadpool_limits
 
 BUSY_LOAD = 0.8  # other runnable processes (load average beyond our own) that make a machine "busy"
 WIDE_FLOOR = 0.10  # an A/A interval wider than this fraction of its median makes the noise floor "wide"
@@ -47,7 +48,23 @@ def set_threads(n: int) -> dict:
     torch.set_num_threads(n)
     with contextlib.suppress(RuntimeError):
         torch.set_num_interop_threads(n)
-    return {"threads": torch.get_num_threads(), "interop_threads": torch.get_num_interop_threads()}
+    set_blas_threads(n)
+    return {"threads": torch.get_num_threads(), "interop_threads": torch.get_num_interop_threads(),
+            "blas_threads": blas_threads()}
+
+
+def blas_threads() -> int | None:
+    """Threads of numpy's BLAS (OpenBLAS, MKL, ...: the numpy backend's matmuls), the most any of them has;
+    None when threadpoolctl finds none."""
+    counts = [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"]
+    return max(counts) if counts else None
+
+
+def set_blas_threads(n: int | None) -> None:
+    """Limit numpy's BLAS to n threads (torch.set_num_threads does not reach it: OpenBLAS starts one per core,
+    and a second thread running beside a timed numpy pass shows up as 10 % more CPU than wall time here)."""
+    if n is not None:
+        threadpool_limits(limits=n, user_api="blas")
 
 
 def parse_cpus(text: str) -> list[int]:

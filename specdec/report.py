@@ -107,7 +107,7 @@ def measure(
         runs = work.cycled(knobs["every"])
     clock = Budget(knobs["budget"], reserve=2.0 + 0.02 * knobs["budget"])
     affinity = hygiene.pin(cpus)
-    threads_before = torch.get_num_threads()
+    threads_before, blas_before = torch.get_num_threads(), hygiene.blas_threads()
     thread_info = hygiene.set_threads(threads)
     machine = {**hygiene.machine_info(thread_info, device, affinity), "pinned": cpus is not None,
                "backend": backends.backend_of(target)}
@@ -141,6 +141,7 @@ def measure(
         parts, spent = run_sections(todo, clock, log)
     finally:
         torch.set_num_threads(threads_before)  # a library call leaves the caller's setting as it found it
+        hygiene.set_blas_threads(blas_before)
     doc.update(parts)
     doc["recommendations"] = recommend(doc["speedup"])
     doc["machine"]["load_end"] = hygiene.load_average()

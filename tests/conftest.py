@@ -35,8 +35,18 @@ def report_doc(target):
                           budget=REPORT_BUDGET, log=lambda s: None)
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _session_between_run_record(tmp_path_factory):
+    """Reports and calibrations read and append the user's between-run record (machine_record): the session
+    (its shared report fixtures too) gets a cache directory of its own, so no test depends on, or writes to,
+    the developer's."""
+    mp = pytest.MonkeyPatch()
+    mp.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("session-cache")))
+    yield
+    mp.undo()
+
+
 @pytest.fixture(autouse=True)
 def _own_between_run_record(tmp_path_factory, monkeypatch):
-    """Reports and calibrations read and append the user's between-run record (machine_record): every test
-    gets a cache directory of its own instead, so no test depends on, or writes to, the developer's."""
+    """And every test one more: what one test records, another never reads."""
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("cache")))

@@ -19,6 +19,7 @@ def test_set_threads_sets_and_reports_both_counts():
     try:
         got = hygiene.set_threads(1)
         assert got["threads"] == 1 == torch.get_num_threads() and got["interop_threads"] >= 1
+        assert got["blas_threads"] == 1 == hygiene.blas_threads()  # numpy's BLAS too (threadpoolctl)
     finally:
         torch.set_num_threads(before)
     with pytest.raises(ValueError, match="threads must be at least 1, got 0"):
