@@ -347,7 +347,7 @@ def _report_all(args, drafts: list[str], ks: list[int], cpus) -> int:
     import json
     from pathlib import Path
 
-    from . import backend_report, render, report, workload
+    from . import backend_report, overhead_plot, render, report, workload
     from .backends import BACKENDS
     from .decode import check_request
 
@@ -373,6 +373,9 @@ def _report_all(args, drafts: list[str], ks: list[int], cpus) -> int:
     report.write_atomic(out / "backends.md", text)
     report.write_atomic(out / "backends.json", json.dumps(found, indent=2) + "\n")
     _log(f"wrote {out / 'backends.md'} and {out / 'backends.json'}")
+    attribution = {b: a for doc in docs.values() for b, a in (doc.get("attribution") or {}).items()}
+    if overhead_plot.write_attribution(attribution, out / "attribution.png", "where the time goes, by backend"):
+        _log(f"wrote {out / 'attribution.png'}")
     return 0
 
 
@@ -450,7 +453,7 @@ def _cmd_overhead(args) -> int:
     import math
     from pathlib import Path
 
-    from . import hygiene, overhead, report
+    from . import hygiene, overhead, overhead_plot, report
     from .drafts import make_draft
     from .overhead_section import DRAFT as OVERHEAD_DRAFT
     from .overhead_section import K as OVERHEAD_K
@@ -477,6 +480,9 @@ def _cmd_overhead(args) -> int:
         out.mkdir(parents=True, exist_ok=True)
         report.write_atomic(out / "overhead.json", json.dumps(doc, indent=2) + "\n")
         _log(f"wrote {out / 'overhead.json'}")
+        cats = {b: {scope: a[scope]["categories"] for scope in ("step", "round")} for b, a in attr.items()}
+        if overhead_plot.write_attribution(cats, out / "attribution.png"):
+            _log(f"wrote {out / 'attribution.png'}")
     return 0
 
 

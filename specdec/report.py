@@ -22,7 +22,7 @@ from pathlib import Path
 
 import torch
 
-from . import backends, hygiene, machine_record, overhead_section, render, sections
+from . import backends, hygiene, machine_record, overhead_plot, overhead_section, render, sections
 from . import tree_sections as ts
 from . import workload as wl
 from .drafts import DRAFTS, available_on
@@ -214,7 +214,8 @@ def write_atomic(path: Path, text: str) -> None:
 
 
 def write(doc: dict, out_dir: str | os.PathLike, markdown: str) -> list[Path]:
-    """Write report.md, speedup.png, per-prompt.png and report.json into out_dir, each all-or-nothing.
+    """Write report.md, speedup.png, per-prompt.png, attribution.png and report.json into out_dir, each
+    all-or-nothing.
 
     Everything is rendered into a temporary folder first, then renamed into place with SIGINT held off, so an
     interrupt leaves either the earlier report or the new one, never a half-written file.
@@ -229,6 +230,9 @@ def write(doc: dict, out_dir: str | os.PathLike, markdown: str) -> list[Path]:
             names.append("speedup.png")
         if render.plot_items(doc, tmp / "per-prompt.png"):
             names.append("per-prompt.png")
+        if overhead_plot.plot_attribution(doc.get("attribution") or {}, tmp / "attribution.png",
+                                          f"where the time goes ({doc['machine'].get('backend', 'eager')} backend)"):
+            names.append("attribution.png")
         (tmp / "report.json").write_text(json.dumps(doc, indent=2) + "\n")
         names.append("report.json")
         old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})

@@ -69,5 +69,6 @@ def test_report_backend_all_writes_a_report_per_backend_and_the_finding(tmp_path
         assert doc["machine"]["backend"] == name and [r["k"] for r in doc["speedup"]] == [2]
         # the same seeds, the same exact rule: every backend's deterministic counts are identical
         assert doc["acceptance"] == json.loads((out / "eager" / "report.json").read_text())["acceptance"]
+    assert (out / "attribution.png").read_bytes()[:4] == b"\x89PNG"  # every backend's step and round, stacked
     text = (out / "backends.md").read_text()
     assert text.count("| bigram | k=2 |") == len(specdec.BACKENDS) and "## Finding" in text

@@ -194,7 +194,8 @@ def test_cli_prints_the_tables_and_writes_overhead_json(tmp_path, monkeypatch, c
     assert [r["positions"] for r in doc["floor"]] == [1, 2, 3, 5, 9]
     assert {r["backend"] for r in doc["floor"]} == {"numpy"}  # auto: the fastest on the CPU
     assert set(doc["attribution"]["numpy"]) == {"step", "round"} and doc["draft"] == "bigram" and doc["k"] == 4
-    assert [p.name for p in (tmp_path / "o").iterdir()] == ["overhead.json"]  # no temporary file left
+    # no temporary file left
+    assert sorted(p.name for p in (tmp_path / "o").iterdir()) == ["attribution.png", "overhead.json"]
     assert cli.main(["overhead", "--seconds", "0.2", "--backend", "all", "--out", str(tmp_path / "o")]) == 0
     torch.set_num_threads(before)
     doc = json.loads((tmp_path / "o" / "overhead.json").read_text())
@@ -210,3 +211,15 @@ def test_the_profiler_costs_something_per_event_and_it_is_taken_out():
     a = torch.randn(8, 8)
     scope = overhead.attribute(_only(lambda labelled: torch.mm(a, a)), repeats=1, per_event_us=per_event)
     assert scope["profiler_us"] == pytest.approx(scope["events_per_unit"] * per_event)
+
+
+def test_the_attribution_figure_stacks_every_backends_step_and_round(tmp_path):
+    from specdec import overhead_plot
+
+    cats = {name: float(i + 1) for i, name in enumerate(CATEGORIES)}
+    cats[RESIDUAL] = -3.0  # a negative residual (the profiler's cost overestimated) draws no bar, and no error
+    attr = {"eager": {"step": cats, "round": cats}, "numpy": {"step": cats, "round": cats}}
+    path = tmp_path / "a.png"
+    assert overhead_plot.write_attribution(attr, path)
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and [p.name for p in tmp_path.iterdir()] == ["a.png"]
+    assert not overhead_plot.write_attribution({}, tmp_path / "none.png") and not (tmp_path / "none.png").exists()
