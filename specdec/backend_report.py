@@ -21,10 +21,11 @@ FOLLOWS_BACKEND = ("int8", "int4", "small")
 
 def predicted_c(base: dict, other: dict) -> dict[str, float]:
     """c on another backend, predicted from the base report's draft costs and the other's pass time alone: a
-    draft that follows the backend keeps its c; any other keeps its µs, so its c scales by T_base(1)/T_other(1)."""
-    t_base, t_other = base["costs"]["target_pass_us"], other["costs"]["target_pass_us"]
+    draft that follows the backend keeps its c; any other keeps its µs (so its c scales by T_base(1)/T_other(1)):
+    its µs over the other's pass."""
+    t_other = other["costs"]["target_pass_us"]
     return {name: d["c"] if name in FOLLOWS_BACKEND else d["char_us"] / t_other
-            for name, d in base["costs"]["drafts"].items() if name in other["costs"]["drafts"]} if t_base else {}
+            for name, d in base["costs"]["drafts"].items() if name in other["costs"]["drafts"]}
 
 
 def _rows(doc: dict) -> list[dict]:

@@ -173,15 +173,15 @@ DROPPED: dict[str, str] = {
 
 BACKENDS: tuple[str, ...] = tuple(_CLASSES)
 
-# Fastest first on a CPU, by tools/backend_race.py on the development VM (a single-position pass at position
-# 100: numpy about 0.4x eager's time, fused about 0.85x). `fastest` is what the CLI's default `--backend auto`
-# runs; off the CPU (numpy is CPU-only; fused is untested on CUDA) it is eager.
-PREFERENCE: tuple[str, ...] = ("numpy", "fused", "eager")
+# The fastest on a CPU, by tools/backend_race.py on the development VM (a single-position pass at position 100:
+# numpy about 0.4x eager's time, fused about 0.85x). `fastest` is what the CLI's default `--backend auto` runs;
+# off the CPU (numpy is CPU-only; fused is untested on CUDA) it is eager.
+FASTEST_ON_CPU = "numpy"
 
 
 def fastest(device: str = "cpu") -> str:
     """The backend `--backend auto` picks on `device`."""
-    return PREFERENCE[0] if torch.device(device).type == "cpu" else "eager"
+    return FASTEST_ON_CPU if torch.device(device).type == "cpu" else "eager"
 
 
 def backend_of(model: GPT) -> str:

@@ -282,8 +282,7 @@ def _cmd_report(args) -> int:
     import math
     from pathlib import Path
 
-    from . import hygiene, machine_record, render, report, tree_sections, workload
-    from .decode import check_request
+    from . import hygiene, machine_record, render, report, tree_sections
 
     if args.threads < 1:
         raise UsageError(f"--threads must be at least 1, got {args.threads}")
@@ -319,18 +318,12 @@ def _cmd_report(args) -> int:
     for out in outs:
         writable_dir("--out", str(out))
     target = _target(args)
-    # the largest k's rounds must fit after the prompt (the write-up's when a workload's prompts are checked below)
-    check_request(target, args.prompt or "ROMEO:", args.chars, k=max(ks))
-    if args.prompt is None:  # a bad workload file is found now, not after the drafts are built
-        workload.load_workload(args.workload or workload.DEFAULT_WORKLOAD, chars=args.chars, max_k=max(ks))
+    _check_report_inputs(args, target, ks)
     docs = []
     for i, out in enumerate(outs, start=1):
         if args.repeat > 1:
             _log(f"== report {i} of {args.repeat} ==")
-        doc = report.measure(target, drafts, ks, quick=args.quick, pairs=args.pairs, threads=args.threads,
-                             device=args.device, chars=args.chars, seed=args.seed, budget=args.budget, cpus=cpus,
-                             workload=args.workload, prompt=args.prompt, trees=args.trees, after_own_run=i > 1,
-                             between_run=args.between_run, log=_log)
+        doc = _measure_report(args, target, drafts, ks, cpus, after_own_run=i > 1)
         text = render.tables(doc)
         print(text)
         for path in report.write(doc, out, text):
@@ -341,29 +334,44 @@ def _cmd_report(args) -> int:
     return 0
 
 
+def _check_report_inputs(args, target, ks: list[int]) -> None:
+    """Before anything is built or measured: the largest k's rounds must fit after the prompt (the write-up's
+    when a workload's prompts are checked), and a bad workload file fails now, not after the drafts are built."""
+    from . import workload
+    from .decode import check_request
+
+    check_request(target, args.prompt or "ROMEO:", args.chars, k=max(ks))
+    if args.prompt is None:
+        workload.load_workload(args.workload or workload.DEFAULT_WORKLOAD, chars=args.chars, max_k=max(ks))
+
+
+def _measure_report(args, target, drafts: list[str], ks: list[int], cpus, after_own_run: bool) -> dict:
+    """`report.measure` with the command's settings."""
+    from . import report
+
+    return report.measure(target, drafts, ks, quick=args.quick, pairs=args.pairs, threads=args.threads,
+                          device=args.device, chars=args.chars, seed=args.seed, budget=args.budget, cpus=cpus,
+                          workload=args.workload, prompt=args.prompt, trees=args.trees, after_own_run=after_own_run,
+                          between_run=args.between_run, log=_log)
+
+
 def _report_all(args, drafts: list[str], ks: list[int], cpus) -> int:
     """One full report per backend (each `--budget`, in OUT/<backend>/), then every backend's speedup table and
     what moved (`backend_report`) in OUT/backends.md and OUT/backends.json."""
     import json
     from pathlib import Path
 
-    from . import backend_report, overhead_plot, render, report, workload
+    from . import backend_report, overhead_plot, render, report
     from .backends import BACKENDS
-    from .decode import check_request
 
     out = Path(args.out)
     for name in ("",) + BACKENDS:
         writable_dir("--out", str(out / name))
-    check_request(_target(args, "eager"), args.prompt or "ROMEO:", args.chars, k=max(ks))
-    if args.prompt is None:
-        workload.load_workload(args.workload or workload.DEFAULT_WORKLOAD, chars=args.chars, max_k=max(ks))
+    _check_report_inputs(args, _target(args, "eager"), ks)
     docs = {}
     for i, name in enumerate(BACKENDS, start=1):
         _log(f"== backend {name} ({i} of {len(BACKENDS)}) ==")
-        doc = report.measure(_target(args, name), drafts, ks, quick=args.quick, pairs=args.pairs,
-                             threads=args.threads, device=args.device, chars=args.chars, seed=args.seed,
-                             budget=args.budget, cpus=cpus, workload=args.workload, prompt=args.prompt,
-                             trees=args.trees, after_own_run=i > 1, between_run=args.between_run, log=_log)
+        doc = _measure_report(args, _target(args, name), drafts, ks, cpus, after_own_run=i > 1)
         for path in report.write(doc, out / name, render.tables(doc)):
             _log(f"wrote {path}")
         docs[name] = doc

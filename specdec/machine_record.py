@@ -22,7 +22,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import tempfile
 from pathlib import Path
 
 RECENT = 10  # calibrations pooled: the machine's recent history, not every state it was ever in
@@ -76,18 +75,13 @@ def quantile(entries: list[dict]) -> float | None:
 
 def append(machine: dict, entry: dict) -> Path:
     """Add one calibration to this machine's record (atomically: a temporary file, then a rename)."""
+    from .report import write_atomic  # here: report imports this module
+
     p = path()
     p.parent.mkdir(parents=True, exist_ok=True)
     doc = _read(p)
     doc.setdefault(key(machine), []).append(entry)
-    fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}-")
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(json.dumps(doc, indent=1) + "\n")
-        os.replace(tmp, p)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_atomic(p, json.dumps(doc, indent=1) + "\n")
     return p
 
 

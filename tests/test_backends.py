@@ -165,15 +165,20 @@ def test_to_backend_copies_and_round_trips(target):
         assert torch.equal(back(ids, 0), target(ids, 0))
 
 
-def test_fused_forward_does_not_run_the_eager_one(target, monkeypatch):
-    """Otherwise every test above would pass with the eager forward in disguise."""
-    fused = to_backend(target, "fused")
-    dynamic = specdec.make_draft("int8-dynamic", fused).model  # quantized Linears: the eager forward, by design
-
+@pytest.fixture
+def no_eager_forward(monkeypatch):
+    """From here on, any call of the eager forward fails the test (the models are built before it is asked for)."""
     def eager_forward(*args, **kwargs):
         raise AssertionError("the eager forward ran")
 
-    monkeypatch.setattr(specdec.GPT, "forward", eager_forward)
+    return lambda: monkeypatch.setattr(specdec.GPT, "forward", eager_forward)
+
+
+def test_fused_forward_does_not_run_the_eager_one(target, no_eager_forward):
+    """Otherwise every test above would pass with the eager forward in disguise."""
+    fused = to_backend(target, "fused")
+    dynamic = specdec.make_draft("int8-dynamic", fused).model  # quantized Linears: the eager forward, by design
+    no_eager_forward()
     with torch.inference_mode():
         ids = fused.ids(corpus.encode(PROMPT)[:7])
         out = fused(ids, 0)
@@ -184,14 +189,10 @@ def test_fused_forward_does_not_run_the_eager_one(target, monkeypatch):
             fused(ids)  # training windows: eager
 
 
-def test_numpy_forward_does_not_run_the_eager_one(target, monkeypatch):
+def test_numpy_forward_does_not_run_the_eager_one(target, no_eager_forward):
     fast = to_backend(target, "numpy")
     fast.setup_cache(1)
-
-    def eager_forward(*args, **kwargs):
-        raise AssertionError("the eager forward ran")
-
-    monkeypatch.setattr(specdec.GPT, "forward", eager_forward)
+    no_eager_forward()
     with torch.inference_mode():
         ids = fast.ids(corpus.encode(PROMPT)[:7])
         out = fast(ids, 0)
