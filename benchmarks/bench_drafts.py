@@ -1,34 +1,32 @@
-"""What one drafted character costs, absolutely and as c (in single target passes), per backend of the target
-it is made from, and how big drafts are."""
-
-import numpy as np
+"""What one drafted character costs, in reference-kernel times and as c (in single target passes), per backend
+of the target it is made from, and how big drafts are."""
 
 from . import harness
-from .common import BACKENDS, CLOCK, DRAFTS, TEMPERATURE, THREADS, cost_context, draft, fix_threads, skip_unless
+from .common import BACKENDS, DRAFTS, THREADS, draft, skip_unless
 
 
 class DraftCharacter:
-    timer = CLOCK  # see common.CLOCK
+    """One drafted character's time in reference-kernel times, the draft made from that backend's target (a
+    DRAFT_K-character proposal / DRAFT_K, from the harness's round-robin, `harness.costs`)."""
+
     params = ([THREADS], BACKENDS, DRAFTS)
     param_names = ["threads", "backend", "draft"]
+    setup_cache = staticmethod(harness.costs)
+    timeout = 180 * len(BACKENDS)
 
-    def setup(self, threads, backend, name):
-        fix_threads()
-        d = draft(name, backend)
-        ctx = list(cost_context())
-        rng = np.random.default_rng(0)
-        d.reset()
-        d.propose(ctx, 1, rng, TEMPERATURE)  # the draft's own cache (if any) holds the context
-        n = len(ctx) - 1
-        self.call = lambda: (d.rollback(n), d.propose(ctx, 1, rng, TEMPERATURE))  # what a round pays per char
+    def setup(self, cache, threads, backend, name):
+        skip_unless(cache, backend, f"backend {backend!r}")
+        skip_unless(cache[backend]["draft_char_time"], name, f"draft {name!r}")
 
-    def time_draft_character(self, threads, backend, name):
-        self.call()
+    def track_relative_time(self, cache, threads, backend, name):
+        return harness.sampled(cache[backend]["draft_char_time"][name])
+
+    track_relative_time.unit = "reference-kernel times (lower is better)"
 
 
 class DraftCost:
     """c = one drafted character / one single-position target pass, the draft made from that backend's target,
-    from the harness's round-robin samples (`harness.costs`, shared with VerifyGrowth): median of per-sample
+    from the harness's round-robin samples (`harness.costs`, shared with TargetPass and VerifyGrowth): per-sample
     ratios. A faster pass raises every draft's c, the table drafts' too."""
 
     params = ([THREADS], BACKENDS, DRAFTS)
@@ -41,7 +39,7 @@ class DraftCost:
         skip_unless(cache[backend]["c"], name, f"draft {name!r}")
 
     def track_c(self, cache, threads, backend, name):
-        return cache[backend]["c"][name]
+        return harness.sampled(cache[backend]["c"][name])
 
     track_c.unit = "target passes per drafted character (lower is better)"
 

@@ -1,10 +1,31 @@
-"""End-to-end generation: target-only and speculative per draft x k (time), and peak memory."""
+"""End-to-end generation: target-only generation per backend in reference-kernel times, and peak memory.
 
-from .common import CLOCK, DRAFT_K, DRAFTS, KS, THREADS, fix_threads, speculative, target, target_only
+Speculative generation's time is tracked relative to target-only generation, in bench_speedup (Speedup), where
+both run in alternated pairs."""
+
+from . import harness
+from .common import BACKENDS, DRAFT_K, DRAFTS, THREADS, fix_threads, skip_unless, speculative, target, target_only
 
 
 class TargetOnlyGeneration:
-    timer = CLOCK  # see common.CLOCK
+    """200 characters of target-only generation in reference-kernel times (`harness.generation_times`: every
+    backend's generation and the reference kernel take turns; per-sample ratios)."""
+
+    params = ([THREADS], BACKENDS)
+    param_names = ["threads", "backend"]
+    setup_cache = staticmethod(harness.generation_times)
+    timeout = 120 * len(BACKENDS)
+
+    def setup(self, cache, threads, backend):
+        skip_unless(cache, backend, f"backend {backend!r}")
+
+    def track_relative_time(self, cache, threads, backend):
+        return harness.sampled(cache[backend])
+
+    track_relative_time.unit = "reference-kernel times (lower is better)"
+
+
+class TargetOnlyMemory:
     params = [THREADS]
     param_names = ["threads"]
     timeout = 120
@@ -13,25 +34,8 @@ class TargetOnlyGeneration:
         fix_threads()
         target()
 
-    def time_generate(self, threads):
-        target_only()
-
     def peakmem_generate(self, threads):
         target_only()
-
-
-class SpeculativeGeneration:
-    timer = CLOCK
-    params = ([THREADS], DRAFTS, KS)
-    param_names = ["threads", "draft", "k"]
-    timeout = 120
-
-    def setup(self, threads, name, k):
-        fix_threads()
-        self.run = speculative(name, k)
-
-    def time_speculative_generate(self, threads, name, k):
-        self.run()
 
 
 class SpeculativeMemory:

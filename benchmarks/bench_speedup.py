@@ -4,7 +4,8 @@ asv reads every tracked figure as lower-is-better (it has no other direction), s
 rejected ÷ drafted instead of acceptance, target passes per character instead of characters per pass, and
 speculative ÷ target-only time instead of the speedup: a regression then shows as `+` (worse).
 Rejection and passes are exact given the seed: any change is a change in behaviour, not noise. The time ratio
-comes from alternated target-only / speculative pairs (`harness.generations`): the median per-pair ratio.
+comes from alternated target-only / speculative pairs (`harness.generations`): asv gets the per-pair ratios as
+samples (`harness.sampled`) and tracks their median.
 Both generations of a pair run on the same backend's target (`backend`). Rejection and passes are the eager
 target's: they measure the draft and the rule, not how the target's pass runs.
 """
@@ -46,6 +47,6 @@ class Speedup:
         self.row = cache[backend][f"{name}/{k}"]
 
     def track_time_ratio(self, cache, threads, backend, name, k):
-        return self.row["time_ratio"]
+        return harness.sampled(self.row["ratios"])
 
     track_time_ratio.unit = "speculative / target-only time (lower is better)"  # 1 / speedup

@@ -4,7 +4,7 @@ The report measures through `specdec.timing`; this suite does not import it (nor
 internal), because asv runs today's benchmarks against every commit's package: a method living in the package
 would change from commit to commit, and move the figures with no change in performance.
 
-The method, in three rules:
+The method, in four rules:
   * Two things compared are measured side by side, never in separate runs: generations in alternated pairs
     (A B, then B A, ...) after a warm-up; costs in round-robin samples in which every call of the round takes
     its turn (the order rotating by one each time), so sample i of each covers the same stretch of time.
@@ -14,11 +14,19 @@ The method, in three rules:
   * The garbage collector is off inside timed regions (it runs between samples) and torch's threads are set
     by the caller (`common.fix_threads`). The clock is `common.CLOCK`: the thread's CPU time with one torch
     thread (the default), the wall clock with more.
+  * Nothing is tracked as a lone absolute time. asv compares runs made minutes apart in separate processes, and
+    on a shared host the same pass took 1.5-1.85x longer from one such run to the next (docs/
+    regression-demo-2.txt, a no-op): a time is tracked relative to the suite's reference kernel (`reference`),
+    which takes its turn in the same round-robin, so that load which slows both cancels in each sample. And
+    every figure goes to asv with its samples (`sampled`): asv then merges them over rounds, reports the median
+    with its spread, and flags a change only beyond `--factor` *and* significant by its Mann-Whitney test --
+    a single value per round would be judged by the factor alone, and only the last round's kept.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
 import math
 from typing import Callable
@@ -85,20 +93,89 @@ def round_robin(calls: dict[str, Callable[[], object]], samples: int, number: in
     return {name: np.asarray(v) for name, v in kept.items()}
 
 
+def sampled(values) -> dict:
+    """A tracked figure as its samples, in the form asv's runner reads as a sampled result (what a `time_*`
+    benchmark hands it): asv stores the samples, appends those of later rounds, takes their median as the
+    figure with a 99 % interval, and `asv continuous`/`compare` test the two commits' samples (Mann-Whitney,
+    p < 0.002) before flagging a change beyond the factor."""
+    values = [float(v) for v in np.asarray(values, dtype=float).ravel()]
+    if not values:
+        raise ValueError("a sampled figure needs at least one sample")
+    return {"samples": values, "number": 1}
+
+
+REFERENCE = "reference"  # the reference kernel's name in a round-robin
+
+
+@functools.lru_cache(maxsize=None)
+def reference() -> Callable[[], object]:
+    """The suite's reference kernel: a fixed computation shaped like one decoding step of a small transformer
+    (4 layers, width 128, 84 cached keys, 65 outputs), half in torch ops and half in numpy, with seeded random
+    weights. It is part of the method, not of the package: no commit changes it, so a time relative to it moves
+    only when the code under test does (or when load slows one more than the other).
+    """
+    g = torch.Generator().manual_seed(0)
+    width, hidden, keys, vocab = 128, 512, 84, 65
+    shapes = [(width, 3 * width), (width, width), (width, hidden), (hidden, width)]
+    layers = [[torch.randn(*s, generator=g) / s[0] ** 0.5 for s in shapes] for _ in range(4)]
+    cached_k, cached_v = torch.randn(keys, width, generator=g), torch.randn(keys, width, generator=g)
+    head = torch.randn(width, vocab, generator=g) / width ** 0.5
+    x0 = torch.randn(1, width, generator=g)
+    np_layers = [[w.numpy().copy() for w in layer] for layer in layers]
+    np_k, np_v, np_head, np_x0 = cached_k.numpy().copy(), cached_v.numpy().copy(), head.numpy().copy(), x0.numpy().copy()
+    scale = width ** -0.5
+
+    def _np_norm(x):
+        x = x - x.mean(-1, keepdims=True)
+        return x / np.sqrt((x * x).mean(-1, keepdims=True) + 1e-5)
+
+    def _np_softmax(x):
+        e = np.exp(x - x.max(-1, keepdims=True))
+        return e / e.sum(-1, keepdims=True)
+
+    def call():
+        with torch.inference_mode():
+            x = x0
+            for wqkv, wo, w1, w2 in layers[:2]:
+                q, _, _ = (torch.nn.functional.layer_norm(x, (width,)) @ wqkv).split(width, -1)
+                x = x + (torch.softmax(q @ cached_k.T * scale, -1) @ cached_v) @ wo
+                x = x + torch.nn.functional.gelu(torch.nn.functional.layer_norm(x, (width,)) @ w1) @ w2
+            torch.softmax(x @ head, -1)
+        y = np_x0
+        for wqkv, wo, w1, w2 in np_layers[2:]:
+            q = (_np_norm(y) @ wqkv)[:, :width]
+            y = y + (_np_softmax(q @ np_k.T * scale) @ np_v) @ wo
+            u = _np_norm(y) @ w1
+            y = y + (u * (1.0 / (1.0 + np.exp(-1.702 * u)))) @ w2
+        return _np_softmax(y @ np_head)
+
+    return call
+
+
+def relative(calls: dict[str, Callable[[], object]], samples: int, number: int) -> dict[str, np.ndarray]:
+    """Each call's time in reference-kernel times, per sample: one round-robin of the calls and `reference()`,
+    each sample's time of a call divided by the reference's in the same sample."""
+    timed = round_robin({**calls, REFERENCE: reference()}, samples, number)
+    ref = timed.pop(REFERENCE)
+    return {name: t / ref for name, t in timed.items()}
+
+
 def median_ratio(num: np.ndarray, den: np.ndarray) -> float:
     """The median of per-sample ratios num[i] / den[i] (samples taken at the same moments)."""
     return float(np.median(np.asarray(num) / np.asarray(den)))
 
 
 def costs(samples: int | None = None, number: int | None = None) -> dict:
-    """Per backend this commit can run (`common.available_backends`): c per draft and T(n)/T(1) per verify
-    width, from one round-robin per backend over its target and every draft made from it.
+    """Per backend this commit can run (`common.available_backends`): c per draft, T(n)/T(1) per verify width,
+    and the pass and drafted-character times in reference-kernel times, from one round-robin per backend over
+    its target, every draft made from it and the reference kernel.
 
     The target's calls are single passes and n-position verify passes at the cost context's last position
     (its cache filled with the context first). A draft's call is what a round pays for its proposal: the
-    draft steps back one token and proposes DRAFT_K characters. c = (draft call / DRAFT_K) / single pass,
-    per sample, then the median; T(n)/T(1) likewise: both ratios within one backend. Plain dicts: asv pickles
-    setup_cache's value.
+    draft steps back one token and proposes DRAFT_K characters. Per sample: c = (draft call / DRAFT_K) / single
+    pass, T(n)/T(1), pass / reference and (draft call / DRAFT_K) / reference -- every ratio within one sample.
+    Each figure is its list of per-sample values (asv gets them through `sampled`); plain dicts and lists
+    because asv pickles setup_cache's value.
     """
     return {backend: _costs(backend, samples, number) for backend in common.available_backends()}
 
@@ -116,13 +193,15 @@ def _costs(backend: str, samples: int | None, number: int | None) -> dict:
         calls = {f"pass{n}": (lambda x=x: model(x, pos)) for n, x in inputs.items()}
         for name in common.available(common.DRAFTS, backend):
             calls[f"draft:{name}"] = _proposal(common.draft(name, backend), ctx, pos)
-        per_call = round_robin(calls, samples, number)
-    single = per_call["pass1"]
+        rel = relative(calls, samples, number)
+    single = rel["pass1"]
     drafts = [key.split(":", 1)[1] for key in calls if key.startswith("draft:")]
+    per_char = {name: rel[f"draft:{name}"] / common.DRAFT_K for name in drafts}
     return {
-        "c": {name: median_ratio(per_call[f"draft:{name}"] / common.DRAFT_K, single) for name in drafts},
-        "verify_over_single": {n: median_ratio(per_call[f"pass{n}"], single) for n in common.POSITIONS},
-        "single_pass_us": float(np.median(single)) * 1e6,
+        "c": {name: (per_char[name] / single).tolist() for name in drafts},
+        "verify_over_single": {n: (rel[f"pass{n}"] / single).tolist() for n in common.POSITIONS},
+        "pass_time": {n: rel[f"pass{n}"].tolist() for n in [1] + common.POSITIONS},
+        "draft_char_time": {name: per_char[name].tolist() for name in drafts},
     }
 
 
@@ -173,12 +252,24 @@ def generations(pairs: int | None = None) -> dict:
     return rows
 
 
+def generation_times(samples: int | None = None) -> dict:
+    """Per backend this commit can run: target-only generation of the benchmark's characters in reference-kernel
+    times, per sample (one round-robin of every backend's generation and the reference kernel, one turn each)."""
+    samples = samples or common.scaled(5, 1)
+    common.fix_threads()
+    calls = {}
+    for backend in common.available_backends():
+        calls[backend] = lambda backend=backend: common.target_only(backend)
+        calls[backend]()  # warm-up
+    return {backend: times.tolist() for backend, times in relative(calls, samples, 1).items()}
+
+
 def overhead_shares(samples: int | None = None, number: int | None = None, seconds: float | None = None) -> dict:
-    """Per backend this commit can run: 1 - floor / measured for a single-position pass ({} where the package
-    has no `pass_flops`, `pass_bytes` and `measure_machine`).
+    """Per backend this commit can run: 1 - floor / measured for a single-position pass, per sample ({} where
+    the package has no `pass_flops`, `pass_bytes` and `measure_machine`).
 
     measured: the harness's own method -- every backend's single pass at the cost context's last position
-    taking turns in one round-robin, a sample its fastest call, the median of samples. floor: the roofline
+    taking turns in one round-robin, a sample its fastest call. floor: the roofline
     max(FLOPs / GEMM throughput, bytes / cache bandwidth) of that pass, counted by the package's `pass_flops`
     and `pass_bytes` from the target's config, the throughput and bandwidth from its `measure_machine`
     (`seconds` long, with the suite's threads).
@@ -205,7 +296,7 @@ def overhead_shares(samples: int | None = None, number: int | None = None, secon
         cfg = common.target(backend).config
         flops, nbytes = specdec.pass_flops(cfg, 1, pos), specdec.pass_bytes(cfg, 1, pos)
         floor = max(flops / (machine.matmul_gflops * 1e9), nbytes / (machine.cache_gbps * 1e9))  # seconds
-        shares[backend] = 1.0 - floor / float(np.median(times))
+        shares[backend] = (1.0 - floor / times).tolist()  # per sample
     return shares
 
 
@@ -214,10 +305,12 @@ def _timed_rows(runs: dict[str, list], pairs_per_run: int = 1) -> dict[str, dict
     alternately with every other row's, the row's counts summed from its timed speculative runs.
 
     runs: key -> list of (target-only call, speculative call). Returns key -> chars, target_passes, drafted,
-    accepted, time_ratio = Σ speculative / Σ target-only over the row's pairs.
+    accepted, time_ratio = Σ speculative / Σ target-only over the row's pairs, and ratios: each pair's
+    speculative / target-only (the samples asv judges the row by).
     """
     common.fix_threads()
     times = {key: [0.0, 0.0] for key in runs}
+    ratios: dict[str, list[float]] = {key: [] for key in runs}
     counts = {key: dict.fromkeys(("chars", "target_passes", "drafted", "accepted"), 0) for key in runs}
     width = max(len(v) for v in runs.values())
     for i in range(width * pairs_per_run):
@@ -233,11 +326,12 @@ def _timed_rows(runs: dict[str, list], pairs_per_run: int = 1) -> dict[str, dict
                     ta, tb = _timed(plain), _timed(lambda: out.setdefault("spec", spec()))
             times[key][0] += ta
             times[key][1] += tb
+            ratios[key].append(tb / ta)
             if i < len(calls):  # count each run once
                 st = out["spec"].stats
                 for name in counts[key]:
                     counts[key][name] += getattr(st, name)
-    return {key: {**counts[key], "time_ratio": times[key][1] / times[key][0]} for key in runs}
+    return {key: {**counts[key], "time_ratio": times[key][1] / times[key][0], "ratios": ratios[key]} for key in runs}
 
 
 def workload_generations(drafts: list[str], ks: list[int]) -> dict:

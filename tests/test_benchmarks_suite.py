@@ -37,7 +37,7 @@ def _benchmarks(kind):
 
 def test_the_suite_has_every_family():
     names = {name for cls in _classes() for name in dir(cls) if name.startswith(KINDS)}
-    assert {"time_forward", "time_draft_character", "time_generate", "time_speculative_generate"} <= names
+    assert {"track_relative_time", "track_c", "track_verify_over_single", "track_time_ratio", "peakmem_generate"} <= names
     assert set(benchmarks.LOWER_IS_BETTER) <= names
 
 
@@ -130,10 +130,16 @@ def test_a_backend_the_commit_cannot_run_is_a_skip_and_eager_is_the_plain_target
 def test_setup_skips_a_backend_this_commit_lacks():
     from benchmarks import bench_drafts, bench_speedup, bench_target
 
+    from benchmarks import bench_generation
+
     with pytest.raises(NotImplementedError):
-        bench_target.TargetPass().setup(1, "no-such-backend", 1)
+        bench_target.TargetPass().setup({"eager": {}}, 1, "fused", 1)
     with pytest.raises(NotImplementedError):
-        bench_drafts.DraftCharacter().setup(1, "no-such-backend", "bigram")
+        bench_drafts.DraftCharacter().setup({"eager": {}}, 1, "fused", "bigram")
+    with pytest.raises(NotImplementedError):
+        bench_drafts.DraftCharacter().setup({"eager": {"draft_char_time": {}}}, 1, "eager", "bigram")
+    with pytest.raises(NotImplementedError):
+        bench_generation.TargetOnlyGeneration().setup({"eager": [1.0]}, 1, "fused")
     with pytest.raises(NotImplementedError):
         bench_drafts.DraftCost().setup({"eager": {"c": {"bigram": 0.1}}}, 1, "fused", "bigram")
     with pytest.raises(NotImplementedError):
@@ -151,7 +157,7 @@ def test_setup_skips_a_backend_this_commit_lacks():
     (10.0, 2.0, 1 - 1334.272 / 2000),  # bytes / 2 GB/s = 1,334.272 µs > FLOPs / 10 GFLOP/s = 133.0 µs
     (1.0, 20.0, 1 - 1330.176 / 2000),  # FLOPs / 1 GFLOP/s = 1,330.176 µs > bytes / 20 GB/s = 133.4 µs
 ])
-def test_overhead_share_is_one_minus_the_floor_over_the_harness_median(monkeypatch, gflops, gbps, share):
+def test_overhead_share_is_one_minus_the_floor_over_each_harness_sample(monkeypatch, gflops, gbps, share):
     import specdec
 
     seen = {}
@@ -167,7 +173,9 @@ def test_overhead_share_is_one_minus_the_floor_over_the_harness_median(monkeypat
     monkeypatch.setattr(harness, "round_robin", round_robin)
     shares = harness.overhead_shares(samples=1, number=1, seconds=0.1)
     assert seen["calls"] == sorted(common.BACKENDS) and set(shares) == set(common.BACKENDS)
-    assert all(v == pytest.approx(share, rel=1e-12) for v in shares.values())
+    for v in shares.values():  # per sample: 1 - floor / 1, 2, 3 ms
+        floor_ms = (1 - share) * 2
+        assert v == pytest.approx([1 - floor_ms / 1, 1 - floor_ms / 2, 1 - floor_ms / 3], rel=1e-12)
 
 
 def test_overhead_share_is_empty_without_the_floor_api(monkeypatch):
@@ -202,17 +210,69 @@ def test_pair_alternates_and_median_ratio_is_per_sample():
 
 def test_costs_and_generations_give_every_figure_per_backend(monkeypatch):
     monkeypatch.setattr(common, "CHARS", 12)
-    per_backend = harness.costs(samples=1, number=1)
+    per_backend = harness.costs(samples=2, number=1)
     assert list(per_backend) == common.BACKENDS
     for costs in per_backend.values():
-        assert set(costs["c"]) == set(common.DRAFTS) and all(v > 0 for v in costs["c"].values())
+        assert set(costs["c"]) == set(costs["draft_char_time"]) == set(common.DRAFTS)
         assert set(costs["verify_over_single"]) == set(common.POSITIONS)
+        assert set(costs["pass_time"]) == {1, *common.POSITIONS}
+        for figure in ("c", "verify_over_single", "pass_time", "draft_char_time"):
+            for samples in costs[figure].values():
+                assert len(samples) == 2 and all(v > 0 for v in samples)  # per sample, every sample kept
+        # every ratio is within one sample: c = (draft per char / reference) / (pass / reference)
+        for name, c in costs["c"].items():
+            expect = np.asarray(costs["draft_char_time"][name]) / np.asarray(costs["pass_time"][1])
+            assert np.allclose(c, expect, rtol=1e-12)
     per_backend = harness.generations(pairs=1)
     assert list(per_backend) == common.BACKENDS
     for rows in per_backend.values():
         assert set(rows) == {f"{n}/{k}" for n, k in itertools.product(common.DRAFTS, common.KS)}
         for row in rows.values():
             assert row["chars"] == 12 and 0 < row["target_passes"] <= 12 and row["time_ratio"] > 0
+            assert len(row["ratios"]) == 1 and row["time_ratio"] == row["ratios"][0]
+    times = harness.generation_times(samples=2)
+    assert list(times) == common.BACKENDS and all(len(v) == 2 and min(v) > 0 for v in times.values())
+
+
+def test_sampled_is_asvs_sampled_result_form():
+    """asv's runner reads a result dict with `samples` and `number` as a sampled one (asv.runner); anything
+    else is a lone value judged by the factor alone."""
+    assert harness.sampled(np.array([0.5, 2.0])) == {"samples": [0.5, 2.0], "number": 1}
+    assert harness.sampled([[1, 2], [3, 4]])["samples"] == [1.0, 2.0, 3.0, 4.0]
+    with pytest.raises(ValueError, match="at least one sample"):
+        harness.sampled([])
+
+
+def test_asv_keeps_a_tracks_samples_and_merges_them_over_rounds():
+    """The protocol `sampled` relies on, checked against the asv installed here: the runner's parsing of a
+    benchmark's result file, and results.add_result appending a later round's samples."""
+    asv_runner = pytest.importorskip("asv.runner")
+    from asv import results as asv_results
+
+    src = inspect.getsource(asv_runner)
+    assert "'samples' in data and 'number' in data" in src  # a sampled result, whatever the benchmark type
+    assert "append_samples" in inspect.signature(asv_results.Results.add_result).parameters
+
+
+def test_relative_divides_each_sample_by_the_reference_in_the_same_sample(monkeypatch):
+    seen = {}
+
+    def round_robin(calls, samples, number):
+        seen["calls"] = list(calls)
+        return {"a": np.array([2.0, 9.0]), "b": np.array([1.0, 3.0]), harness.REFERENCE: np.array([0.5, 3.0])}
+
+    monkeypatch.setattr(harness, "round_robin", round_robin)
+    out = harness.relative({"a": None, "b": None}, samples=2, number=1)
+    assert seen["calls"] == ["a", "b", harness.REFERENCE]
+    assert out["a"].tolist() == [4.0, 3.0] and out["b"].tolist() == [2.0, 1.0] and set(out) == {"a", "b"}
+
+
+def test_the_reference_kernel_is_fixed_and_needs_no_package():
+    out = harness.reference()()
+    assert out.shape == (1, 65) and np.isclose(out.sum(), 1.0)
+    assert np.array_equal(out, harness.reference()())  # seeded weights, the same computation every call
+    src = inspect.getsource(harness.reference)
+    assert "specdec" not in src and "common." not in src
 
 
 def test_drafts_are_made_from_their_backends_target():

@@ -45,7 +45,7 @@ def test_the_injected_regressions_apply_and_run(tmp_path):
 
 def test_verdicts_read_asv_tables():
     demo = _demo()
-    table = ("| +        | 6.28±0.08μs | 7.89±0.09μs |  1.26 | bench_drafts.DraftCharacter.time_draft_character(1, 'bigram') |\n"
+    table = ("| +        | 1.2±0.01 | 1.5±0.02 |  1.26 | bench_drafts.DraftCharacter.track_relative_time(1, 'eager', 'bigram') |\n"
              "| -        | 0.9 | 0.8 |  0.89 | bench_drafts.DraftCost.track_c(1, 'int8') |\n")
     plus = table.splitlines()[0]
     assert demo.verdict("a", demo.CASES["a"], plus)[0]  # the bigram's row flagged, nothing else
@@ -65,7 +65,7 @@ def test_verdicts_read_the_backend_parameter():
     assert demo.verdict("b", demo.CASES["b"], eager)[0]
     assert demo.verdict("b", demo.CASES["b"], eager + "\n" + fused)[0]  # the other backend's slow too: expected
     assert not demo.verdict("b", demo.CASES["b"], fused)[0]  # nine rows, but none of them eager
-    passes = "| +        | 0.9 | 1.0 |  1.11 | bench_target.TargetPass.time_forward(1, '{b}', 1) |"
+    passes = "| +        | 0.9 | 1.0 |  1.11 | bench_target.TargetPass.track_relative_time(1, '{b}', 1) |"
     assert demo.verdict("c", demo.CASES["c"], passes.format(b="eager"))[0]
     assert not demo.verdict("c", demo.CASES["c"], passes.format(b="fused"))[0]
 

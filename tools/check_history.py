@@ -42,6 +42,16 @@ def _export(sha: str, dest: Path) -> None:
     archive.unlink()
 
 
+def _valid_track(result) -> bool:
+    """A finite number, or asv's sampled form (harness.sampled): {"samples": finite numbers, "number": 1}."""
+    import math
+
+    if isinstance(result, dict) and set(result) == {"samples", "number"}:
+        values = result["samples"]
+        return bool(values) and all(isinstance(v, (int, float)) and math.isfinite(v) for v in values)
+    return isinstance(result, (int, float)) and math.isfinite(result)
+
+
 def _run_suite(checkout: str) -> dict:
     """In this interpreter: the suite against the package in `checkout` (already first on sys.path)."""
     import math
@@ -81,8 +91,8 @@ def _run_suite(checkout: str) -> dict:
                     result = bench.do_run()
                 finally:
                     bench.do_teardown()
-                if bench.type == "track" and not (isinstance(result, (int, float)) and math.isfinite(result)):
-                    raise ValueError(f"tracked {result!r}, not a finite number")
+                if bench.type == "track" and not _valid_track(result):
+                    raise ValueError(f"tracked {result!r}: neither a finite number nor finite samples")
                 counts["ok"] += 1
             except Exception as exc:  # NotImplementedError too: asv skips only when `setup` raises it
                 counts["failed"] += 1

@@ -15,7 +15,7 @@ machine and under any load. Then `asv continuous HEAD <commit>` runs with per-co
 interleaved between the two commits (A B B A: load lands on both sides), and the verdicts are:
   (a) the bigram's draft-cost rows flagged (DraftCost, DraftCharacter), no other draft's;
   (b) at least half of the speedup-family rows (Speedup.track_time_ratio) flagged, target-only generation not;
-  (c) target-pass time (TargetPass.time_forward) flagged, the verify ratio T(k+1)/T(1) not;
+  (c) target-pass time (TargetPass.track_relative_time) flagged, the verify ratio T(k+1)/T(1) not;
   (d) nothing in the WHOLE suite flagged -- no `+`, no `-`, no new failure.
 (a)-(c) run only the benchmarks that should move plus their controls; (d) runs every benchmark, because a
 no-op that moves any figure is a false alarm wherever it lands. In every case any other flag -- a `+`, or a
@@ -92,8 +92,8 @@ CASES = {
           "    _demo_spin(0.15, demo_since)  # regression demo: the last round +15 %\n    stats.chars = chars\n"),
          (None, "import numpy as np\n", "import time\n\nimport numpy as np\n"),
          (None, "from .model import GPT\n", "from .model import GPT\n" + SPIN)],
-        r"Speedup|SpeculativeGeneration|TargetOnlyGeneration",
-        lambda row: "Speedup.track_time_ratio" in row or "SpeculativeGeneration." in row,
+        r"Speedup|TargetOnlyGeneration",
+        lambda row: "Speedup.track_time_ratio" in row,
         # half of the 18 eager draft x k rows (every backend's rows slow down alike; eager is the one every commit has)
         lambda rows: sum("track_time_ratio" in r and "'eager'" in r for r in rows) >= 9),
     "c": Case(
@@ -108,8 +108,8 @@ CASES = {
           "    def _demo_forward(self, idx"),
          (None, "\n\nclass Attention(nn.Module):", SPIN + "\n\nclass Attention(nn.Module):")],
         r"TargetPass|VerifyGrowth|TargetOnlyGeneration",
-        lambda row: "TargetPass.time_forward" in row or "TargetOnlyGeneration.time_generate" in row,
-        lambda rows: any("TargetPass.time_forward(1, 'eager', 1)" in r for r in rows)),
+        lambda row: "TargetPass.track_relative_time" in row or "TargetOnlyGeneration.track_relative_time" in row,
+        lambda rows: any("TargetPass.track_relative_time(1, 'eager', 1)" in r for r in rows)),
     "d": Case(
         "a no-op (a comment)", "specdec/drafts.py",
         [(None, '"""The `Draft` interface', '"""(no-op edit) The `Draft` interface')],
@@ -156,7 +156,7 @@ def continuous(repo: Path, base: str, head: str, bench: str | None, rounds: int,
     # Rounds alternate between the two commits (A B B A ...), each in fresh processes, so load that comes and
     # goes lands on both sides -- the principle of the harness's alternated pairs, one level up.
     cmd = [sys.executable, "-m", "asv", "continuous", "--machine", "regression-demo", "--factor", FACTOR, "--interleave-rounds",
-           "-a", f"rounds={rounds}", "-a", "repeat=(3, 10, 5.0)", "--show-stderr"]
+           "-a", f"rounds={rounds}", "--show-stderr"]
     return sh(cmd + (["-b", bench] if bench else []) + [base, head], repo, check=False, env=env)
 
 
