@@ -9,12 +9,14 @@ raises NotImplementedError, which asv records as a skip, not a failure. Newer na
 assumed: `specdec.BACKENDS` and `specdec.load_target(backend=...)` (the `backend` parameter), and for the
 overhead share `specdec.pass_flops`, `specdec.pass_bytes`, `specdec.measure_machine` with the target's `config`.
 
-Parameter lists are fixed here, never read from the installed package: asv discovers them once (at the newest
-commit) and the same lists must hold at every commit it runs. One exception: the `backend` parameter's values
-are `specdec.BACKENDS` of the package asv discovers the suite with (["eager"] where it has none), so that a
-backend added to the package is benchmarked without editing the suite. A commit that cannot run a backend --
-its BACKENDS lacks the name, or its `load_target` takes no `backend` -- raises NotImplementedError (a skip);
-`eager` there is the plain `load_target()`, the only way any target ran before backends existed.
+Parameter lists are fixed here, never read from the installed package: asv discovers them once, with the newest
+commit's package, and then runs each benchmark at every commit by its index into those lists, re-importing the
+suite beside that commit's package -- a list read from the package would be shorter there, and the index would
+point past its end (asv fails the benchmark: "Invalid benchmark parameter permutation index"). So the `backend`
+values are fixed too (BACKENDS below, kept equal to the newest package's `specdec.BACKENDS` by a test), and a
+commit that cannot run one -- its BACKENDS lacks the name, or its `load_target` takes no `backend` -- raises
+NotImplementedError (a skip); `eager` there is the plain `load_target()`, the only way any target ran before
+backends existed.
 
 asv (asv_runner >= 0.3) calls `setup` before every timed call, so nothing heavy is built there: the target and
 the drafts come from the module-level caches below, built once per benchmark process.
@@ -44,7 +46,7 @@ CHARS = 20 if SMOKE else 200
 SEED = 0
 TEMPERATURE = 1.0
 DRAFTS = ["bigram", "int8", "int4", "ngram", "small", "int8-dynamic"]
-BACKENDS = list(getattr(specdec, "BACKENDS", ["eager"]))  # the one list read from the package (see above)
+BACKENDS = ["eager", "fused", "numpy"]  # fixed, like every list here (see above); a commit without one skips it
 KS = [1, 4, 8]
 POSITIONS = [k + 1 for k in KS]  # a verify pass at k scores k + 1 positions
 DRAFT_K = 4  # c is one drafted character of a k = 4 proposal, as in the report

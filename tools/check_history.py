@@ -7,7 +7,9 @@ first trained target) to --until, this exports that commit's `specdec/` into a t
 interpreter with it first on the path and SPECDEC_BENCH_SMOKE=1 (every sample count one, generations 20
 characters) runs the suite the way `asv run --quick` does -- asv_runner's own discovery, setup_cache once per
 cache, then per parameter set `setup` and one call -- and counts each parameter set as ok, skipped
-(NotImplementedError: the commit lacks what it measures) or failed (any other error). Exit 1 if anything
+(NotImplementedError: the commit lacks what it measures) or failed (any other error, or parameter lists that
+differ from those discovered with the working tree's package: asv discovers once and indexes every commit's
+runs into those lists). Exit 1 if anything
 failed. No figure is meaningful here; the timed history run is `asv run --quick 7118b1c^..main` (README).
 """
 
@@ -52,8 +54,18 @@ def _valid_track(result) -> bool:
     return isinstance(result, (int, float)) and math.isfinite(result)
 
 
-def _run_suite(checkout: str) -> dict:
-    """In this interpreter: the suite against the package in `checkout` (already first on sys.path)."""
+def _discovered(root: str) -> dict:
+    """Each benchmark's parameter lists as asv_runner discovers them in this interpreter."""
+    from asv_runner.discovery import disc_benchmarks
+
+    return {b.name: [list(values) for values in b.params] for b in disc_benchmarks(root)}  # values as reprs
+
+
+def _run_suite(checkout: str, expected: dict | None = None) -> dict:
+    """In this interpreter: the suite against the package in `checkout` (already first on sys.path).
+
+    expected: the parameter lists discovered with the newest package (asv discovers once and indexes every
+    commit's runs into those lists): a benchmark whose lists differ here fails, as it would under asv."""
     import math
 
     import specdec  # before the suite's discovery puts this checkout's root (and its specdec) on sys.path
@@ -70,6 +82,12 @@ def _run_suite(checkout: str) -> dict:
     failures = []
     for found in sorted(disc_benchmarks(root), key=lambda b: b.name):
         n_params = max(1, len(list(_combinations(found))))
+        here = [list(values) for values in found.params]
+        if expected is not None and expected.get(found.name, here) != here:
+            counts["failed"] += n_params
+            failures.append(f"{found.name}: parameters {here} at this commit, {expected[found.name]} as discovered "
+                            "at the newest commit (asv would index past them)")
+            continue
         for idx in range(n_params):
             bench = get_benchmark_from_name(root, f"{found.name}-{idx}" if found.params else found.name, QUICK)
             label = f"{found.name}{_label(bench)}"
@@ -111,9 +129,18 @@ def _label(bench) -> str:
     return f"({', '.join(map(repr, params))})" if params else ""
 
 
-def _check(sha: str) -> dict:
+def _newest_params() -> str:
+    """The parameter lists discovered with the working tree's package (what asv's discovery sees), as JSON."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT), SPECDEC_BENCH_SMOKE="1")
+    proc = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--discover"], cwd=ROOT, env=env,
+                          text=True, capture_output=True, check=True)
+    return proc.stdout.strip().splitlines()[-1]
+
+
+def _check(sha: str, expected: str) -> dict:
     with tempfile.TemporaryDirectory(prefix="specdec-history-") as tmp:
         _export(sha, Path(tmp))
+        (Path(tmp) / "expected-params.json").write_text(expected)
         env = dict(os.environ, PYTHONPATH=tmp, SPECDEC_BENCH_SMOKE="1")
         proc = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--child", tmp], cwd=tmp, env=env, text=True,
                               capture_output=True)
@@ -129,10 +156,18 @@ def main() -> int:
     ap.add_argument("--until", default="HEAD", help="last commit checked (default: %(default)s)")
     ap.add_argument("--verbose", action="store_true", help="name every failure")
     ap.add_argument("--child", help=argparse.SUPPRESS)
+    ap.add_argument("--discover", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.discover:
+        sys.path.append(str(ROOT))
+        with contextlib.redirect_stdout(sys.stderr):
+            found = _discovered(str(ROOT / "benchmarks"))
+        print(json.dumps(found))
+        return 0
     if args.child:
+        expected = json.loads((Path(args.child) / "expected-params.json").read_text())
         with contextlib.redirect_stdout(sys.stderr):  # asv_runner prints its skips; stdout carries the JSON
-            res = _run_suite(args.child)
+            res = _run_suite(args.child, expected)
         print(json.dumps(res))
         return 0
     try:
@@ -140,8 +175,9 @@ def main() -> int:
     except subprocess.CalledProcessError as exc:
         sys.exit(f"check_history: error: {exc.stderr.strip().splitlines()[-1]}")
     total = {"ok": 0, "skipped": 0, "failed": 0}
+    expected = _newest_params()
     for sha in shas:
-        res = _check(sha)
+        res = _check(sha, expected)
         c = res["counts"]
         for key in total:
             total[key] += c[key]

@@ -1,6 +1,6 @@
 """Show that `asv continuous` catches a regression of each kind, each by the benchmarks meant to, and a no-op by none.
 
-    python tools/regression_demo.py [--cases abcd] [--rounds 2] [--scale 2] [--keep]
+    python tools/regression_demo.py [--cases abcd] [--rounds 3] [--scale 2] [--keep]
 
 In a scratch clone of this repository it commits four changes, each on top of HEAD:
   (a) the bigram draft's proposal 20 % slower per character (it busy-waits a fifth of its own measured time);
@@ -12,7 +12,8 @@ In a scratch clone of this repository it commits four changes, each on top of HE
 Each slowdown is a share of the time it extends, measured as it runs (the thread's CPU time, as the suite
 measures with one torch thread; on an idle machine the same as wall time), so it is the stated size on any
 machine and under any load. Then `asv continuous HEAD <commit>` runs with per-commit virtualenvs, its rounds
-interleaved between the two commits (A B B A: load lands on both sides), and the verdicts are:
+interleaved between the two commits (A B B A A B: load lands on both sides; every timed figure carries its
+samples, which asv pools over the rounds and tests for significance), and the verdicts are:
   (a) the bigram's draft-cost rows flagged (DraftCost, DraftCharacter), no other draft's;
   (b) at least half of the speedup-family rows (Speedup.track_time_ratio) flagged, target-only generation not;
   (c) target-pass time (TargetPass.track_relative_time) flagged, the verify ratio T(k+1)/T(1) not;
@@ -20,7 +21,7 @@ interleaved between the two commits (A B B A: load lands on both sides), and the
 (a)-(c) run only the benchmarks that should move plus their controls; (d) runs every benchmark, because a
 no-op that moves any figure is a false alarm wherever it lands. In every case any other flag -- a `+`, or a
 `-` (an improvement nobody made) -- fails the verdict. It prints the four outputs and exits 0 only
-when all four verdicts hold. About 20 minutes on this machine; run nothing else meanwhile.
+when all four verdicts hold. About 40 minutes on this machine; run nothing else meanwhile.
 
 The tracked ratios come from the suite's harness (alternated pairs, round-robin samples, per-sample medians);
 --scale multiplies its sample and pair counts (SPECDEC_BENCH_SCALE) so that each commit's figure is steadier.
@@ -177,7 +178,7 @@ def verdict(key: str, case: Case, output: str) -> tuple[bool, str]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cases", default="abcd", help="which of a b c d to run (default: all four)")
-    ap.add_argument("--rounds", type=int, default=2, help="asv rounds, interleaved between the commits")
+    ap.add_argument("--rounds", type=int, default=3, help="asv rounds, interleaved between the commits")
     ap.add_argument("--scale", type=float, default=2.0, help="SPECDEC_BENCH_SCALE: the harness's samples x this")
     ap.add_argument("--keep", action="store_true", help="keep the scratch clone")
     args = ap.parse_args()
