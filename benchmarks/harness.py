@@ -160,11 +160,6 @@ def relative(calls: dict[str, Callable[[], object]], samples: int, number: int) 
     return {name: t / ref for name, t in timed.items()}
 
 
-def median_ratio(num: np.ndarray, den: np.ndarray) -> float:
-    """The median of per-sample ratios num[i] / den[i] (samples taken at the same moments)."""
-    return float(np.median(np.asarray(num) / np.asarray(den)))
-
-
 def costs(samples: int | None = None, number: int | None = None) -> dict:
     """Per backend this commit can run (`common.available_backends`): c per draft, T(n)/T(1) per verify width,
     and the pass and drafted-character times in reference-kernel times, from one round-robin per backend over
@@ -305,11 +300,9 @@ def _timed_rows(runs: dict[str, list], pairs_per_run: int = 1) -> dict[str, dict
     alternately with every other row's, the row's counts summed from its timed speculative runs.
 
     runs: key -> list of (target-only call, speculative call). Returns key -> chars, target_passes, drafted,
-    accepted, time_ratio = Σ speculative / Σ target-only over the row's pairs, and ratios: each pair's
-    speculative / target-only (the samples asv judges the row by).
+    accepted, and ratios: each pair's speculative / target-only (the samples asv judges the row by).
     """
     common.fix_threads()
-    times = {key: [0.0, 0.0] for key in runs}
     ratios: dict[str, list[float]] = {key: [] for key in runs}
     counts = {key: dict.fromkeys(("chars", "target_passes", "drafted", "accepted"), 0) for key in runs}
     width = max(len(v) for v in runs.values())
@@ -324,14 +317,12 @@ def _timed_rows(runs: dict[str, list], pairs_per_run: int = 1) -> dict[str, dict
                     tb, ta = _timed(lambda: out.setdefault("spec", spec())), _timed(plain)
                 else:
                     ta, tb = _timed(plain), _timed(lambda: out.setdefault("spec", spec()))
-            times[key][0] += ta
-            times[key][1] += tb
             ratios[key].append(tb / ta)
             if i < len(calls):  # count each run once
                 st = out["spec"].stats
                 for name in counts[key]:
                     counts[key][name] += getattr(st, name)
-    return {key: {**counts[key], "time_ratio": times[key][1] / times[key][0], "ratios": ratios[key]} for key in runs}
+    return {key: {**counts[key], "ratios": ratios[key]} for key in runs}
 
 
 def workload_generations(drafts: list[str], ks: list[int]) -> dict:

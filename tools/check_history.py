@@ -54,11 +54,16 @@ def _valid_track(result) -> bool:
     return isinstance(result, (int, float)) and math.isfinite(result)
 
 
+def _param_lists(bench) -> list[list[str]]:
+    """A discovered benchmark's parameter lists (asv_runner keeps the values as reprs)."""
+    return [list(values) for values in bench.params]
+
+
 def _discovered(root: str) -> dict:
     """Each benchmark's parameter lists as asv_runner discovers them in this interpreter."""
     from asv_runner.discovery import disc_benchmarks
 
-    return {b.name: [list(values) for values in b.params] for b in disc_benchmarks(root)}  # values as reprs
+    return {b.name: _param_lists(b) for b in disc_benchmarks(root)}
 
 
 def _run_suite(checkout: str, expected: dict | None = None) -> dict:
@@ -66,8 +71,6 @@ def _run_suite(checkout: str, expected: dict | None = None) -> dict:
 
     expected: the parameter lists discovered with the newest package (asv discovers once and indexes every
     commit's runs into those lists): a benchmark whose lists differ here fails, as it would under asv."""
-    import math
-
     import specdec  # before the suite's discovery puts this checkout's root (and its specdec) on sys.path
 
     if not Path(specdec.__file__).resolve().is_relative_to(Path(checkout).resolve()):
@@ -82,7 +85,7 @@ def _run_suite(checkout: str, expected: dict | None = None) -> dict:
     failures = []
     for found in sorted(disc_benchmarks(root), key=lambda b: b.name):
         n_params = max(1, len(list(_combinations(found))))
-        here = [list(values) for values in found.params]
+        here = _param_lists(found)
         if expected is not None and expected.get(found.name, here) != here:
             counts["failed"] += n_params
             failures.append(f"{found.name}: parameters {here} at this commit, {expected[found.name]} as discovered "
