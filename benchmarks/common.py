@@ -46,7 +46,7 @@ CHARS = 20 if SMOKE else 200
 SEED = 0
 TEMPERATURE = 1.0
 DRAFTS = ["bigram", "int8", "int4", "ngram", "small", "int8-dynamic"]
-BACKENDS = ["eager", "fused", "numpy"]  # fixed, like every list here (see above); a commit without one skips it
+BACKENDS = ["eager", "fused", "numpy", "onnx"]  # fixed, like every list here (see above); a commit without one skips it
 KS = [1, 4, 8]
 POSITIONS = [k + 1 for k in KS]  # a verify pass at k scores k + 1 positions
 DRAFT_K = 4  # c is one drafted character of a k = 4 proposal, as in the report

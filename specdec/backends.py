@@ -9,6 +9,9 @@ by arithmetic (issue 12's overhead table). A backend is a way of running the *sa
   residual adds fused into the projections (`addmm_`), attention over cache views, logits into a buffer.
 - `numpy`: `backend_numpy.NumpyGPT`, the same forward as a few dozen numpy calls on weights folded ahead of
   time (LayerNorm into the next matmul): numpy's per-call cost is a fraction of torch's at this size.
+- `onnx`: `backend_onnx.OnnxGPT`, the forward as one ONNX graph that ONNX Runtime runs with I/O binding, its
+  attention the GroupQueryAttention kernel appending to the KV cache in place; a target-only step samples
+  inside the same run. Needs the `onnx` extra (onnxruntime, onnx); without it it is not in BACKENDS.
 
 `FusedGPT` subclasses `GPT` and only overrides `forward` and `setup_cache`, so its parameters, state dict and
 `keep_path` are the eager model's. `copy.deepcopy` keeps the class, which is how the int8/int4 drafts are
@@ -41,7 +44,9 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from . import backend_onnx
 from .backend_numpy import NumpyGPT
+from .backend_onnx import OnnxGPT
 from .model import GPT
 
 
@@ -160,8 +165,12 @@ class FusedGPT(GPT):
         return logits.view(B, T, -1)
 
 
-# name -> the GPT subclass that runs it; the order is BACKENDS' order, "eager" first.
-_CLASSES: dict[str, type[GPT]] = {"eager": GPT, "fused": FusedGPT, "numpy": NumpyGPT}
+# name -> the GPT subclass that runs it; the order is KNOWN's order, "eager" first.
+_ALL: dict[str, type[GPT]] = {"eager": GPT, "fused": FusedGPT, "numpy": NumpyGPT, "onnx": OnnxGPT}
+# what each needs beyond the core dependencies, when it is not installed
+_MISSING: dict[str, str] = {} if backend_onnx.AVAILABLE else {
+    "onnx": "it needs onnxruntime and onnx: pip install 'specdec[onnx]'"}
+_CLASSES: dict[str, type[GPT]] = {n: c for n, c in _ALL.items() if n not in _MISSING}
 
 # Backends tried on this installation and dropped, with why (see the module docstring).
 DROPPED: dict[str, str] = {
@@ -171,17 +180,21 @@ DROPPED: dict[str, str] = {
                    "int position (a trace would freeze it as a constant)",
 }
 
-BACKENDS: tuple[str, ...] = tuple(_CLASSES)
+KNOWN: tuple[str, ...] = tuple(_ALL)  # every backend this package implements
+BACKENDS: tuple[str, ...] = tuple(_CLASSES)  # the ones installed here
 
-# The fastest on a CPU, by tools/backend_race.py on the development VM (a single-position pass at position 100:
-# numpy about 0.4x eager's time, fused about 0.85x). `fastest` is what the CLI's default `--backend auto` runs;
-# off the CPU (numpy is CPU-only; fused is untested on CUDA) it is eager.
-FASTEST_ON_CPU = "numpy"
+# The fastest on a CPU first, by tools/backend_race.py on the development VM (a single-position pass at position
+# 100: onnx about 0.28x eager's time, numpy 0.39x, fused 0.82x; a 5-position pass 0.29x, 0.58x, 0.94x).
+# `fastest` is what the CLI's default `--backend auto` runs: the first of these installed; off the CPU (numpy
+# and the onnx session are CPU-only here; fused is untested on CUDA) it is eager.
+FASTEST_ON_CPU = ("onnx", "numpy")
 
 
 def fastest(device: str = "cpu") -> str:
     """The backend `--backend auto` picks on `device`."""
-    return FASTEST_ON_CPU if torch.device(device).type == "cpu" else "eager"
+    if torch.device(device).type != "cpu":
+        return "eager"
+    return next(name for name in FASTEST_ON_CPU + ("eager",) if name in _CLASSES)
 
 
 def backend_of(model: GPT) -> str:
@@ -195,6 +208,7 @@ def backend_of(model: GPT) -> str:
 def check_backend(name: str) -> str:
     if name not in _CLASSES:
         dropped = f"; {name!r} was tried and dropped here: {DROPPED[name]}" if name in DROPPED else ""
+        dropped += f"; {name!r} is not installed: {_MISSING[name]}" if name in _MISSING else ""
         raise UnknownBackendError(f"unknown backend {name!r} (available: {', '.join(BACKENDS)}){dropped}")
     return name
 
@@ -210,7 +224,7 @@ def to_backend(model: GPT, name: str) -> GPT:
     out = copy.deepcopy(model)
     for block in out.blocks:  # the new class lays out its own cache
         block.attn.k_cache = block.attn.v_cache = None
-    for attr in ("_stores", "_x", "_fc", "_logits", "_plan_cache", "_kv"):
+    for attr in ("_stores", "_x", "_fc", "_logits", "_plan_cache", "_kv", "_np_cache"):
         out.__dict__.pop(attr, None)
     out.__class__ = cls
     out.cache_batch = 0

@@ -11,7 +11,7 @@ import argparse
 import sys
 
 from . import train as _train
-from .backends import BACKENDS
+from .backends import BACKENDS, KNOWN
 from .checks import Parser, UsageError, at_least, device_arg, temperature_arg, writable_dir, writable_file
 
 
@@ -513,10 +513,10 @@ def build_parser() -> argparse.ArgumentParser:
         return p
 
     def with_backend(p, all_=False):
-        p.add_argument("--backend", choices=BACKENDS + ("auto",) + (("all",) if all_ else ()), default="auto",
+        p.add_argument("--backend", choices=KNOWN + ("auto",) + (("all",) if all_ else ()), default="auto",
                        help="how the target's forward runs: eager (the plain modules), fused (hand-fused, "
-                       "preallocated), numpy (numpy calls on folded weights); auto (default): the fastest on the "
-                       "device (numpy on a CPU)" + ("; all: one full report per backend and what moved" if all_
+                       "preallocated), numpy (numpy calls on folded weights), onnx (ONNX Runtime, needs the onnx extra); "
+                       "auto (default): the fastest installed on the device (onnx, else numpy, on a CPU)" + ("; all: one full report per backend and what moved" if all_
                                                     else "") + ". Drafts copied from the target run the same")
         return p
 

@@ -105,12 +105,27 @@ def generate(target: GPT, prompt: str, chars: int, seed: int = 0, temperature: f
     stats = GenerationStats()
     pos = 0
     for _ in range(chars):
-        logits = target(target.ids(tokens[pos:]), pos)[0, -1]  # (V,)
+        nxt = step(target, tokens[pos:], pos, temperature, rng)
         pos = len(tokens)
-        tokens.append(sampling.sample(sampling.probs(logits, temperature), rng))
+        tokens.append(nxt)
         stats.target_passes += 1
     stats.chars = chars
     return Generation(corpus.decode(tokens[n_prompt:]), stats, prompt)
+
+
+def step(target: GPT, ids: list[int], pos: int, temperature: float, rng: np.random.Generator) -> int:
+    """One character of target-only generation: a pass over `ids` (the tokens from `pos` on, the cache holding
+    those before) and a character drawn from the last position's distribution with one uniform from `rng`.
+
+    A backend that can sample inside its pass (`sample_step`: onnx) does both in one call -- the logits-to-
+    sample overhead taken back -- with the same uniform, so the text is the same. Everything that times a
+    target-only step (timing, overhead, the benchmarks) calls this, so it times what `generate` runs.
+    """
+    fused = getattr(target, "sample_step", None)
+    if fused is not None:
+        return fused(ids, pos, temperature, rng)
+    logits = target(target.ids(ids), pos)[0, -1]  # (V,)
+    return sampling.sample(sampling.probs(logits, temperature), rng)
 
 
 @torch.inference_mode()

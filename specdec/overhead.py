@@ -301,11 +301,16 @@ def _steps(target: GPT, prompt: list[int], chars: int, seed: int) -> Callable[[b
     def run(labelled: bool) -> int:
         tokens, pos = list(prompt), _prefill(target, prompt)
         rng = np.random.default_rng(seed)
+        fused = getattr(target, "sample_step", None)  # decode.step's two paths, its sampling labelled
         for _ in range(chars):  # generate's loop body
-            logits = target(target.ids(tokens[pos:]), pos)[0, -1]
+            if fused is not None:  # pass and sample in one call (onnx): the profiler cannot split it
+                nxt = fused(tokens[pos:], pos, 1.0, rng)
+            else:
+                logits = target(target.ids(tokens[pos:]), pos)[0, -1]
+                with _label(labelled, "logits to sample"):
+                    nxt = sampling.sample(sampling.probs(logits, 1.0), rng)
             pos = len(tokens)
-            with _label(labelled, "logits to sample"):
-                tokens.append(sampling.sample(sampling.probs(logits, 1.0), rng))
+            tokens.append(nxt)
         return chars
 
     return run

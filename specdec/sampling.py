@@ -63,8 +63,17 @@ def temper(p: np.ndarray, temperature: float) -> np.ndarray:
 
 def sample(p: np.ndarray, rng: np.random.Generator) -> int:
     """One index drawn from the (not necessarily normalised) non-negative vector p by inverse CDF."""
+    return pick(p, rng.random())
+
+
+def pick(p: np.ndarray, u: float) -> int:
+    """The index where u in [0, 1) falls on p's cumulative sum: the number of partial sums <= u * total.
+
+    One uniform per sample, whoever computes it: the onnx backend's fused step (`backend_onnx`) does the same
+    search inside its graph, so a seed draws the same characters on every backend.
+    """
     c = p.cumsum()  # the methods, not np.cumsum / np.searchsorted: those add a Python wrapper per call
-    i = int(c.searchsorted(rng.random() * c[-1], side="right"))
+    i = int(c.searchsorted(u * c[-1], side="right"))
     return min(i, len(p) - 1)  # u * c[-1] can round up to c[-1] itself
 
 

@@ -17,7 +17,7 @@ from typing import Callable
 import numpy as np
 import torch
 
-from . import corpus, hygiene, sampling
+from . import corpus, decode, hygiene, sampling
 from .drafts import Draft
 from .model import GPT
 
@@ -130,8 +130,7 @@ def _steps(target, text, start, n, temperature, rng, device):
     (the target's cache must hold text[:start]); the next input is the text's, so every call is alike."""
     def run():
         for pos in range(start, start + n):
-            logits = target(target.ids(text[pos : pos + 1]), pos)[0, -1]
-            sampling.sample(sampling.probs(logits, temperature), rng)
+            decode.step(target, text[pos : pos + 1], pos, temperature, rng)
 
     return run
 

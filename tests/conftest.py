@@ -50,3 +50,12 @@ def _session_between_run_record(tmp_path_factory):
 def _own_between_run_record(tmp_path_factory, monkeypatch):
     """And every test one more: what one test records, another never reads."""
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("cache")))
+
+
+@pytest.fixture
+def no_eager_forward(monkeypatch):
+    """From here on, any call of the eager forward fails the test (the models are built before it is asked for)."""
+    def eager_forward(*args, **kwargs):
+        raise AssertionError("the eager forward ran")
+
+    return lambda: monkeypatch.setattr(specdec.GPT, "forward", eager_forward)

@@ -165,15 +165,6 @@ def test_to_backend_copies_and_round_trips(target):
         assert torch.equal(back(ids, 0), target(ids, 0))
 
 
-@pytest.fixture
-def no_eager_forward(monkeypatch):
-    """From here on, any call of the eager forward fails the test (the models are built before it is asked for)."""
-    def eager_forward(*args, **kwargs):
-        raise AssertionError("the eager forward ran")
-
-    return lambda: monkeypatch.setattr(specdec.GPT, "forward", eager_forward)
-
-
 def test_fused_forward_does_not_run_the_eager_one(target, no_eager_forward):
     """Otherwise every test above would pass with the eager forward in disguise."""
     fused = to_backend(target, "fused")

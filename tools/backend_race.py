@@ -15,7 +15,7 @@ import time
 import numpy as np
 import torch
 
-from specdec import BACKENDS, corpus, generate, hygiene, load_target, make_draft, overhead, sampling
+from specdec import BACKENDS, corpus, decode, generate, hygiene, load_target, make_draft, overhead
 from specdec import speculative_generate, timing
 
 POS = 100
@@ -40,8 +40,7 @@ for name, m in models.items():
     fns[f"{name} T=5"] = lambda m=m, x=five: m(x, POS)
 
     def step(m=m):  # what `generate` does per character, at the same position
-        logits = m(m.ids(ctx[POS : POS + 1]), POS)[0, -1]
-        return sampling.sample(sampling.probs(logits, 1.0), rng)
+        return decode.step(m, ctx[POS : POS + 1], POS, 1.0, rng)
 
     fns[f"{name} step"] = step
 with torch.inference_mode(), hygiene.no_gc():

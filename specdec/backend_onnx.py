@@ -1,0 +1,296 @@
+"""The `onnx` backend: the target's decoding forward as one ONNX graph run by ONNX Runtime with I/O binding.
+
+Why: a pass of this model is per-call overhead (issue 12's overhead table), and ONNX Runtime walks a graph
+of ~36 kernels in C++ with one call from Python. Attention is ONNX Runtime's `GroupQueryAttention` contrib
+kernel, the one its own LLM decoding uses: it reads the KV cache in place and appends the new positions'
+keys and values to it (past and present bound to the same memory), so a pass copies no cache at all.
+
+How it is wired (I/O binding: no input or output is copied between numpy and the runtime):
+- The KV cache is one float32 numpy array per block and per k/v, (batch, n_head, context, head_size) -- the
+  eager cache's own layout -- exposed to the rest of specdec as torch views of the same memory
+  (`attn.k_cache`, `attn.v_cache`), so `keep_path`, the trees and the eager fallback read and write it.
+- ids and positions live in preallocated int64 rows; a pass writes them and the two lengths GQA wants, and
+  rebinds only when the number of positions T changes (a decode loop keeps one T).
+- The logits are written by the runtime into a preallocated buffer; the returned tensor is a view of it,
+  valid until this model's next forward (every caller in specdec samples from it first), as `fused`'s are.
+
+What runs the eager forward instead (same weights, same cache memory, so results agree): training windows
+(pos=None), tree passes (GQA has no arbitrary mask), batches of more than one sequence, models off the CPU,
+and the int8-dynamic draft's quantized Linears.
+
+The session is built from the weights when `setup_cache` sees them new or changed (a draft built from this
+model overwrites a copy's weights in place before its first generation) and with torch's intra-op thread count
+of that moment; it lives outside the module (`_STATE`), so `copy.deepcopy` makes a model that builds its own.
+"""
+
+from __future__ import annotations
+
+import weakref
+
+import numpy as np
+import torch
+import torch.nn as nn
+
+from . import sampling
+from .model import GPT
+
+try:  # an optional dependency: `pip install specdec[onnx]`; without it the backend is not in BACKENDS
+    import onnx
+    import onnxruntime as ort
+    from onnx import TensorProto, helper, numpy_helper
+except ImportError:  # pragma: no cover - exercised only where onnxruntime is missing
+    ort = None
+
+AVAILABLE = ort is not None
+OPSET = 20  # LayerNormalization (17) and Gelu with approximate="tanh" (20)
+
+
+def graph(model: GPT, sample: bool = False) -> "onnx.ModelProto":
+    """The cached forward of one sequence as an ONNX model, `model`'s weights as initializers.
+
+    Inputs: ids, positions (1, T) int64; seqlens_k (1,) int32 = pos + T - 1; total_len () int32 = pos + T;
+    past_key_i, past_value_i (1, H, context, hs) per block. Outputs: logits (1, T, V); present_key_i,
+    present_value_i (the same shape as past: bound to the same memory, GQA appends in place).
+    sample=True adds a target-only step's sampling (`_sample_tail`): inputs u, inv_temp () float32; output
+    next () int64.
+    """
+    cfg = model.config
+    C, H, ctx = cfg.n_embd, cfg.n_head, cfg.context
+    hs = C // H
+    inits, nodes = [], []
+
+    def init(name: str, t: torch.Tensor, transpose: bool = False) -> str:
+        a = t.detach().to(torch.float32).cpu().numpy()
+        inits.append(numpy_helper.from_array(np.ascontiguousarray(a.T if transpose else a), name))
+        return name
+
+    def node(op: str, inputs: list[str], n_out: int = 1, domain: str = "", **attrs) -> str | list[str]:
+        outs = [f"{op}_{len(nodes)}_{j}" for j in range(n_out)]
+        nodes.append(helper.make_node(op, inputs, outs, domain=domain, **attrs))
+        return outs[0] if n_out == 1 else outs
+
+    def layer_norm(x: str, ln: nn.LayerNorm, name: str) -> str:
+        return node("LayerNormalization", [x, init(f"{name}.w", ln.weight), init(f"{name}.b", ln.bias)],
+                    axis=-1, epsilon=ln.eps)
+
+    def linear(x: str, lin: nn.Linear, name: str) -> str:
+        return node("MatMul", [x, init(f"{name}.wT", lin.weight, transpose=True)])  # (.., in) @ (in, out)
+
+    f32 = TensorProto.FLOAT
+    inputs = [helper.make_tensor_value_info("ids", TensorProto.INT64, [1, "T"]),
+              helper.make_tensor_value_info("positions", TensorProto.INT64, [1, "T"]),
+              helper.make_tensor_value_info("seqlens_k", TensorProto.INT32, [1]),
+              helper.make_tensor_value_info("total_len", TensorProto.INT32, [])]
+    outputs = [helper.make_tensor_value_info("logits", f32, [1, "T", cfg.vocab_size])]
+    x = node("Add", [node("Gather", [init("wte", model.wte.weight), "ids"]),
+                     node("Gather", [init("wpe", model.wpe.weight), "positions"])])  # (1, T, C)
+    for i, b in enumerate(model.blocks):
+        qkv = linear(layer_norm(x, b.ln1, f"ln1.{i}"), b.attn.qkv, f"qkv.{i}")  # (1, T, 3C) packed q, k, v
+        kv = []
+        for which in ("key", "value"):
+            inputs.append(helper.make_tensor_value_info(f"past_{which}_{i}", f32, [1, H, ctx, hs]))
+            outputs.append(helper.make_tensor_value_info(f"present_{which}_{i}", f32, [1, H, ctx, hs]))
+            kv.append(f"past_{which}_{i}")
+        nodes.append(helper.make_node(  # causal over the cache and the T new positions; scale 1/sqrt(hs)
+            "GroupQueryAttention", [qkv, "", "", *kv, "seqlens_k", "total_len"],
+            [f"attn_{i}", f"present_key_{i}", f"present_value_{i}"], domain="com.microsoft",
+            num_heads=H, kv_num_heads=H))
+        x = node("Add", [x, linear(f"attn_{i}", b.attn.proj, f"proj.{i}")])
+        h = node("Gelu", [linear(layer_norm(x, b.ln2, f"ln2.{i}"), b.mlp.fc, f"fc.{i}")], approximate="tanh")
+        x = node("Add", [x, linear(h, b.mlp.proj, f"mlp_proj.{i}")])
+    nodes.append(helper.make_node("MatMul", [layer_norm(x, model.ln_f, "ln_f"),
+                                             init("lm_head.wT", model.lm_head.weight, transpose=True)], ["logits"]))
+    if sample:
+        inputs += [helper.make_tensor_value_info("u", f32, []), helper.make_tensor_value_info("inv_temp", f32, [])]
+        outputs.append(helper.make_tensor_value_info("next", TensorProto.INT64, []))
+        _sample_tail(nodes, inits, cfg.vocab_size)
+    g = helper.make_graph(nodes, "specdec_target", inputs, outputs, inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", OPSET), helper.make_opsetid("com.microsoft", 1)])
+
+
+def _sample_tail(nodes: list, inits: list, vocab: int) -> None:
+    """logits -> next: `sampling.pick(softmax(last row · inv_temp), u)` as graph nodes, float32.
+
+    The same search as the numpy path: the number of partial sums of exp(z - max z) that are <= u times their
+    total, capped at V - 1. Normalising is left out (the search scales u instead), as `pick` does; float32 sums
+    against numpy's float64 move a boundary by ~1e-7 of its probability, so a seed draws the same characters
+    unless u lands that close to one.
+    """
+    def const(name: str, value) -> str:
+        inits.append(numpy_helper.from_array(np.asarray(value, dtype=np.int64), name))
+        return name
+
+    def node(op: str, inputs: list[str], out: str, **attrs) -> str:
+        nodes.append(helper.make_node(op, inputs, [out], **attrs))
+        return out
+
+    last = node("Slice", ["logits", const("s.m1", [-1]), const("s.end", [2**62]), const("s.ax1", [1])], "s.last")
+    z = node("Mul", [last, "inv_temp"], "s.z")  # (1, 1, V)
+    e = node("Exp", [node("Sub", [z, node("ReduceMax", [z, const("s.ax2", [2])], "s.max", keepdims=1)], "s.zc")],
+             "s.e")
+    c = node("CumSum", [e, const("s.axis", 2)], "s.c")
+    at = node("Mul", [node("Slice", [c, "s.m1", "s.end", "s.ax2"], "s.total"), "u"], "s.at")
+    count = node("ReduceSum", [node("Cast", [node("LessOrEqual", [c, at], "s.le")], "s.le64", to=TensorProto.INT64)],
+                 "s.count", keepdims=0)
+    node("Min", [count, const("s.vmax", vocab - 1)], "next")
+
+
+class _Session:
+    """One built session, its binding and the buffers it reads and writes (one model's; see `_STATE`)."""
+
+    def __init__(self, model: GPT, key: tuple, threads: int):
+        cfg = model.config
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads = threads
+        opts.inter_op_num_threads = 1
+        opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        opts.add_session_config_entry("session.intra_op.allow_spinning", "0")  # no busy-waiting thread pool
+        opts.log_severity_level = 3  # warnings about the optimised graph are not the user's business
+        self.key, self.threads, self.opts = key, threads, opts
+        self.model_for_step = weakref.proxy(model)  # the step graph is built on first use, from the same weights
+        self.session = ort.InferenceSession(graph(model).SerializeToString(), opts,
+                                            providers=["CPUExecutionProvider"])
+        self.binding = self.session.io_binding()
+        self.stepper = None  # (session, binding) of graph(sample=True), built by the first `step`
+        self.ids = np.zeros((1, cfg.context), dtype=np.int64)
+        self.positions = np.zeros((1, cfg.context), dtype=np.int64)
+        self.seqlens = np.zeros(1, dtype=np.int32)
+        self.total = np.zeros((), dtype=np.int32)
+        self.logits = torch.zeros(1, cfg.context, cfg.vocab_size)  # the runtime writes here (torch's memory)
+        self.cache: list[np.ndarray] = []  # per block: keys, values (batch, H, context, hs)
+        self.bound_t = 0  # the T of the current binding of ids, positions and logits; 0 = none yet
+        self.u = np.zeros((), dtype=np.float32)
+        self.inv_temp = np.ones((), dtype=np.float32)
+        self.next = np.zeros((), dtype=np.int64)
+        self.step_t = 0  # as bound_t, for the stepper's binding
+        self._bind_lengths(self.binding)
+
+    def _bind_lengths(self, b) -> None:
+        b.bind_input("seqlens_k", "cpu", 0, np.int32, [1], self.seqlens.ctypes.data)
+        b.bind_input("total_len", "cpu", 0, np.int32, [], self.total.ctypes.data)
+
+    def bind_cache(self, cache: list[np.ndarray]) -> None:
+        """Bind sequence 0 of each cache array as past and present (the same memory: GQA appends in place)."""
+        self.cache = cache
+        for b in [self.binding] + ([self.stepper[1]] if self.stepper else []):
+            for j, a in enumerate(cache):
+                name = f"{('key', 'value')[j % 2]}_{j // 2}"
+                shape = [1, *a.shape[1:]]
+                b.bind_input(f"past_{name}", "cpu", 0, np.float32, shape, a.ctypes.data)
+                b.bind_output(f"present_{name}", "cpu", 0, np.float32, shape, a.ctypes.data)
+
+    def _bind_t(self, b, T: int) -> None:
+        """(Re)bind ids, positions and logits as T positions (buffers' starts, so only T changes a binding)."""
+        b.bind_input("ids", "cpu", 0, np.int64, [1, T], self.ids.ctypes.data)
+        b.bind_input("positions", "cpu", 0, np.int64, [1, T], self.positions.ctypes.data)
+        b.bind_output("logits", "cpu", 0, np.float32, [1, T, self.logits.shape[-1]], self.logits.data_ptr())
+
+    def _lengths(self, T: int, pos: int) -> None:
+        self.positions[0, :T] = range(pos, pos + T)
+        self.seqlens[0] = pos + T - 1
+        self.total[()] = pos + T
+
+    def run(self, idx: torch.Tensor, pos: int) -> torch.Tensor:
+        T = idx.shape[1]
+        self.ids[0, :T] = idx.numpy(force=True)[0]
+        self._lengths(T, pos)
+        if T != self.bound_t:
+            self._bind_t(self.binding, T)
+            self.bound_t, self.view = T, self.logits[:, :T]
+        self.session.run_with_iobinding(self.binding)
+        return self.view
+
+    def step(self, ids: list[int], pos: int, u: float, inv_temp: float) -> int:
+        """One target-only step in one run: the pass over ids at pos, then the sample drawn with u."""
+        if self.stepper is None:
+            session = ort.InferenceSession(graph(self.model_for_step, sample=True).SerializeToString(), self.opts,
+                                           providers=["CPUExecutionProvider"])
+            b = session.io_binding()
+            self._bind_lengths(b)
+            b.bind_input("u", "cpu", 0, np.float32, [], self.u.ctypes.data)
+            b.bind_input("inv_temp", "cpu", 0, np.float32, [], self.inv_temp.ctypes.data)
+            b.bind_output("next", "cpu", 0, np.int64, [], self.next.ctypes.data)
+            self.stepper = (session, b)
+            self.bind_cache(self.cache)
+        T = len(ids)
+        self.ids[0, :T] = ids
+        self._lengths(T, pos)
+        self.u[()] = u
+        self.inv_temp[()] = inv_temp
+        session, b = self.stepper
+        if T != self.step_t:
+            self._bind_t(b, T)
+            self.step_t = T
+        session.run_with_iobinding(b)
+        return int(self.next)
+
+
+_STATE: "weakref.WeakKeyDictionary[OnnxGPT, _Session | None]" = weakref.WeakKeyDictionary()
+
+
+class OnnxGPT(GPT):
+    """`GPT` whose single-sequence cached forward runs as an ONNX Runtime session (see the module docstring)."""
+
+    def setup_cache(self, batch: int = 1) -> None:
+        """Allocate the cache (numpy arrays, torch views as `attn.k_cache` / `attn.v_cache`) and (re)build the
+        session when the weights or torch's thread count changed since the last call. Every generation calls
+        this first, so a pass never checks them."""
+        state = self._session()
+        cache = state.cache if state is not None else getattr(self, "_np_cache", [])
+        if cache and cache[0].shape[0] >= batch and self.blocks[0].attn.k_cache.data_ptr() == cache[0].ctypes.data:
+            if state is not None and state.cache is not cache:
+                state.bind_cache(cache)
+            return
+        cfg = self.config
+        shape = (batch, cfg.n_head, cfg.context, cfg.n_embd // cfg.n_head)
+        cache = [np.zeros(shape, dtype=np.float32) for _ in range(2 * cfg.n_layer)]
+        for j, block in enumerate(self.blocks):
+            block.attn.k_cache = torch.from_numpy(cache[2 * j])
+            block.attn.v_cache = torch.from_numpy(cache[2 * j + 1])
+        self._np_cache = cache
+        if state is not None:
+            state.bind_cache(cache)
+        self.cache_batch = batch
+
+    def _session(self) -> _Session | None:
+        """This model's session, rebuilt when a weight moved or was written (as `NumpyGPT._plan` keys them) or
+        torch's threads changed; None when the eager forward must run (off the CPU, or quantized Linears)."""
+        key = tuple((p.data_ptr(), None if p.is_inference() else p._version) for p in self.parameters())
+        threads = torch.get_num_threads()
+        state = _STATE.get(self)
+        if state is not None and state.key == key and state.threads == threads:
+            return state
+        linears = [m for b in self.blocks for m in (b.attn.qkv, b.attn.proj, b.mlp.fc, b.mlp.proj)] + [self.lm_head]
+        if any(type(m) is not nn.Linear or m.bias is not None for m in linears) or self.device.type != "cpu":
+            _STATE[self] = None
+            return None
+        new = _Session(self, key, threads)
+        cache = getattr(self, "_np_cache", [])
+        if cache and self.blocks[0].attn.k_cache.data_ptr() == cache[0].ctypes.data:
+            new.bind_cache(cache)
+        _STATE[self] = new
+        return new
+
+    def forward(self, idx: torch.Tensor, pos: int | None = None,
+                tree: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
+        state = _STATE.get(self)
+        if pos is None:  # a training window: eager, with gradients
+            return super().forward(idx, pos, tree)
+        if state is None or not state.cache or tree is not None or idx.shape[0] != 1:
+            with torch.no_grad():  # the eager forward on the same cache memory; inference, as the session's
+                return super().forward(idx, pos, tree)
+        self._check_pass(1, idx.shape[1], pos)
+        return state.run(idx, pos)
+
+    def sample_step(self, ids: list[int], pos: int, temperature: float, rng: np.random.Generator) -> int:
+        """One character of target-only generation (`decode.step`): the pass over `ids` at `pos` and the sample
+        from its last position, in a single session run (logits to sample inside the graph). One uniform from
+        `rng` per call, as `sampling.sample` draws, so a seed gives the same text as the other backends.
+        Temperature 0 and models without a session take the eager forward and `sampling`."""
+        state = _STATE.get(self)
+        if state is None or not state.cache or temperature <= 0:
+            logits = self(self.ids(ids), pos)[0, -1]
+            return sampling.sample(sampling.probs(logits, temperature), rng)
+        self._check_pass(1, len(ids), pos)
+        return state.step(ids, pos, rng.random(), 1.0 / temperature)

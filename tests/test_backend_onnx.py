@@ -1,0 +1,119 @@
+"""The onnx backend: ONNX Runtime runs the single-sequence pass and the target-only step; the rest is eager's."""
+
+import copy
+
+import numpy as np
+import pytest
+import torch
+
+pytest.importorskip("onnxruntime")
+
+import specdec  # noqa: E402
+from specdec import backend_onnx, backends, corpus, decode, sampling  # noqa: E402
+from specdec.backends import to_backend  # noqa: E402
+
+PROMPT = "ROMEO:\nWhat light through yonder window breaks?"
+
+
+@pytest.fixture
+def onnx_target(target):
+    m = to_backend(target, "onnx")
+    m.setup_cache(1)
+    return m
+
+
+def test_onnx_is_installed_here_and_named_when_it_is_not(monkeypatch):
+    assert "onnx" in specdec.BACKENDS and backends.KNOWN[-1] == "onnx"
+    monkeypatch.setitem(backends._MISSING, "onnx", "it needs onnxruntime and onnx: pip install 'specdec[onnx]'")
+    monkeypatch.delitem(backends._CLASSES, "onnx")
+    with pytest.raises(specdec.UnknownBackendError) as info:
+        specdec.load_target(backend="onnx")
+    msg = str(info.value)
+    assert "\n" not in msg and "'onnx' is not installed" in msg and "specdec[onnx]" in msg
+
+
+def test_the_session_runs_single_sequence_passes_not_the_eager_forward(onnx_target, no_eager_forward):
+    m = onnx_target
+    no_eager_forward()
+    with torch.inference_mode():
+        ids = m.ids(corpus.encode(PROMPT)[:7])
+        out = m(ids, 0)
+        state = backend_onnx._STATE[m]
+        assert out.shape == (1, 7, m.config.vocab_size) and out.data_ptr() == state.logits.data_ptr()
+        # the cache the session appends to is the one the rest of specdec sees
+        assert m.blocks[0].attn.k_cache.data_ptr() == state.cache[0].ctypes.data
+        assert m.blocks[2].attn.v_cache.data_ptr() == state.cache[5].ctypes.data
+        rng = np.random.default_rng(0)
+        assert 0 <= m.sample_step(corpus.encode(PROMPT)[7:8], 7, 1.0, rng) < m.config.vocab_size
+        for eager_only in (lambda: m(ids), lambda: m(torch.cat([ids, ids]), 0)):  # training; a batch of 2
+            with pytest.raises(AssertionError, match="eager forward ran"):
+                eager_only()
+
+
+@torch.inference_mode()
+@pytest.mark.parametrize("temperature", [1.0, 0.7, 1.6])
+def test_the_fused_step_draws_what_sampling_draws_from_the_same_uniform(onnx_target, temperature):
+    """The graph's sampling tail is `sampling.pick` on the last position's distribution: same u, same index."""
+    m = onnx_target
+    ids = corpus.encode(PROMPT)
+    state = backend_onnx._STATE[m]
+    us = np.concatenate([np.random.default_rng(1).random(300), [0.0, 0.5, 1 - 1e-12]])
+    for i, u in enumerate(us):
+        pos = 20 + i % 25
+        m(m.ids(ids[:pos]), 0)  # the cache holds ids[:pos]; then one step at pos, and the same pass by hand
+        fused = state.step(ids[pos : pos + 1], pos, float(u), 1.0 / temperature)
+        logits = m(m.ids(ids[pos : pos + 1]), pos)[0, -1]
+        assert fused == sampling.pick(sampling.probs(logits, temperature), float(u)), (u, pos)
+    assert state.step(ids[20:21], 20, 1 - 1e-12, 1.0) == sampling.pick(np.ones(3), 1 - 1e-12) + 81  # V - 1
+
+
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+def test_decode_step_and_generate_draw_the_same_text_as_eager(target, onnx_target, temperature):
+    for seed in range(3):
+        a = decode.generate(target, PROMPT, 120, seed=seed, temperature=temperature)
+        b = decode.generate(onnx_target, PROMPT, 120, seed=seed, temperature=temperature)
+        assert a.text == b.text and a.stats.target_passes == b.stats.target_passes == 120
+
+
+def test_a_deep_copy_builds_its_own_session_and_sees_weights_written_in_place(target, onnx_target):
+    m = onnx_target
+    ids = m.ids(corpus.encode(PROMPT)[:9])
+    with torch.inference_mode():
+        before = m(ids, 0).clone()
+    twin = copy.deepcopy(m)  # how the int8/int4 drafts are built: a copy whose weights are then rewritten
+    eager = copy.deepcopy(target)
+    with torch.no_grad():
+        twin.lm_head.weight.mul_(2.0)
+        eager.lm_head.weight.mul_(2.0)
+    twin.setup_cache(1)
+    eager.setup_cache(1)
+    with torch.inference_mode():
+        assert backend_onnx._STATE[twin] is not backend_onnx._STATE[m]
+        assert twin.blocks[0].attn.k_cache.data_ptr() != m.blocks[0].attn.k_cache.data_ptr()
+        assert (twin(ids, 0) - eager(ids, 0)).abs().max() < 2e-4
+        assert (twin(ids, 0) - before).abs().max() > 1.0
+        assert torch.equal(m(ids, 0), before)
+
+
+def test_the_session_takes_torchs_thread_count_when_it_is_built(onnx_target):
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        onnx_target.setup_cache(1)
+        assert backend_onnx._STATE[onnx_target].threads == 1
+        torch.set_num_threads(2)
+        onnx_target.setup_cache(1)  # rebuilt: a timing path that sets threads gets them in the runtime too
+        assert backend_onnx._STATE[onnx_target].threads == 2
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_the_graph_is_a_valid_onnx_model_with_one_attention_kernel_per_block(target):
+    import onnx
+
+    g = backend_onnx.graph(target, sample=True)
+    onnx.checker.check_model(g)
+    ops = [n.op_type for n in g.graph.node]
+    assert ops.count("GroupQueryAttention") == target.config.n_layer
+    assert ops.count("MatMul") == 4 * target.config.n_layer + 1
+    assert [o.name for o in g.graph.output][:1] == ["logits"] and g.graph.output[-1].name == "next"
