@@ -18,6 +18,14 @@ What runs the eager forward instead (same weights, same cache memory, so results
 (pos=None), tree passes (GQA has no arbitrary mask), batches of more than one sequence, models off the CPU,
 and the int8-dynamic draft's quantized Linears.
 
+Variants measured on the development VM (1 thread, a single-position pass at position 100, medians of 15
+alternated blocks of 50, 2026-12-01): attention written as plain ONNX ops (Concat of the past with the new
+keys and values, Gather, Transpose, MatMul, Softmax; the past fed as a numpy slice) ran 264 us with `run` and
+297 us with every input and the cache rebound per pass -- the binding calls cost more than the copies they saved
+-- against 306 us for the numpy backend; GroupQueryAttention with the cache bound once and in place ran 205 us
+(a 5-position verify pass: 232 us, against numpy's 516). ONNX Runtime's own profiler was no help in attributing
+it: profiled, a step took 602 us against 203 us, and the kernels it timed summed to 353 us.
+
 The session is built from the weights when `setup_cache` sees them new or changed (a draft built from this
 model overwrites a copy's weights in place before its first generation) and with torch's intra-op thread count
 of that moment; it lives outside the module (`_STATE`), so `copy.deepcopy` makes a model that builds its own.
@@ -51,8 +59,9 @@ def graph(model: GPT, sample: bool = False) -> "onnx.ModelProto":
     Inputs: ids, positions (1, T) int64; seqlens_k (1,) int32 = pos + T - 1; total_len () int32 = pos + T;
     past_key_i, past_value_i (1, H, context, hs) per block. Outputs: logits (1, T, V); present_key_i,
     present_value_i (the same shape as past: bound to the same memory, GQA appends in place).
-    sample=True adds a target-only step's sampling (`_sample_tail`): inputs u, inv_temp () float32; output
-    next () int64.
+    Both take inv_temp () float32. sample=False adds probs (1, T, V): softmax(logits · inv_temp), what the
+    rule reads; sample=True a target-only step's sampling (`_sample_tail`): input u () float32, output next ()
+    int64.
     """
     cfg = model.config
     C, H, ctx = cfg.n_embd, cfg.n_head, cfg.context
@@ -100,10 +109,14 @@ def graph(model: GPT, sample: bool = False) -> "onnx.ModelProto":
         x = node("Add", [x, linear(h, b.mlp.proj, f"mlp_proj.{i}")])
     nodes.append(helper.make_node("MatMul", [layer_norm(x, model.ln_f, "ln_f"),
                                              init("lm_head.wT", model.lm_head.weight, transpose=True)], ["logits"]))
+    inputs.append(helper.make_tensor_value_info("inv_temp", f32, []))
     if sample:
-        inputs += [helper.make_tensor_value_info("u", f32, []), helper.make_tensor_value_info("inv_temp", f32, [])]
+        inputs.append(helper.make_tensor_value_info("u", f32, []))
         outputs.append(helper.make_tensor_value_info("next", TensorProto.INT64, []))
         _sample_tail(nodes, inits, cfg.vocab_size)
+    else:
+        outputs.append(helper.make_tensor_value_info("probs", f32, [1, "T", cfg.vocab_size]))
+        nodes.append(helper.make_node("Softmax", [node("Mul", ["logits", "inv_temp"])], ["probs"], axis=-1))
     g = helper.make_graph(nodes, "specdec_target", inputs, outputs, inits)
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", OPSET), helper.make_opsetid("com.microsoft", 1)])
 
@@ -158,6 +171,7 @@ class _Session:
         self.seqlens = np.zeros(1, dtype=np.int32)
         self.total = np.zeros((), dtype=np.int32)
         self.logits = torch.zeros(1, cfg.context, cfg.vocab_size)  # the runtime writes here (torch's memory)
+        self.probs = np.zeros((1, cfg.context, cfg.vocab_size), dtype=np.float32)
         self.cache: list[np.ndarray] = []  # per block: keys, values (batch, H, context, hs)
         self.bound_t = 0  # the T of the current binding of ids, positions and logits; 0 = none yet
         self.u = np.zeros((), dtype=np.float32)
@@ -169,6 +183,7 @@ class _Session:
     def _bind_lengths(self, b) -> None:
         b.bind_input("seqlens_k", "cpu", 0, np.int32, [1], self.seqlens.ctypes.data)
         b.bind_input("total_len", "cpu", 0, np.int32, [], self.total.ctypes.data)
+        b.bind_input("inv_temp", "cpu", 0, np.float32, [], self.inv_temp.ctypes.data)
 
     def bind_cache(self, cache: list[np.ndarray]) -> None:
         """Bind sequence 0 of each cache array as past and present (the same memory: GQA appends in place)."""
@@ -180,11 +195,15 @@ class _Session:
                 b.bind_input(f"past_{name}", "cpu", 0, np.float32, shape, a.ctypes.data)
                 b.bind_output(f"present_{name}", "cpu", 0, np.float32, shape, a.ctypes.data)
 
-    def _bind_t(self, b, T: int) -> None:
-        """(Re)bind ids, positions and logits as T positions (buffers' starts, so only T changes a binding)."""
+    def _bind_t(self, b, T: int, probs: bool = True) -> None:
+        """(Re)bind ids, positions, logits (and probs) as T positions (buffers' starts, so only T changes a
+        binding)."""
+        V = self.logits.shape[-1]
         b.bind_input("ids", "cpu", 0, np.int64, [1, T], self.ids.ctypes.data)
         b.bind_input("positions", "cpu", 0, np.int64, [1, T], self.positions.ctypes.data)
-        b.bind_output("logits", "cpu", 0, np.float32, [1, T, self.logits.shape[-1]], self.logits.data_ptr())
+        b.bind_output("logits", "cpu", 0, np.float32, [1, T, V], self.logits.data_ptr())
+        if probs:
+            b.bind_output("probs", "cpu", 0, np.float32, [1, T, V], self.probs.ctypes.data)
 
     def _lengths(self, T: int, pos: int) -> None:
         self.positions[0, :T] = range(pos, pos + T)
@@ -201,6 +220,19 @@ class _Session:
         self.session.run_with_iobinding(self.binding)
         return self.view
 
+    def distributions(self, ids: list[int], pos: int, n: int, inv_temp: float) -> np.ndarray:
+        """The pass over ids at pos; the last n positions' distributions at temperature 1/inv_temp, (n, V)
+        float64 (the rule subtracts them; as `sampling.probs` gives), from the graph's softmax."""
+        T = len(ids)
+        self.ids[0, :T] = ids
+        self._lengths(T, pos)
+        self.inv_temp[()] = inv_temp
+        if T != self.bound_t:
+            self._bind_t(self.binding, T)
+            self.bound_t, self.view = T, self.logits[:, :T]
+        self.session.run_with_iobinding(self.binding)
+        return self.probs[0, T - n : T].astype(np.float64)
+
     def step(self, ids: list[int], pos: int, u: float, inv_temp: float) -> int:
         """One target-only step in one run: the pass over ids at pos, then the sample drawn with u."""
         if self.stepper is None:
@@ -209,7 +241,6 @@ class _Session:
             b = session.io_binding()
             self._bind_lengths(b)
             b.bind_input("u", "cpu", 0, np.float32, [], self.u.ctypes.data)
-            b.bind_input("inv_temp", "cpu", 0, np.float32, [], self.inv_temp.ctypes.data)
             b.bind_output("next", "cpu", 0, np.int64, [], self.next.ctypes.data)
             self.stepper = (session, b)
             self.bind_cache(self.cache)
@@ -220,7 +251,7 @@ class _Session:
         self.inv_temp[()] = inv_temp
         session, b = self.stepper
         if T != self.step_t:
-            self._bind_t(b, T)
+            self._bind_t(b, T, probs=False)
             self.step_t = T
         session.run_with_iobinding(b)
         return int(self.next)
@@ -282,6 +313,16 @@ class OnnxGPT(GPT):
                 return super().forward(idx, pos, tree)
         self._check_pass(1, idx.shape[1], pos)
         return state.run(idx, pos)
+
+    def pass_probs(self, ids: list[int], pos: int, n: int, temperature: float) -> np.ndarray:
+        """The target's distributions (n, V) at the last n of the positions a pass over `ids` at `pos` scores
+        (`decode.verify`): softmax inside the graph, so the logits never go through torch and numpy's float64
+        softmax. Temperature 0 and models without a session take the forward and `sampling.probs`."""
+        state = _STATE.get(self)
+        if state is None or not state.cache or temperature <= 0:
+            return sampling.probs(self(self.ids(ids), pos)[0, -n:], temperature)
+        self._check_pass(1, len(ids), pos)
+        return state.distributions(ids, pos, n, 1.0 / temperature)
 
     def sample_step(self, ids: list[int], pos: int, temperature: float, rng: np.random.Generator) -> int:
         """One character of target-only generation (`decode.step`): the pass over `ids` at `pos` and the sample

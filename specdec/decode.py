@@ -128,6 +128,19 @@ def step(target: GPT, ids: list[int], pos: int, temperature: float, rng: np.rand
     return sampling.sample(sampling.probs(logits, temperature), rng)
 
 
+def verify(target: GPT, ids: list[int], pos: int, n: int, temperature: float) -> np.ndarray:
+    """The target's distributions (n, V) float64 at the last n positions of one pass over `ids` (the tokens
+    from `pos` on: pending ones, then the drafts): what the rule reads in a speculative round.
+
+    A backend that computes them inside its pass (`pass_probs`: onnx) returns them directly; everything that
+    times a round (timing, overhead) calls this too.
+    """
+    fused = getattr(target, "pass_probs", None)
+    if fused is not None:
+        return fused(ids, pos, n, temperature)
+    return sampling.probs(target(target.ids(ids), pos)[0, -n:], temperature)  # (n, V)
+
+
 @torch.inference_mode()
 def speculative_generate(
     target: GPT,
@@ -172,9 +185,8 @@ def speculative_generate(
             stats.draft_calls += 1
         else:
             drafted, q = [], None
-        logits = target(target.ids(tokens[pos:] + drafted), pos)[0, -(kr + 1) :]  # (kr + 1, V)
+        p = verify(target, tokens[pos:] + drafted, pos, kr + 1, temperature)  # (kr + 1, V)
         stats.target_passes += 1
-        p = sampling.probs(logits, temperature)
         if kr > 0:
             n_acc, nxt = sampling.accept_reject(p, q, drafted, rng)
         else:

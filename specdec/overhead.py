@@ -325,13 +325,17 @@ def _rounds(target: GPT, draft: Draft, prompt: list[int], chars: int, k: int, se
         draft.rollback(pos)
         rng = np.random.default_rng(seed)
         rounds = 0
+        fused = getattr(target, "pass_probs", None)  # decode.verify's two paths, the softmax labelled
         while (left := chars - (len(tokens) - len(prompt))) > 0:  # speculative_generate's loop body
             kr = min(k, left - 1)
             with _label(labelled, "draft"):
                 drafted, q = draft.propose(tokens, kr, rng, 1.0) if kr > 0 else ([], None)
-            logits = target(target.ids(tokens[pos:] + drafted), pos)[0, -(kr + 1):]
-            with _label(labelled, "logits to sample"):
-                p = sampling.probs(logits, 1.0)
+            if fused is not None:  # pass and softmax in one call (onnx): the profiler cannot split it
+                p = fused(tokens[pos:] + drafted, pos, kr + 1, 1.0)
+            else:
+                logits = target(target.ids(tokens[pos:] + drafted), pos)[0, -(kr + 1):]
+                with _label(labelled, "logits to sample"):
+                    p = sampling.probs(logits, 1.0)
             with _label(labelled, "the rule"):
                 n_acc, nxt = sampling.accept_reject(p, q, drafted, rng) if kr > 0 else (0, sampling.sample(p[0], rng))
             tokens.extend(drafted[:n_acc])

@@ -200,8 +200,7 @@ def _round_sampler(target, draft, context, k, rng, temperature, device, all_acce
             ids, q = draft.propose(context, k, rng, temperature)
             sync(device)
             t1 = time.perf_counter()
-            logits = target(target.ids(context[pos:] + ids), pos)[0, -(k + 1):]
-            sampling.accept_reject(sampling.probs(logits, temperature), q, ids, rng)
+            sampling.accept_reject(decode.verify(target, context[pos:] + ids, pos, k + 1, temperature), q, ids, rng)
             sync(device)
             t2 = time.perf_counter()
             d += t1 - t0
@@ -258,8 +257,8 @@ def measure_costs(
 
         def round_(k=k):
             drafted = tokens[:k]
-            logits = target(target.ids(tokens[pos:] + drafted), pos)[0, -(k + 1):]
-            return sampling.accept_reject(sampling.probs(logits, temperature), q_uniform[:k], drafted, rng)
+            p = decode.verify(target, tokens[pos:] + drafted, pos, k + 1, temperature)
+            return sampling.accept_reject(p, q_uniform[:k], drafted, rng)
 
         fns[f"round{k}"] = round_
     fns.update(extra_fns or {})
