@@ -14,9 +14,11 @@ How it is wired (I/O binding: no input or output is copied between numpy and the
 - The logits are written by the runtime into a preallocated buffer; the returned tensor is a view of it,
   valid until this model's next forward (every caller in specdec samples from it first), as `fused`'s are.
 
-What runs the eager forward instead (same weights, same cache memory, so results agree): training windows
-(pos=None), tree passes (GQA has no arbitrary mask), batches of more than one sequence, models off the CPU,
-and the int8-dynamic draft's quantized Linears.
+A tree pass needs an arbitrary mask, which GQA does not take: it runs a third graph ("tree") whose attention is
+plain ONNX ops under the mask, fed a copy of the cache's past and returning the new keys and values, which are
+written into the cache. What runs the eager forward instead (same weights, same cache memory, so results
+agree): training windows (pos=None), batches of more than one sequence, models off the CPU, and the
+int8-dynamic draft's quantized Linears.
 
 Variants measured on the development VM (1 thread, a single-position pass at position 100, medians of 15
 alternated blocks of 50, 2026-12-01): attention written as plain ONNX ops (Concat of the past with the new
@@ -53,16 +55,22 @@ AVAILABLE = ort is not None
 OPSET = 20  # LayerNormalization (17) and Gelu with approximate="tanh" (20)
 
 
-def graph(model: GPT, sample: bool = False) -> "onnx.ModelProto":
+def graph(model: GPT, kind: str = "pass") -> "onnx.ModelProto":
     """The cached forward of one sequence as an ONNX model, `model`'s weights as initializers.
 
-    Inputs: ids, positions (1, T) int64; seqlens_k (1,) int32 = pos + T - 1; total_len () int32 = pos + T;
-    past_key_i, past_value_i (1, H, context, hs) per block. Outputs: logits (1, T, V); present_key_i,
-    present_value_i (the same shape as past: bound to the same memory, GQA appends in place).
-    Both take inv_temp () float32. sample=False adds probs (1, T, V): softmax(logits · inv_temp), what the
-    rule reads; sample=True a target-only step's sampling (`_sample_tail`): input u () float32, output next ()
-    int64.
+    kind "pass" and "step" (attention by GroupQueryAttention over the whole cache buffer): inputs ids,
+    positions (1, T) int64; seqlens_k (1,) int32 = pos + T - 1; total_len () int32 = pos + T; past_key_i,
+    past_value_i (1, H, context, hs) per block; inv_temp () float32. Outputs logits (1, T, V); present_key_i,
+    present_value_i (the same shape as past: bound to the same memory, GQA appends in place). "pass" adds
+    probs (1, T, V) = softmax(logits · inv_temp), what the rule reads; "step" a target-only step's sampling
+    (`_sample_tail`): input u () float32, output next () int64.
+    kind "tree" (attention as plain ops under an explicit mask, which GQA does not take): inputs ids,
+    positions (1, T); mask (T, P + T) float32, 0 where allowed and -inf elsewhere; past_key_i, past_value_i
+    (1, H, P, hs), the cache's first P positions. Outputs logits and new_key_i, new_value_i (1, H, T, hs), which
+    the caller writes into the cache.
     """
+    if kind not in ("pass", "step", "tree"):
+        raise ValueError(f"unknown graph kind {kind!r} (allowed: pass, step, tree)")
     cfg = model.config
     C, H, ctx = cfg.n_embd, cfg.n_head, cfg.context
     hs = C // H
@@ -71,6 +79,10 @@ def graph(model: GPT, sample: bool = False) -> "onnx.ModelProto":
     def init(name: str, t: torch.Tensor, transpose: bool = False) -> str:
         a = t.detach().to(torch.float32).cpu().numpy()
         inits.append(numpy_helper.from_array(np.ascontiguousarray(a.T if transpose else a), name))
+        return name
+
+    def const(name: str, value, dtype=np.int64) -> str:
+        inits.append(numpy_helper.from_array(np.asarray(value, dtype=dtype), name))
         return name
 
     def node(op: str, inputs: list[str], n_out: int = 1, domain: str = "", **attrs) -> str | list[str]:
@@ -85,39 +97,65 @@ def graph(model: GPT, sample: bool = False) -> "onnx.ModelProto":
     def linear(x: str, lin: nn.Linear, name: str) -> str:
         return node("MatMul", [x, init(f"{name}.wT", lin.weight, transpose=True)])  # (.., in) @ (in, out)
 
+    def masked_attention(qkv: str, i: int) -> str:
+        """softmax(q kᵀ / sqrt(hs) + mask) v over the past P positions and the T new ones: (1, T, C)."""
+        heads = []
+        for j, part in enumerate(node("Split", [qkv, const("split3", [C, C, C])], n_out=3, axis=2)):
+            # (1, T, C) -> (1, H, T, hs)
+            heads.append(node("Transpose", [node("Reshape", [part, const("heads", [1, -1, H, hs])])],
+                              perm=[0, 2, 1, 3]))
+        q, k_new, v_new = heads
+        nodes.append(helper.make_node("Identity", [k_new], [f"new_key_{i}"]))
+        nodes.append(helper.make_node("Identity", [v_new], [f"new_value_{i}"]))
+        k = node("Concat", [f"past_key_{i}", k_new], axis=2)  # (1, H, P + T, hs)
+        v = node("Concat", [f"past_value_{i}", v_new], axis=2)
+        att = node("MatMul", [q, node("Transpose", [k], perm=[0, 1, 3, 2])])  # (1, H, T, P + T)
+        att = node("Softmax", [node("Add", [node("Mul", [att, const("scale", 1 / hs**0.5, np.float32)]), "mask"])],
+                   axis=-1)
+        y = node("Transpose", [node("MatMul", [att, v])], perm=[0, 2, 1, 3])  # (1, T, H, hs)
+        return node("Reshape", [y, const("rows", [1, -1, C])])
+
     f32 = TensorProto.FLOAT
     inputs = [helper.make_tensor_value_info("ids", TensorProto.INT64, [1, "T"]),
-              helper.make_tensor_value_info("positions", TensorProto.INT64, [1, "T"]),
-              helper.make_tensor_value_info("seqlens_k", TensorProto.INT32, [1]),
-              helper.make_tensor_value_info("total_len", TensorProto.INT32, [])]
+              helper.make_tensor_value_info("positions", TensorProto.INT64, [1, "T"])]
+    if kind == "tree":
+        inputs.append(helper.make_tensor_value_info("mask", f32, ["T", "S"]))
+    else:
+        inputs += [helper.make_tensor_value_info("seqlens_k", TensorProto.INT32, [1]),
+                   helper.make_tensor_value_info("total_len", TensorProto.INT32, [])]
     outputs = [helper.make_tensor_value_info("logits", f32, [1, "T", cfg.vocab_size])]
     x = node("Add", [node("Gather", [init("wte", model.wte.weight), "ids"]),
                      node("Gather", [init("wpe", model.wpe.weight), "positions"])])  # (1, T, C)
     for i, b in enumerate(model.blocks):
         qkv = linear(layer_norm(x, b.ln1, f"ln1.{i}"), b.attn.qkv, f"qkv.{i}")  # (1, T, 3C) packed q, k, v
-        kv = []
-        for which in ("key", "value"):
-            inputs.append(helper.make_tensor_value_info(f"past_{which}_{i}", f32, [1, H, ctx, hs]))
-            outputs.append(helper.make_tensor_value_info(f"present_{which}_{i}", f32, [1, H, ctx, hs]))
-            kv.append(f"past_{which}_{i}")
-        nodes.append(helper.make_node(  # causal over the cache and the T new positions; scale 1/sqrt(hs)
-            "GroupQueryAttention", [qkv, "", "", *kv, "seqlens_k", "total_len"],
-            [f"attn_{i}", f"present_key_{i}", f"present_value_{i}"], domain="com.microsoft",
-            num_heads=H, kv_num_heads=H))
-        x = node("Add", [x, linear(f"attn_{i}", b.attn.proj, f"proj.{i}")])
+        if kind == "tree":
+            for which in ("key", "value"):
+                inputs.append(helper.make_tensor_value_info(f"past_{which}_{i}", f32, [1, H, "P", hs]))
+                outputs.append(helper.make_tensor_value_info(f"new_{which}_{i}", f32, [1, H, "T", hs]))
+            y = masked_attention(qkv, i)
+        else:
+            for which in ("key", "value"):
+                inputs.append(helper.make_tensor_value_info(f"past_{which}_{i}", f32, [1, H, ctx, hs]))
+                outputs.append(helper.make_tensor_value_info(f"present_{which}_{i}", f32, [1, H, ctx, hs]))
+            y = f"attn_{i}"
+            nodes.append(helper.make_node(  # causal over the cache and the T new positions; scale 1/sqrt(hs)
+                "GroupQueryAttention", [qkv, "", "", f"past_key_{i}", f"past_value_{i}", "seqlens_k", "total_len"],
+                [y, f"present_key_{i}", f"present_value_{i}"], domain="com.microsoft", num_heads=H, kv_num_heads=H))
+        x = node("Add", [x, linear(y, b.attn.proj, f"proj.{i}")])
         h = node("Gelu", [linear(layer_norm(x, b.ln2, f"ln2.{i}"), b.mlp.fc, f"fc.{i}")], approximate="tanh")
         x = node("Add", [x, linear(h, b.mlp.proj, f"mlp_proj.{i}")])
     nodes.append(helper.make_node("MatMul", [layer_norm(x, model.ln_f, "ln_f"),
                                              init("lm_head.wT", model.lm_head.weight, transpose=True)], ["logits"]))
-    inputs.append(helper.make_tensor_value_info("inv_temp", f32, []))
-    if sample:
+    if kind != "tree":
+        inputs.append(helper.make_tensor_value_info("inv_temp", f32, []))
+    if kind == "step":
         inputs.append(helper.make_tensor_value_info("u", f32, []))
         outputs.append(helper.make_tensor_value_info("next", TensorProto.INT64, []))
         _sample_tail(nodes, inits, cfg.vocab_size)
-    else:
+    elif kind == "pass":
         outputs.append(helper.make_tensor_value_info("probs", f32, [1, "T", cfg.vocab_size]))
         nodes.append(helper.make_node("Softmax", [node("Mul", ["logits", "inv_temp"])], ["probs"], axis=-1))
-    g = helper.make_graph(nodes, "specdec_target", inputs, outputs, inits)
+    g = helper.make_graph(nodes, f"specdec_target_{kind}", inputs, outputs, inits)
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", OPSET), helper.make_opsetid("com.microsoft", 1)])
 
 
@@ -161,11 +199,12 @@ class _Session:
         opts.add_session_config_entry("session.intra_op.allow_spinning", "0")  # no busy-waiting thread pool
         opts.log_severity_level = 3  # warnings about the optimised graph are not the user's business
         self.key, self.threads, self.opts = key, threads, opts
-        self.model_for_step = weakref.proxy(model)  # the step graph is built on first use, from the same weights
-        self.session = ort.InferenceSession(graph(model).SerializeToString(), opts,
+        self.model = weakref.proxy(model)  # the step and tree graphs are built on first use, from the same weights
+        self.session = ort.InferenceSession(graph(model, "pass").SerializeToString(), opts,
                                             providers=["CPUExecutionProvider"])
         self.binding = self.session.io_binding()
-        self.stepper = None  # (session, binding) of graph(sample=True), built by the first `step`
+        self.stepper = None  # (session, binding) of graph "step", built by the first `step`
+        self.tree_session = None  # graph "tree", built by the first `tree`
         self.ids = np.zeros((1, cfg.context), dtype=np.int64)
         self.positions = np.zeros((1, cfg.context), dtype=np.int64)
         self.seqlens = np.zeros(1, dtype=np.int32)
@@ -233,10 +272,26 @@ class _Session:
         self.session.run_with_iobinding(self.binding)
         return self.probs[0, T - n : T].astype(np.float64)
 
+    def tree(self, idx: torch.Tensor, pos: int, tree: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+        """A tree pass (graph "tree"): the past fed as contiguous copies of the cache's first pos positions,
+        the new keys and values written into the cache at pos.. (where `keep_path` expects them)."""
+        if self.tree_session is None:
+            self.tree_session = ort.InferenceSession(graph(self.model, "tree").SerializeToString(), self.opts,
+                                                     providers=["CPUExecutionProvider"])
+        T = idx.shape[1]
+        feeds = {"ids": idx.numpy(force=True), "positions": tree[0].numpy(force=True)[None],
+                 "mask": np.where(tree[1].numpy(force=True), np.float32(0.0), np.float32(-np.inf))}
+        for j, a in enumerate(self.cache):
+            feeds[f"past_{('key', 'value')[j % 2]}_{j // 2}"] = np.ascontiguousarray(a[:1, :, :pos])
+        out = self.tree_session.run(None, feeds)
+        for a, new in zip(self.cache, out[1:]):
+            a[:1, :, pos : pos + T] = new
+        return torch.from_numpy(out[0])
+
     def step(self, ids: list[int], pos: int, u: float, inv_temp: float) -> int:
         """One target-only step in one run: the pass over ids at pos, then the sample drawn with u."""
         if self.stepper is None:
-            session = ort.InferenceSession(graph(self.model_for_step, sample=True).SerializeToString(), self.opts,
+            session = ort.InferenceSession(graph(self.model, "step").SerializeToString(), self.opts,
                                            providers=["CPUExecutionProvider"])
             b = session.io_binding()
             self._bind_lengths(b)
@@ -308,11 +363,11 @@ class OnnxGPT(GPT):
         state = _STATE.get(self)
         if pos is None:  # a training window: eager, with gradients
             return super().forward(idx, pos, tree)
-        if state is None or not state.cache or tree is not None or idx.shape[0] != 1:
+        if state is None or not state.cache or idx.shape[0] != 1:
             with torch.no_grad():  # the eager forward on the same cache memory; inference, as the session's
                 return super().forward(idx, pos, tree)
         self._check_pass(1, idx.shape[1], pos)
-        return state.run(idx, pos)
+        return state.run(idx, pos) if tree is None else state.tree(idx, pos, tree)
 
     def pass_probs(self, ids: list[int], pos: int, n: int, temperature: float) -> np.ndarray:
         """The target's distributions (n, V) at the last n of the positions a pass over `ids` at `pos` scores

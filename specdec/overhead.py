@@ -35,9 +35,10 @@ CACHE_READS = 8  # reads of the cache buffer per timed call (~1 ms), so timer an
 
 # Categories of `attribution`, in the order they are printed. The last is the residual.
 RESIDUAL = "framework dispatch and Python"
+SESSION = "onnx runtime session"  # a whole ONNX Runtime run (the onnx backend): the profiler cannot see inside
 CATEGORIES = ("matmul", "attention", "elementwise", "tensor creation", "logits to sample", "the rule", "draft",
-              RESIDUAL)
-LABELS = ("logits to sample", "the rule", "draft")  # record_function labels: their whole span is theirs
+              SESSION, RESIDUAL)
+LABELS = ("logits to sample", "the rule", "draft", SESSION)  # record_function labels: their whole span is theirs
 _MATMUL = {"aten::mm", "aten::addmm", "aten::bmm", "aten::matmul", "aten::linear", "aten::baddbmm", "aten::mv",
            "aten::dot", "aten::addmv"}
 _CREATION = {"aten::empty", "aten::empty_strided", "aten::empty_like", "aten::zeros", "aten::zeros_like",
@@ -303,8 +304,9 @@ def _steps(target: GPT, prompt: list[int], chars: int, seed: int) -> Callable[[b
         rng = np.random.default_rng(seed)
         fused = getattr(target, "sample_step", None)  # decode.step's two paths, its sampling labelled
         for _ in range(chars):  # generate's loop body
-            if fused is not None:  # pass and sample in one call (onnx): the profiler cannot split it
-                nxt = fused(tokens[pos:], pos, 1.0, rng)
+            if fused is not None:  # pass and sample in one session run (onnx): the profiler cannot split it
+                with _label(labelled, SESSION):
+                    nxt = fused(tokens[pos:], pos, 1.0, rng)
             else:
                 logits = target(target.ids(tokens[pos:]), pos)[0, -1]
                 with _label(labelled, "logits to sample"):
@@ -330,8 +332,9 @@ def _rounds(target: GPT, draft: Draft, prompt: list[int], chars: int, k: int, se
             kr = min(k, left - 1)
             with _label(labelled, "draft"):
                 drafted, q = draft.propose(tokens, kr, rng, 1.0) if kr > 0 else ([], None)
-            if fused is not None:  # pass and softmax in one call (onnx): the profiler cannot split it
-                p = fused(tokens[pos:] + drafted, pos, kr + 1, 1.0)
+            if fused is not None:  # pass and softmax in one session run (onnx): the profiler cannot split it
+                with _label(labelled, SESSION):
+                    p = fused(tokens[pos:] + drafted, pos, kr + 1, 1.0)
             else:
                 logits = target(target.ids(tokens[pos:] + drafted), pos)[0, -(kr + 1):]
                 with _label(labelled, "logits to sample"):

@@ -281,11 +281,12 @@ def overhead_tables(doc: dict) -> list[str]:
                               (("profiled_us", "profiled (sum of the above)"),
                                ("measured_us", "measured without the profiler")))]))
     out.append("\nCategories are torch.profiler's self CPU time of the ops (a labelled span -- logits to sample, the "
-               "rule, the draft -- counts whole); the last, framework dispatch and Python, is the profiled time no "
+               "rule, the draft, an onnx runtime session run -- counts whole); the last, framework dispatch and Python, is the profiled time no "
                "op accounts for, less the profiler's own cost (the events it recorded times what one costs it here, "
                "measured on a loop of tiny ops). So the categories sum to the accounted time, held against the "
-               "same work measured without the profiler. A backend whose forward is not torch ops (numpy) shows "
-               "its forward in that last category: the profiler sees no op inside it.")
+               "same work measured without the profiler. The profiler sees no op inside a forward that is not torch ops: "
+               "numpy's forward lands in that last category, and the onnx backend's pass with its softmax or "
+               "sampling in the onnx runtime session one.")
     return out
 
 

@@ -45,6 +45,12 @@ def test_the_session_runs_single_sequence_passes_not_the_eager_forward(onnx_targ
         assert m.blocks[2].attn.v_cache.data_ptr() == state.cache[5].ctypes.data
         rng = np.random.default_rng(0)
         assert 0 <= m.sample_step(corpus.encode(PROMPT)[7:8], 7, 1.0, rng) < m.config.vocab_size
+        # a tree of a root and two children at pos 8: the "tree" graph, its keys and values written at 8..10
+        mask = torch.ones(3, 11, dtype=torch.bool)
+        mask[0, 9:] = mask[1, 10] = mask[2, 9] = False
+        before = state.cache[0][0, :, 8:11].copy()
+        out = m(m.ids(corpus.encode(PROMPT)[8:11]), 8, (torch.tensor([8, 9, 9]), mask))
+        assert out.shape == (1, 3, m.config.vocab_size) and not np.array_equal(state.cache[0][0, :, 8:11], before)
         for eager_only in (lambda: m(ids), lambda: m(torch.cat([ids, ids]), 0)):  # training; a batch of 2
             with pytest.raises(AssertionError, match="eager forward ran"):
                 eager_only()
@@ -111,7 +117,7 @@ def test_the_session_takes_torchs_thread_count_when_it_is_built(onnx_target):
 def test_the_graph_is_a_valid_onnx_model_with_one_attention_kernel_per_block(target):
     import onnx
 
-    g = backend_onnx.graph(target, sample=True)
+    g = backend_onnx.graph(target, "step")
     onnx.checker.check_model(g)
     ops = [n.op_type for n in g.graph.node]
     assert ops.count("GroupQueryAttention") == target.config.n_layer
