@@ -186,44 +186,72 @@ def category(name: str) -> str:
     return "elementwise"
 
 
-def attribute(run: Callable[[bool], int], repeats: int = 3, per_event_us: float | None = None) -> dict:
-    """Profile `run` and split its time into CATEGORIES, µs per unit of work.
+def attribute(run: Callable[[object], int], repeats: int = 9, per_event_us: float | None = None) -> dict:
+    """Split `run`'s time into CATEGORIES, µs per unit of work: labelled spans timed directly, the rest split by
+    torch.profiler.
 
-    run(labelled) does one block of work and returns its units (steps, rounds, calls); with labelled=True it
-    wraps its sampling, rule and draft code in record_function(LABELS...). Blocks alternate unprofiled (wall
-    time: `measured_us`, median over blocks) and profiled, after one discarded unprofiled block. In the
-    profiled blocks a label takes its whole span; every other op's self CPU time goes to the category of its
-    outermost aten op -- the call the Python code made (linear's t and mm are matmul, SDPA's where and empty
-    are attention, layer_norm's empty is elementwise). The profiler's own cost is taken out: the events it
-    recorded per unit times what one event costs it here (`profiler_cost_us`, or `per_event_us`), reported as
-    `profiler_us`. The residual RESIDUAL is what is left of the profiled wall time: Python and torch's dispatch
-    between ops, which it cannot see. So the categories sum to `accounted_us` = `profiled_us` - `profiler_us`
-    exactly, and that is what is held against `measured_us` (the same work unprofiled).
+    run(mode) does one block of work and returns its units (steps, rounds, calls), wrapping its sampling, rule,
+    draft and session code in `_label(mode, LABEL)`: mode False runs bare, "time" times each label's span with
+    perf_counter (about a microsecond a span) and True records it for torch.profiler. After one discarded
+    bare block, each repeat runs a bare and a timed block (in turn first) and a profiled block; the bare blocks give `measured_us` (median), the median timed block the split.
+    - A label's µs are its spans in that timed block.
+    - The rest (the target's forward and the loop around it) is that block's wall time less the spans. The
+      profiler splits it: every op outside the labels gives its self CPU time to the category of its outermost
+      aten op (the call the Python code made: linear's t and mm are matmul, SDPA's where and empty are
+      attention, layer_norm's empty is elementwise); what it attributes to no op -- Python and dispatch between
+      ops -- less its own cost (the events it recorded outside the labels times what one costs it here,
+      `profiler_cost_us` or `per_event_us`: `profiler_us`), is RESIDUAL. Those profiled µs, which the profiler
+      stretches (`stretch`: profiled rest over timed rest), are scaled onto the timed rest in proportion.
+    So the categories sum to `accounted_us`, the median timed block's wall time, which is held against
+    `measured_us`: how much timing the spans disturbed the work. As everywhere in specdec, that comparison is
+    a ratio of neighbours: `accounted_ratio` is the median over repeats of a timed block's time over the bare
+    block beside it, which a burst of load spanning several blocks cannot bias as it can the two medians.
     """
     run(False)
     per_event = profiler_cost_us() if per_event_us is None else per_event_us
-    measured, wall, units, events = [], 0.0, 0, 0
-    totals = dict.fromkeys(CATEGORIES, 0.0)
-    for _ in range(repeats):
-        with hygiene.no_gc():  # a collection would land in one of the pair only
-            t0 = time.perf_counter()
-            n = run(False)
-            measured.append((time.perf_counter() - t0) / n * 1e6)
+    measured, timed, prof_wall, prof_units, outside_events, events = [], [], 0.0, 0, 0, 0
+    totals: dict[str, float] = {}
+    for i in range(repeats):
+        with hygiene.no_gc():  # a collection would land in one block only
+            for mode in (False, "time") if i % 2 == 0 else ("time", False):  # alternated: neither always first
+                _SPANS.clear()
+                t0 = time.perf_counter()
+                n = run(mode)
+                us = (time.perf_counter() - t0) / n * 1e6
+                if mode:
+                    timed.append((us, {name: sec / n * 1e6 for name, sec in _SPANS.items()}))
+                else:
+                    measured.append(us)
             with profile(activities=[ProfilerActivity.CPU]) as prof:
                 t0 = time.perf_counter()
-                units += run(True)
-                wall += time.perf_counter() - t0
+                prof_units += run(True)
+                prof_wall += time.perf_counter() - t0
         evs = prof.events()
         events += len(evs)
-        for name, us in _aggregate(evs).items():
-            totals[name] += us
-    profiled = wall * 1e6 / units
-    own = events / units * per_event  # what recording the events cost, per unit
-    out = {name: us / units for name, us in totals.items()}
-    out[RESIDUAL] = profiled - own - sum(us for name, us in out.items() if name != RESIDUAL)
-    return {"categories": out, "measured_us": float(np.median(measured)), "profiled_us": profiled,
-            "profiler_us": own, "accounted_us": profiled - own, "events_per_unit": events / units,
-            "units_per_block": units // repeats}
+        got, outside = _aggregate(evs)
+        outside_events += outside
+        for name, us in got.items():
+            totals[name] = totals.get(name, 0.0) + us
+    # the median timed block, against the median bare one: a burst of load lands in one block, not in both sides
+    accounted, spans = sorted(timed, key=lambda t: t[0])[(len(timed) - 1) // 2]
+    out = dict.fromkeys(CATEGORIES, 0.0)
+    for name in LABELS:
+        out[name] = spans.get(name, 0.0)
+    rest = accounted - sum(out[name] for name in LABELS)
+    profiled = prof_wall * 1e6 / prof_units
+    own = outside_events / prof_units * per_event
+    seen = {name: us / prof_units for name, us in totals.items() if name not in LABELS}
+    unseen = max(0.0, profiled - own - sum(totals.get(n, 0.0) for n in LABELS) / prof_units - sum(seen.values()))
+    rest_profiled = sum(seen.values()) + unseen
+    scale = rest / rest_profiled if rest_profiled > 0 else 0.0
+    for name, us in seen.items():
+        out[name] = us * scale
+    out[RESIDUAL] = unseen * scale
+    ratio = float(np.median([t[0] / b for t, b in zip(timed, measured)]))  # each timed block over its bare twin
+    return {"categories": out, "measured_us": float(np.median(measured)), "accounted_us": accounted,
+            "accounted_ratio": ratio,
+            "profiled_us": profiled, "profiler_us": own, "stretch": 1 / scale if scale else 0.0,
+            "events_per_unit": events / prof_units, "units_per_block": prof_units // repeats}
 
 
 def profiler_cost_us(calls: int = 2000, repeats: int = 3) -> float:
@@ -251,9 +279,10 @@ def profiler_cost_us(calls: int = 2000, repeats: int = 3) -> float:
     return max(0.0, (with_profiler - plain) / max(n, 1) * 1e6)
 
 
-def _aggregate(events) -> dict[str, float]:
-    """µs by category over one profile's events (no residual)."""
+def _aggregate(events) -> tuple[dict[str, float], int]:
+    """µs by category over one profile's events (no residual), and how many events lay outside every label."""
     totals: dict[str, float] = {}
+    outside = 0
     for e in events:
         chain = [e]
         while chain[-1].cpu_parent is not None:
@@ -263,15 +292,16 @@ def _aggregate(events) -> dict[str, float]:
             if e is labels[-1]:
                 totals[e.name] = totals.get(e.name, 0.0) + e.cpu_time_total
             continue
+        outside += 1
         ops = [x for x in chain if x.name.startswith("aten::")]
         if not ops:  # another annotation: its ops count by themselves, its own time is the residual's
             continue
         cat = category(ops[-1].name)
         totals[cat] = totals.get(cat, 0.0) + e.self_cpu_time_total
-    return totals
+    return totals, outside
 
 
-def attribution(target: GPT, draft: Draft, k: int, chars: int = 40, seed: int = 0, repeats: int = 3) -> dict:
+def attribution(target: GPT, draft: Draft, k: int, chars: int = 40, seed: int = 0, repeats: int = 9) -> dict:
     """Where a target-only step and a speculative round spend their time: {"step": ..., "round": ...}.
 
     Each scope is `attribute` of a block generating `chars` characters after timing.COST_PROMPT (mid-context,
@@ -286,8 +316,29 @@ def attribution(target: GPT, draft: Draft, k: int, chars: int = 40, seed: int = 
             "round": attribute(_rounds(target, draft, prompt, chars, k, seed), repeats, per_event)}
 
 
-def _label(labelled: bool, name: str):
-    return record_function(name) if labelled else contextlib.nullcontext()
+_SPANS: dict[str, float] = {}  # label -> seconds, filled by the "time" mode of `_label`
+
+
+class _Span:
+    """Adds the seconds its `with` block takes to _SPANS[name]."""
+
+    __slots__ = ("name", "t0")
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def __enter__(self) -> None:
+        self.t0 = time.perf_counter()
+
+    def __exit__(self, *exc) -> None:
+        _SPANS[self.name] = _SPANS.get(self.name, 0.0) + time.perf_counter() - self.t0
+
+
+def _label(mode, name: str):
+    """A label's span: timed (mode "time"), recorded for torch.profiler (mode True) or nothing (False)."""
+    if mode == "time":
+        return _Span(name)
+    return record_function(name) if mode else contextlib.nullcontext()
 
 
 def _prefill(target: GPT, prompt: list[int]) -> int:
@@ -363,11 +414,13 @@ def render(machine: Machine, rows: list[dict], attr: dict, context_pos: int = 10
     for r in rows:
         lines.append(f"{r['positions']:>9} {r['measured_us']:>12.1f} {r['floor_us']:>9.1f} {r['share']:>9.1%} "
                      f"{r['flops'] / 1e6:>7.2f} {r['bytes'] / 1e3:>7.0f}")
-    lines += ["", "where the time goes (µs; torch.profiler self CPU time; the residual is what it cannot see)",
-              f"{'category':32} {'step':>9} {'round':>9}"]
+    lines += ["", "where the time goes (µs; labelled spans timed, the rest split by torch.profiler's self CPU "
+              "time; the residual is what it cannot see)", f"{'category':32} {'step':>9} {'round':>9}"]
     for name in CATEGORIES:
         lines.append(f"{name:32} {attr['step']['categories'][name]:>9.1f} {attr['round']['categories'][name]:>9.1f}")
-    for key, what in (("profiled_us", "profiled wall time"), ("profiler_us", "less the profiler's own cost"),
-                      ("accounted_us", "accounted (sum of the above)"), ("measured_us", "measured without profiler")):
-        lines.append(f"{what:32} {attr['step'][key]:>9.1f} {attr['round'][key]:>9.1f}")
+    for key, what in (("accounted_us", "accounted (sum of the above)"), ("measured_us", "measured untimed"),
+                      ("accounted_ratio", "accounted / untimed (pairs)"), ("profiled_us", "profiled wall time"),
+                      ("stretch", "profiler's stretch of the rest")):
+        digits = 3 if key in ("stretch", "accounted_ratio") else 1
+        lines.append(f"{what:32} {attr['step'][key]:>9.{digits}f} {attr['round'][key]:>9.{digits}f}")
     return "\n".join(lines)

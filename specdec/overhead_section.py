@@ -9,11 +9,13 @@ the rest), each at least MIN_SECONDS so that every figure exists on a tiny budge
 - `overhead`: one row per width in POSITIONS: `backend`, `positions`, `measured_us`, `floor_us`,
   `share` (1 - floor / measured), `flops`, `bytes`;
 - `attribution`: backend -> {"step": category -> µs, "round": category -> µs} (`overhead.CATEGORIES`, the
-  residual last; they sum to the profiled time less the profiler's own cost: `accounted_us`);
+  residual last; they sum to the timed blocks' wall time: `accounted_us`; see `overhead.attribute`);
 - `overhead_setup`: what those figures were measured with: the machine's figures, `context_pos`, the draft and
-  k of the round, the characters per profiled block, and per backend and scope `measured_us` (no profiler),
-  `profiled_us` (wall time under it), `profiler_us` (its own cost: events recorded x its cost per event here),
-  `accounted_us` (the categories' sum, profiled - profiler) and `events_per_unit`.
+  k of the round, the characters per profiled block, and per backend and scope `measured_us` (bare blocks),
+  `accounted_us` (blocks with the labels' spans timed: the categories' sum), `profiled_us` (wall time under
+  the profiler), `profiler_us` (its own cost outside the labels: events recorded x its cost per event here),
+  `accounted_ratio` (median over repeats of a timed block over the bare one beside it: what is held to 1 +- 5 %),
+  `stretch` (how much longer the unlabelled rest took profiled than timed) and `events_per_unit`.
 
 On a device other than the CPU the floor model (CPU GEMM and cache figures) does not apply: the section
 records why and measures nothing.
@@ -56,7 +58,8 @@ def measure(run, seconds: float) -> dict:
             "machine": machine.to_dict(), "context_pos": CONTEXT_POS, "draft": DRAFT, "k": K,
             "chars": kn["overhead_chars"], "repeats": kn["overhead_repeats"],
             "totals": {backend: {scope: {key: a[key] for key in ("measured_us", "profiled_us", "profiler_us",
-                                                                  "accounted_us", "events_per_unit")}
+                                                                  "accounted_us", "accounted_ratio", "stretch",
+                                                                  "events_per_unit")}
                                  for scope, a in attr.items()}},
         },
     }

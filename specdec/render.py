@@ -273,20 +273,28 @@ def overhead_tables(doc: dict) -> list[str]:
                    f"({setup['draft']}, k = {setup['k']}), µs\n")
         out.append(_table(["category", "step", "round"], [
             [name, f"{us:.1f}", f"{scopes['round'][name]:.1f}"] for name, us in scopes["step"].items()] + [
-            [what, f"{totals['step'][key]:.1f}", f"{totals['round'][key]:.1f}"]
+            [what, *(f"{totals[scope][key]:.{3 if key in ('accounted_ratio', 'stretch') else 1}f}"
+                     for scope in ("step", "round"))]
             for key, what in ((("accounted_us", "accounted (sum of the above)"),
+                               ("measured_us", "measured untimed"),
+                               ("accounted_ratio", "accounted / untimed (median of neighbouring blocks)"),
+                               ("stretch", "the profiler's stretch of the rest (x)"))
+                              if "accounted_ratio" in totals["step"] else
+                              (("accounted_us", "accounted (sum of the above)"),
                                ("measured_us", "measured without the profiler"),
                                ("profiler_us", "the profiler's own cost (taken out)"))
                               if "accounted_us" in totals["step"] else  # a report from before the cost was taken out
                               (("profiled_us", "profiled (sum of the above)"),
                                ("measured_us", "measured without the profiler")))]))
-    out.append("\nCategories are torch.profiler's self CPU time of the ops (a labelled span -- logits to sample, the "
-               "rule, the draft, an onnx runtime session run -- counts whole); the last, framework dispatch and Python, is the profiled time no "
-               "op accounts for, less the profiler's own cost (the events it recorded times what one costs it here, "
-               "measured on a loop of tiny ops). So the categories sum to the accounted time, held against the "
-               "same work measured without the profiler. The profiler sees no op inside a forward that is not torch ops: "
-               "numpy's forward lands in that last category, and the onnx backend's pass with its softmax or "
-               "sampling in the onnx runtime session one.")
+    out.append("\nThe labelled spans -- logits to sample, the rule, the draft, an onnx runtime session run -- are "
+               "timed directly (perf_counter, about a microsecond a span); the rest, the target's forward and the "
+               "loop around it, is split by torch.profiler: the self CPU time of the ops, by category, and what no "
+               "op accounts for (framework dispatch and Python, less the profiler's own cost per event recorded), "
+               "in proportion, scaled onto the rest's timed µs (the profiler stretches it by the factor shown). So "
+               "the categories sum to the accounted time, the timed blocks' wall time, held against the same work "
+               "run bare. The profiler sees no op inside a forward that is not torch ops: numpy's forward lands in "
+               "framework dispatch and Python, and the onnx backend's pass with its softmax or sampling in the onnx "
+               "runtime session.")
     return out
 
 

@@ -41,10 +41,10 @@ DEFAULT_KS = (1, 2, 4, 8)
 # section's attribution (see overhead_section).
 FULL = {"budget": 300.0, "min_pairs": 5, "precision": 0.03, "samples": 20_000, "contexts": 3, "every": 3,
         "cost_samples": 40, "cost_calls": 10, "term_calls": 6, "min_triples": 3, "overhead_chars": 40,
-        "overhead_repeats": 3}
+        "overhead_repeats": 9}
 QUICK = {"budget": 60.0, "min_pairs": 3, "precision": 0.08, "samples": 5_000, "contexts": 1, "every": 8,
          "cost_samples": 12, "cost_calls": 10, "term_calls": 4, "min_triples": 2, "overhead_chars": 20,
-         "overhead_repeats": 2}
+         "overhead_repeats": 5}
 # Of the time the fixed work leaves. Costs: ~12 samples (each ~2.5 s here), enough for c's per-sample test in
 # `specdec compare` and a prediction that is not hostage to one sample (0.12 with twice the calls gave 4).
 # Overhead: the floor table and the machine's figures (a few seconds of a full report), taken from the speedups.

@@ -24,7 +24,7 @@ def _scope(measured, profiled):
     cats = dict.fromkeys(CATEGORIES, 0.0)
     cats["matmul"], cats[overhead.RESIDUAL] = 10.0, profiled - 10.0
     return {"categories": cats, "measured_us": measured, "profiled_us": profiled, "profiler_us": 100.0,
-            "accounted_us": profiled - 100.0, "events_per_unit": 50.0, "units_per_block": 4}
+            "accounted_us": profiled - 100.0, "accounted_ratio": 1.02, "stretch": 1.25, "events_per_unit": 50.0, "units_per_block": 4}
 
 
 @pytest.fixture
@@ -85,9 +85,9 @@ def test_the_document_holds_categories_per_backend_and_the_setup(fakes, target):
     assert (setup["chars"], setup["repeats"], setup["context_pos"]) == (7, 2, 100)
     assert setup["totals"] == {"eager": {
         "step": {"measured_us": 900.0, "profiled_us": 1400.0, "profiler_us": 100.0, "accounted_us": 1300.0,
-                 "events_per_unit": 50.0},
+                 "accounted_ratio": 1.02, "stretch": 1.25, "events_per_unit": 50.0},
         "round": {"measured_us": 1500.0, "profiled_us": 2600.0, "profiler_us": 100.0, "accounted_us": 2500.0,
-                  "events_per_unit": 50.0}}}
+                  "accounted_ratio": 1.02, "stretch": 1.25, "events_per_unit": 50.0}}}
 
 
 def test_the_reports_bigram_is_used_and_one_is_built_when_the_report_has_none(fakes, target, draft_factory):
