@@ -35,6 +35,11 @@ of that moment; it lives outside the module (`_STATE`), so `copy.deepcopy` makes
 
 from __future__ import annotations
 
+import contextlib
+import json
+import os
+import tempfile
+import time
 import weakref
 
 import numpy as np
@@ -87,7 +92,7 @@ def graph(model: GPT, kind: str = "pass") -> "onnx.ModelProto":
 
     def node(op: str, inputs: list[str], n_out: int = 1, domain: str = "", **attrs) -> str | list[str]:
         outs = [f"{op}_{len(nodes)}_{j}" for j in range(n_out)]
-        nodes.append(helper.make_node(op, inputs, outs, domain=domain, **attrs))
+        nodes.append(helper.make_node(op, inputs, outs, name=outs[0], domain=domain, **attrs))
         return outs[0] if n_out == 1 else outs
 
     def layer_norm(x: str, ln: nn.LayerNorm, name: str) -> str:
@@ -154,7 +159,8 @@ def graph(model: GPT, kind: str = "pass") -> "onnx.ModelProto":
         _sample_tail(nodes, inits, cfg.vocab_size)
     elif kind == "pass":
         outputs.append(helper.make_tensor_value_info("probs", f32, [1, "T", cfg.vocab_size]))
-        nodes.append(helper.make_node("Softmax", [node("Mul", ["logits", "inv_temp"])], ["probs"], axis=-1))
+        nodes.append(helper.make_node("Mul", ["logits", "inv_temp"], ["probs/z"], name="probs/mul"))
+        nodes.append(helper.make_node("Softmax", ["probs/z"], ["probs"], name="probs/softmax", axis=-1))
     g = helper.make_graph(nodes, f"specdec_target_{kind}", inputs, outputs, inits)
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", OPSET), helper.make_opsetid("com.microsoft", 1)])
 
@@ -172,7 +178,7 @@ def _sample_tail(nodes: list, inits: list, vocab: int) -> None:
         return name
 
     def node(op: str, inputs: list[str], out: str, **attrs) -> str:
-        nodes.append(helper.make_node(op, inputs, [out], **attrs))
+        nodes.append(helper.make_node(op, inputs, [out], name=f"sample/{out}", **attrs))
         return out
 
     last = node("Slice", ["logits", const("s.m1", [-1]), const("s.end", [2**62]), const("s.ax1", [1])], "s.last")
@@ -186,18 +192,116 @@ def _sample_tail(nodes: list, inits: list, vocab: int) -> None:
     node("Min", [count, const("s.vmax", vocab - 1)], "next")
 
 
+def kernel_category(op: str, node: str) -> str:
+    """The attribution category (`overhead.CATEGORIES`) of one kernel ONNX Runtime ran, by its op and node name."""
+    if node.startswith(("sample/", "probs/")):  # the sampling tail and the rule's softmax: `graph`'s names
+        return "logits to sample"
+    if op in ("MatMul", "FusedMatMul", "Gemm"):
+        return "matmul"
+    if "Attention" in op:
+        return "attention"
+    if op in ("Gather", "Concat", "Reshape", "Transpose", "Split", "Identity", "Slice", "Cast", "Squeeze",
+              "Unsqueeze"):
+        return "tensor creation"
+    return "elementwise"  # LayerNormalization (and its fused Skip form), Gelu, Add, Mul, Softmax, ...
+
+
+def _kernel_events(path: str) -> tuple[list[tuple[str, str, float]], int]:
+    """(op, node name, µs) of every kernel in an ONNX Runtime profile file, and the number of model runs."""
+    with open(path) as f:
+        events = json.load(f)
+    runs = sum(1 for e in events if e.get("cat") == "Session" and e["name"] == "model_run")
+    return [(e["args"].get("op_name", ""), e["name"][: -len("_kernel_time")], float(e["dur"])) for e in events
+            if e.get("cat") == "Node" and e["name"].endswith("_kernel_time")], runs
+
+
+def profiler_cost_us(threads: int, nodes: int = 64, runs: int = 300) -> tuple[float, float]:
+    """What ONNX Runtime's profiler adds per kernel it records, here and now: (between kernels, inside the
+    kernel's own reported time), µs. Measured on a chain of `nodes` Adds of a (1, 128) row, whose own work is
+    a few ns: every reported µs of theirs is the profiler's, and the rest of what the profiled runs took beyond
+    plain ones is its bookkeeping between them (best of three blocks of `runs` each)."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 128])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 128])
+    chain = [helper.make_node("Add", ["x" if i == 0 else f"h{i}", "x"], ["y" if i == nodes - 1 else f"h{i + 1}"],
+                              name=f"add{i}") for i in range(nodes)]
+    model = helper.make_model(helper.make_graph(chain, "chain", [x], [y]),
+                              opset_imports=[helper.make_opsetid("", OPSET)]).SerializeToString()
+    feed = {"x": np.ones((1, 128), dtype=np.float32)}
+    with tempfile.TemporaryDirectory() as tmp:
+        best = []
+        for prefix in (None, os.path.join(tmp, "chain")):
+            opts = _options(threads, prefix)
+            opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL  # keep the chain
+            session = ort.InferenceSession(model, opts, providers=["CPUExecutionProvider"])
+            session.run(None, feed)
+            times = []
+            for _ in range(3):
+                t0 = time.perf_counter()
+                for _ in range(runs):
+                    session.run(None, feed)
+                times.append((time.perf_counter() - t0) / runs * 1e6)
+            best.append(min(times))
+            if prefix is not None:
+                kernels, _ = _kernel_events(session.end_profiling())
+    inside = sum(us for _, _, us in kernels) / len(kernels)
+    return max(0.0, (best[1] - best[0]) / nodes - inside), inside
+
+
+@contextlib.contextmanager
+def kernel_profile(model: GPT):
+    """While inside, `model` runs sessions built with ONNX Runtime's profiler on; on leaving, the dict it yields
+    is filled: category -> µs its kernels took (`kernel_category`), less what the profiler adds inside each
+    kernel's time; "profiler_us" -> what it added in all (`profiler_cost_us` per kernel recorded); "runs" ->
+    session runs. Yields None for a model without a session (the eager forward). The model's own sessions come
+    back afterwards untouched."""
+    state = _STATE.get(model)
+    if state is None:
+        yield None
+        return
+    out: dict[str, float] = {}
+    between, inside = profiler_cost_us(state.threads)
+    with tempfile.TemporaryDirectory() as tmp:
+        prof = _Session(model, state.key, state.threads, profile_prefix=os.path.join(tmp, "ort"))
+        prof.bind_cache(state.cache)
+        _STATE[model] = prof
+        try:
+            yield out
+        finally:
+            _STATE[model] = state
+            kernels, runs = [], 0
+            for session in prof.sessions():
+                got, n = _kernel_events(session.end_profiling())
+                kernels += got
+                runs += n
+            for op, node, us in kernels:
+                cat = kernel_category(op, node)
+                out[cat] = out.get(cat, 0.0) + max(0.0, us - inside)
+            out["profiler_us"] = len(kernels) * (between + inside)
+            out["runs"] = runs
+
+
+def _options(threads: int, profile_prefix: str | None = None) -> "ort.SessionOptions":
+    """Session options: `threads` intra-op threads, sequential, every graph optimisation; with
+    `profile_prefix`, ONNX Runtime's profiler on (files under that prefix)."""
+    opts = ort.SessionOptions()
+    if profile_prefix is not None:  # `kernel_profile`: every session built from these options profiles
+        opts.enable_profiling = True
+        opts.profile_file_prefix = profile_prefix
+    opts.intra_op_num_threads = threads
+    opts.inter_op_num_threads = 1
+    opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    opts.add_session_config_entry("session.intra_op.allow_spinning", "0")  # no busy-waiting thread pool
+    opts.log_severity_level = 3  # warnings about the optimised graph are not the user's business
+    return opts
+
+
 class _Session:
     """One built session, its binding and the buffers it reads and writes (one model's; see `_STATE`)."""
 
-    def __init__(self, model: GPT, key: tuple, threads: int):
+    def __init__(self, model: GPT, key: tuple, threads: int, profile_prefix: str | None = None):
         cfg = model.config
-        opts = ort.SessionOptions()
-        opts.intra_op_num_threads = threads
-        opts.inter_op_num_threads = 1
-        opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        opts.add_session_config_entry("session.intra_op.allow_spinning", "0")  # no busy-waiting thread pool
-        opts.log_severity_level = 3  # warnings about the optimised graph are not the user's business
+        opts = _options(threads, profile_prefix)
         self.key, self.threads, self.opts = key, threads, opts
         self.model = weakref.proxy(model)  # the step and tree graphs are built on first use, from the same weights
         self.session = ort.InferenceSession(graph(model, "pass").SerializeToString(), opts,
@@ -218,6 +322,11 @@ class _Session:
         self.next = np.zeros((), dtype=np.int64)
         self.step_t = 0  # as bound_t, for the stepper's binding
         self._bind_lengths(self.binding)
+
+    def sessions(self) -> list:
+        """Every session built so far: the pass's, and the step's and the tree's once they ran."""
+        return [self.session] + ([self.stepper[0]] if self.stepper else []) + (
+            [self.tree_session] if self.tree_session else [])
 
     def _bind_lengths(self, b) -> None:
         b.bind_input("seqlens_k", "cpu", 0, np.int32, [1], self.seqlens.ctypes.data)

@@ -3,16 +3,18 @@
 Three pieces. (1) The work a pass must do, counted from the model's shapes: FLOPs and bytes. (2) What this
 machine can do, measured here and now by the suite itself (GEMM throughput, cache and memory bandwidth), so
 that (1) becomes a floor in microseconds -- a roofline lower bound. Measured pass times against that floor
-give the overhead share, 1 - floor / measured. (3) Where the time goes, from torch.profiler: self CPU time of
-aten ops in categories, the sampling code, the rule and the draft under labels of this module's own driver,
-and a residual -- wall time the profiler attributes to no op (Python, dispatch, the profiler's own
-bookkeeping) -- reported as what it is. The draft has a category of its own so that a round's target work is
-not mixed with the draft's: a bigram draft is numpy the profiler cannot see at all.
+give the overhead share, 1 - floor / measured. (3) Where the time goes (`attribute`): the sampling code, the
+rule and the draft under labels of this module's own driver, timed directly; the rest split by torch.profiler
+(self CPU time of aten ops in categories, and a residual -- time no op accounts for: Python and dispatch)
+and an ONNX Runtime run by ONNX Runtime's profiler, both in proportion, since a profiler stretches what it
+watches. The draft has a category of its own so that a round's target work is not mixed with the draft's: a
+bigram draft is numpy the profiler cannot see at all.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import time
 from dataclasses import asdict, dataclass
@@ -22,7 +24,7 @@ import numpy as np
 import torch
 from torch.profiler import ProfilerActivity, profile, record_function
 
-from . import backends, corpus, hygiene, sampling, timing
+from . import backend_onnx, backends, corpus, hygiene, sampling, timing
 from .decode import check_request
 from .drafts import Draft
 from .model import GPT, GPTConfig
@@ -35,9 +37,9 @@ CACHE_READS = 8  # reads of the cache buffer per timed call (~1 ms), so timer an
 
 # Categories of `attribution`, in the order they are printed. The last is the residual.
 RESIDUAL = "framework dispatch and Python"
-SESSION = "onnx runtime session"  # a whole ONNX Runtime run (the onnx backend): the profiler cannot see inside
+SESSION = "onnx runtime session"  # label of a whole ONNX Runtime run (onnx backend), split by its own profiler
 CATEGORIES = ("matmul", "attention", "elementwise", "tensor creation", "logits to sample", "the rule", "draft",
-              SESSION, RESIDUAL)
+              RESIDUAL)
 LABELS = ("logits to sample", "the rule", "draft", SESSION)  # record_function labels: their whole span is theirs
 _MATMUL = {"aten::mm", "aten::addmm", "aten::bmm", "aten::matmul", "aten::linear", "aten::baddbmm", "aten::mv",
            "aten::dot", "aten::addmv"}
@@ -186,7 +188,8 @@ def category(name: str) -> str:
     return "elementwise"
 
 
-def attribute(run: Callable[[object], int], repeats: int = 9, per_event_us: float | None = None) -> dict:
+def attribute(run: Callable[[object], int], repeats: int = 9, per_event_us: float | None = None,
+              inside: Callable[[], contextlib.AbstractContextManager] | None = None) -> dict:
     """Split `run`'s time into CATEGORIES, µs per unit of work: labelled spans timed directly, the rest split by
     torch.profiler.
 
@@ -202,6 +205,11 @@ def attribute(run: Callable[[object], int], repeats: int = 9, per_event_us: floa
       ops -- less its own cost (the events it recorded outside the labels times what one costs it here,
       `profiler_cost_us` or `per_event_us`: `profiler_us`), is RESIDUAL. Those profiled µs, which the profiler
       stretches (`stretch`: profiled rest over timed rest), are scaled onto the timed rest in proportion.
+    - A SESSION span (the onnx backend's pass with its softmax or sampling, one ONNX Runtime run) is split the
+      same way by ONNX Runtime's own profiler, which `inside()` turns on around the profiled blocks
+      (`backend_onnx.kernel_profile`: category -> µs of its kernels, and what that profiler added, measured on
+      a chain of tiny kernels, which is taken out of the profiled span): its kernels' µs in proportion, and
+      the rest of the span -- the runtime's executor, the binding, the Python around the run -- to RESIDUAL.
     So the categories sum to `accounted_us`, the median timed block's wall time, which is held against
     `measured_us`: how much timing the spans disturbed the work. As everywhere in specdec, that comparison is
     a ratio of neighbours: `accounted_ratio` is the median over repeats of a timed block's time over the bare
@@ -222,22 +230,26 @@ def attribute(run: Callable[[object], int], repeats: int = 9, per_event_us: floa
                     timed.append((us, {name: sec / n * 1e6 for name, sec in _SPANS.items()}))
                 else:
                     measured.append(us)
-            with profile(activities=[ProfilerActivity.CPU]) as prof:
+    # the profiled blocks only give proportions: they run after the pairs, with any inner profiler on
+    with inside() if inside is not None else contextlib.nullcontext() as kernels:
+        for _ in range(repeats):
+            with hygiene.no_gc(), profile(activities=[ProfilerActivity.CPU]) as prof:
                 t0 = time.perf_counter()
                 prof_units += run(True)
                 prof_wall += time.perf_counter() - t0
-        evs = prof.events()
-        events += len(evs)
-        got, outside = _aggregate(evs)
-        outside_events += outside
-        for name, us in got.items():
-            totals[name] = totals.get(name, 0.0) + us
+            evs = prof.events()
+            events += len(evs)
+            got, outside = _aggregate(evs)
+            outside_events += outside
+            for name, us in got.items():
+                totals[name] = totals.get(name, 0.0) + us
     # the median timed block, against the median bare one: a burst of load lands in one block, not in both sides
     accounted, spans = sorted(timed, key=lambda t: t[0])[(len(timed) - 1) // 2]
     out = dict.fromkeys(CATEGORIES, 0.0)
     for name in LABELS:
-        out[name] = spans.get(name, 0.0)
-    rest = accounted - sum(out[name] for name in LABELS)
+        if name != SESSION:
+            out[name] = spans.get(name, 0.0)
+    rest = accounted - sum(spans.get(name, 0.0) for name in LABELS)
     profiled = prof_wall * 1e6 / prof_units
     own = outside_events / prof_units * per_event
     seen = {name: us / prof_units for name, us in totals.items() if name not in LABELS}
@@ -247,6 +259,17 @@ def attribute(run: Callable[[object], int], repeats: int = 9, per_event_us: floa
     for name, us in seen.items():
         out[name] = us * scale
     out[RESIDUAL] = unseen * scale
+    session, session_profiled = spans.get(SESSION, 0.0), totals.get(SESSION, 0.0) / prof_units
+    if session > 0:
+        in_kernels = {name: us / prof_units for name, us in (kernels or {}).items() if name in out}
+        if session_profiled > 0 and in_kernels:  # the profiled span, less what ONNX Runtime's profiler added
+            session_profiled -= kernels.get("profiler_us", 0.0) / prof_units
+            s_scale = session / max(session_profiled, sum(in_kernels.values()))
+            for name, us in in_kernels.items():
+                out[name] += us * s_scale
+            out[RESIDUAL] += session - sum(in_kernels.values()) * s_scale
+        else:  # no kernel profile: the run counts as dispatch, which is what the profiler would call it
+            out[RESIDUAL] += session
     ratio = float(np.median([t[0] / b for t, b in zip(timed, measured)]))  # each timed block over its bare twin
     return {"categories": out, "measured_us": float(np.median(measured)), "accounted_us": accounted,
             "accounted_ratio": ratio,
@@ -312,8 +335,9 @@ def attribution(target: GPT, draft: Draft, k: int, chars: int = 40, seed: int = 
     """
     prompt = check_request(target, timing.COST_PROMPT, chars, k=k)
     per_event = profiler_cost_us()
-    return {"step": attribute(_steps(target, prompt, chars, seed), repeats, per_event),
-            "round": attribute(_rounds(target, draft, prompt, chars, k, seed), repeats, per_event)}
+    inside = functools.partial(backend_onnx.kernel_profile, target)  # onnx: ONNX Runtime's profiler splits its runs
+    return {"step": attribute(_steps(target, prompt, chars, seed), repeats, per_event, inside),
+            "round": attribute(_rounds(target, draft, prompt, chars, k, seed), repeats, per_event, inside)}
 
 
 _SPANS: dict[str, float] = {}  # label -> seconds, filled by the "time" mode of `_label`
@@ -355,7 +379,7 @@ def _steps(target: GPT, prompt: list[int], chars: int, seed: int) -> Callable[[b
         rng = np.random.default_rng(seed)
         fused = getattr(target, "sample_step", None)  # decode.step's two paths, its sampling labelled
         for _ in range(chars):  # generate's loop body
-            if fused is not None:  # pass and sample in one session run (onnx): the profiler cannot split it
+            if fused is not None:  # pass and sample in one session run (onnx): its own profiler splits it
                 with _label(labelled, SESSION):
                     nxt = fused(tokens[pos:], pos, 1.0, rng)
             else:
@@ -383,7 +407,7 @@ def _rounds(target: GPT, draft: Draft, prompt: list[int], chars: int, k: int, se
             kr = min(k, left - 1)
             with _label(labelled, "draft"):
                 drafted, q = draft.propose(tokens, kr, rng, 1.0) if kr > 0 else ([], None)
-            if fused is not None:  # pass and softmax in one session run (onnx): the profiler cannot split it
+            if fused is not None:  # pass and softmax in one session run (onnx): its own profiler splits it
                 with _label(labelled, SESSION):
                     p = fused(tokens[pos:] + drafted, pos, kr + 1, 1.0)
             else:

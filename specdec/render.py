@@ -286,15 +286,16 @@ def overhead_tables(doc: dict) -> list[str]:
                               if "accounted_us" in totals["step"] else  # a report from before the cost was taken out
                               (("profiled_us", "profiled (sum of the above)"),
                                ("measured_us", "measured without the profiler")))]))
-    out.append("\nThe labelled spans -- logits to sample, the rule, the draft, an onnx runtime session run -- are "
-               "timed directly (perf_counter, about a microsecond a span); the rest, the target's forward and the "
-               "loop around it, is split by torch.profiler: the self CPU time of the ops, by category, and what no "
-               "op accounts for (framework dispatch and Python, less the profiler's own cost per event recorded), "
-               "in proportion, scaled onto the rest's timed µs (the profiler stretches it by the factor shown). So "
-               "the categories sum to the accounted time, the timed blocks' wall time, held against the same work "
-               "run bare. The profiler sees no op inside a forward that is not torch ops: numpy's forward lands in "
-               "framework dispatch and Python, and the onnx backend's pass with its softmax or sampling in the onnx "
-               "runtime session.")
+    out.append("\nThe labelled spans -- logits to sample, the rule, the draft -- are timed directly (perf_counter, "
+               "about a microsecond a span); the rest, the target's forward and the loop around it, is split by "
+               "torch.profiler: the self CPU time of the ops, by category, and what no op accounts for (framework "
+               "dispatch and Python, less the profiler's own cost per event recorded), in proportion, scaled onto "
+               "the rest's timed µs (the profiler stretches it by the factor shown). An ONNX Runtime run (the onnx "
+               "backend's pass with its softmax or sampling) is timed as a span and split the same way by ONNX "
+               "Runtime's own profiler: its kernels by category, the rest of the run (executor, binding) as "
+               "dispatch. So the categories sum to the accounted time, the timed blocks' wall time, held against "
+               "the same work run bare as the median ratio of neighbouring blocks. torch.profiler sees no op "
+               "inside numpy's forward: it lands in framework dispatch and Python.")
     return out
 
 

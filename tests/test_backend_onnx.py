@@ -138,3 +138,38 @@ def test_pass_probs_are_the_eager_distributions_of_the_last_positions(target, on
         got = decode.verify(onnx_target, ids[30:35], 30, n, temperature)
         assert got.shape == (n, target.config.vocab_size) and got.dtype == np.float64
         assert np.abs(got - want).max() < 1e-5 and np.allclose(got.sum(-1), 1.0, atol=1e-5)
+
+
+@pytest.mark.parametrize("op,node,expected", [
+    ("MatMul", "MatMul_5_0", "matmul"), ("FusedMatMul", "x", "matmul"),
+    ("GroupQueryAttention", "attn_0", "attention"), ("Gather", "Gather_1_0", "tensor creation"),
+    ("Concat", "Concat_9_0", "tensor creation"), ("LayerNormalization", "y", "elementwise"),
+    ("SkipLayerNormalization", "y", "elementwise"), ("Gelu", "y", "elementwise"),
+    ("Softmax", "probs/softmax", "logits to sample"), ("CumSum", "sample/s.c", "logits to sample"),
+])
+def test_kernel_category(op, node, expected):
+    assert backend_onnx.kernel_category(op, node) == expected
+
+
+@torch.inference_mode()
+def test_kernel_profile_splits_the_runs_inside_and_leaves_the_sessions_as_they_were(onnx_target):
+    m = onnx_target
+    before = backend_onnx._STATE[m]
+    ids = corpus.encode(PROMPT)
+    rng = np.random.default_rng(0)
+    with backend_onnx.kernel_profile(m) as kernels:
+        assert backend_onnx._STATE[m] is not before and kernels == {}
+        m(m.ids(ids[:20]), 0)  # the pass graph
+        m.sample_step(ids[20:21], 20, 1.0, rng)  # the step graph
+    assert backend_onnx._STATE[m] is before
+    assert kernels["runs"] == 2
+    assert kernels["matmul"] > 0 and kernels["attention"] > 0 and kernels["logits to sample"] > 0
+    assert kernels["tensor creation"] > 0 and kernels["elementwise"] > 0
+    with backend_onnx.kernel_profile(to_backend(m, "eager")) as nothing:
+        pass
+    assert nothing is None
+
+
+def test_the_runtime_profilers_own_cost_is_measured_positive():
+    between, inside = backend_onnx.profiler_cost_us(1, nodes=16, runs=50)
+    assert between >= 0 and inside > 0  # a (1, 128) Add takes a few ns: what its reported time holds is the profiler's

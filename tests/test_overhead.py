@@ -243,3 +243,15 @@ def test_the_attribution_figure_stacks_every_backends_step_and_round(tmp_path):
     assert overhead_plot.write_attribution(attr, path)
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and [p.name for p in tmp_path.iterdir()] == ["a.png"]
     assert not overhead_plot.write_attribution({}, tmp_path / "none.png") and not (tmp_path / "none.png").exists()
+
+
+def test_an_onnx_run_is_split_by_onnx_runtimes_profiler(target, draft_factory):
+    pytest.importorskip("onnxruntime")
+    onnx_target = specdec.backends.to_backend(target, "onnx")
+    out = specdec.attribution(onnx_target, draft_factory("bigram"), k=2, chars=6, repeats=1)
+    for scope in out.values():
+        _check_sums(scope)
+        cats = scope["categories"]
+        assert cats["matmul"] > 0 and cats["attention"] > 0 and cats["elementwise"] > 0
+    assert out["step"]["categories"]["logits to sample"] > 0  # the sampling tail's kernels
+    assert out["round"]["categories"]["the rule"] > 0 and out["round"]["categories"]["draft"] > 0
