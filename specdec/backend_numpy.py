@@ -110,18 +110,13 @@ class NumpyGPT(GPT):
         self.cache_batch = batch
 
     def _plan(self) -> _Plan | None:
-        """The folded weights, rebuilt when a weight moved (storage) or was written in place (`_version`; an
-        inference-mode tensor keeps no version, and is only written while a draft is built, before its
-        `setup_cache`). None when the eager forward must run: another device, or quantized Linears."""
-        key = tuple((p.data_ptr(), None if p.is_inference() else p._version) for p in self.parameters())
+        """The folded weights, rebuilt when the weights changed (`GPT.weights_key`). None when the eager forward
+        must run: another device, or quantized Linears."""
+        key = self.weights_key()
         cached = self.__dict__.get("_plan_cache")
         if cached is not None and cached[0] == key and cached[2] == id(self):
             return cached[1]
-        linears = [m for b in self.blocks for m in (b.attn.qkv, b.attn.proj, b.mlp.fc, b.mlp.proj)] + [self.lm_head]
-        if any(type(m) is not nn.Linear or m.bias is not None for m in linears) or self.device.type != "cpu":
-            plan = None
-        else:
-            plan = _Plan(self)
+        plan = _Plan(self) if self.plain_linears() and self.device.type == "cpu" else None
         self._plan_cache = (key, plan, id(self))  # id: a deep copy must fold its own weights
         return plan
 

@@ -25,8 +25,9 @@ alternated blocks of 50, 2026-12-01): attention written as plain ONNX ops (Conca
 keys and values, Gather, Transpose, MatMul, Softmax; the past fed as a numpy slice) ran 264 us with `run` and
 297 us with every input and the cache rebound per pass -- the binding calls cost more than the copies they saved
 -- against 306 us for the numpy backend; GroupQueryAttention with the cache bound once and in place ran 205 us
-(a 5-position verify pass: 232 us, against numpy's 516). ONNX Runtime's own profiler was no help in attributing
-it: profiled, a step took 602 us against 203 us, and the kernels it timed summed to 353 us.
+(a 5-position verify pass: 232 us, against numpy's 516). ONNX Runtime's own profiler stretches a run a lot --
+profiled, a step took 602 us against 203 us, and the kernels it timed summed to 353 us -- so `kernel_profile`
+measures what it adds per kernel and the attribution uses its figures only in proportion.
 
 The session is built from the weights when `setup_cache` sees them new or changed (a draft built from this
 model overwrites a copy's weights in place before its first generation) and with torch's intra-op thread count
@@ -79,15 +80,17 @@ def graph(model: GPT, kind: str = "pass") -> "onnx.ModelProto":
     cfg = model.config
     C, H, ctx = cfg.n_embd, cfg.n_head, cfg.context
     hs = C // H
-    inits, nodes = [], []
+    inits, nodes, consts = [], [], set()
 
     def init(name: str, t: torch.Tensor, transpose: bool = False) -> str:
         a = t.detach().to(torch.float32).cpu().numpy()
         inits.append(numpy_helper.from_array(np.ascontiguousarray(a.T if transpose else a), name))
         return name
 
-    def const(name: str, value, dtype=np.int64) -> str:
-        inits.append(numpy_helper.from_array(np.asarray(value, dtype=dtype), name))
+    def const(name: str, value, dtype=np.int64) -> str:  # shared by every block: added once
+        if name not in consts:
+            consts.add(name)
+            inits.append(numpy_helper.from_array(np.asarray(value, dtype=dtype), name))
         return name
 
     def node(op: str, inputs: list[str], n_out: int = 1, domain: str = "", **attrs) -> str | list[str]:
@@ -358,27 +361,26 @@ class _Session:
         self.seqlens[0] = pos + T - 1
         self.total[()] = pos + T
 
-    def run(self, idx: torch.Tensor, pos: int) -> torch.Tensor:
-        T = idx.shape[1]
-        self.ids[0, :T] = idx.numpy(force=True)[0]
+    def _pass(self, ids, pos: int) -> int:
+        """Run the pass graph over ids (a row of T ids) at pos; returns T. Outputs land in logits and probs."""
+        T = len(ids)
+        self.ids[0, :T] = ids
         self._lengths(T, pos)
         if T != self.bound_t:
             self._bind_t(self.binding, T)
             self.bound_t, self.view = T, self.logits[:, :T]
         self.session.run_with_iobinding(self.binding)
+        return T
+
+    def run(self, idx: torch.Tensor, pos: int) -> torch.Tensor:
+        self._pass(idx.numpy(force=True)[0], pos)
         return self.view
 
     def distributions(self, ids: list[int], pos: int, n: int, inv_temp: float) -> np.ndarray:
         """The pass over ids at pos; the last n positions' distributions at temperature 1/inv_temp, (n, V)
         float64 (the rule subtracts them; as `sampling.probs` gives), from the graph's softmax."""
-        T = len(ids)
-        self.ids[0, :T] = ids
-        self._lengths(T, pos)
         self.inv_temp[()] = inv_temp
-        if T != self.bound_t:
-            self._bind_t(self.binding, T)
-            self.bound_t, self.view = T, self.logits[:, :T]
-        self.session.run_with_iobinding(self.binding)
+        T = self._pass(ids, pos)
         return self.probs[0, T - n : T].astype(np.float64)
 
     def tree(self, idx: torch.Tensor, pos: int, tree: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
@@ -449,15 +451,14 @@ class OnnxGPT(GPT):
         self.cache_batch = batch
 
     def _session(self) -> _Session | None:
-        """This model's session, rebuilt when a weight moved or was written (as `NumpyGPT._plan` keys them) or
-        torch's threads changed; None when the eager forward must run (off the CPU, or quantized Linears)."""
-        key = tuple((p.data_ptr(), None if p.is_inference() else p._version) for p in self.parameters())
+        """This model's session, rebuilt when the weights changed (`GPT.weights_key`) or torch's threads did;
+        None when the eager forward must run (off the CPU, or quantized Linears)."""
+        key = self.weights_key()
         threads = torch.get_num_threads()
         state = _STATE.get(self)
         if state is not None and state.key == key and state.threads == threads:
             return state
-        linears = [m for b in self.blocks for m in (b.attn.qkv, b.attn.proj, b.mlp.fc, b.mlp.proj)] + [self.lm_head]
-        if any(type(m) is not nn.Linear or m.bias is not None for m in linears) or self.device.type != "cpu":
+        if not self.plain_linears() or self.device.type != "cpu":
             _STATE[self] = None
             return None
         new = _Session(self, key, threads)

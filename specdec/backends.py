@@ -97,10 +97,9 @@ class FusedGPT(GPT):
         None when a Linear is not a plain float `nn.Linear` (the int8-dynamic draft's quantized Linear keeps
         its weight packed for its own kernel): such a model runs the eager forward.
         """
-        linears = [m for b in self.blocks for m in (b.attn.qkv, b.attn.proj, b.mlp.fc, b.mlp.proj)] + [self.lm_head]
-        if any(type(m) is not nn.Linear or m.bias is not None for m in linears):
+        if not self.plain_linears():
             return None
-        key = tuple(m.weight.data_ptr() for m in linears)
+        key = tuple(m.weight.data_ptr() for m in self.linears())
         plan = getattr(self, "_plan_cache", None)
         if plan is not None and plan[0] == key:
             return plan[1]

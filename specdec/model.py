@@ -124,6 +124,21 @@ class GPT(nn.Module):
         """
         return torch.tensor([tokens], device=self.device)
 
+    def linears(self) -> list[nn.Module]:
+        """Every Linear layer, block by block (qkv, proj, fc, mlp proj), then lm_head."""
+        return [m for b in self.blocks for m in (b.attn.qkv, b.attn.proj, b.mlp.fc, b.mlp.proj)] + [self.lm_head]
+
+    def plain_linears(self) -> bool:
+        """Every Linear a plain float `nn.Linear` without bias: what the fused, numpy and onnx forwards read
+        directly (the int8-dynamic draft's quantized Linears keep their weights packed for their own kernel)."""
+        return all(type(m) is nn.Linear and m.bias is None for m in self.linears())
+
+    def weights_key(self) -> tuple:
+        """Changes when a weight moves (storage) or is written in place (`_version`; an inference-mode tensor
+        keeps no version, and is only written while a draft is built, before its `setup_cache`): what the numpy
+        and onnx backends key their prepared weights on."""
+        return tuple((p.data_ptr(), None if p.is_inference() else p._version) for p in self.parameters())
+
     def num_params(self) -> int:
         return sum(p.numel() for p in self.parameters())
 

@@ -196,7 +196,8 @@ def attribute(run: Callable[[object], int], repeats: int = 9, per_event_us: floa
     run(mode) does one block of work and returns its units (steps, rounds, calls), wrapping its sampling, rule,
     draft and session code in `_label(mode, LABEL)`: mode False runs bare, "time" times each label's span with
     perf_counter (about a microsecond a span) and True records it for torch.profiler. After one discarded
-    bare block, each repeat runs a bare and a timed block (in turn first) and a profiled block; the bare blocks give `measured_us` (median), the median timed block the split.
+    bare block, each repeat runs a bare and a timed block (in turn first); then `repeats` profiled blocks run.
+    The bare blocks give `measured_us` (median), the median timed block the split.
     - A label's µs are its spans in that timed block.
     - The rest (the target's forward and the loop around it) is that block's wall time less the spans. The
       profiler splits it: every op outside the labels gives its self CPU time to the category of its outermost
