@@ -180,29 +180,40 @@ def speculative_generate(
     pos = 0  # tokens already in the target's cache
     while (left := chars - (len(tokens) - n_prompt)) > 0:
         kr = min(k, left - 1)  # never draft past the end: the round emits up to kr + 1 characters
-        if kr > 0:
-            drafted, q = draft.propose(tokens, kr, rng, temperature)
-            stats.draft_calls += 1
-        else:
-            drafted, q = [], None
-        p = verify(target, tokens[pos:] + drafted, pos, kr + 1, temperature)  # (kr + 1, V)
-        stats.target_passes += 1
-        if kr > 0:
-            n_acc, nxt = sampling.accept_reject(p, q, drafted, rng)
-        else:
-            n_acc, nxt = 0, sampling.sample(p[0], rng)
-        tokens.extend(drafted[:n_acc])
-        tokens.append(nxt)
-        pos = len(tokens) - 1  # move back: only the emitted character is not yet in the cache
-        draft.rollback(pos)
-        stats.drafted += kr
-        stats.accepted += n_acc
-        if kr > 0:
-            stats.accepted_per_position[n_acc] += 1
+        drafted, q = draft.propose(tokens, kr, rng, temperature) if kr > 0 else ([], None)
+        pos, n_acc = settle_round(target, draft, tokens, pos, drafted, q, rng, temperature, stats)
         if adaptive and kr == k:  # a round cut short by the end says nothing about k
             k = min(k + 2, k_max) if n_acc == k else max(k - 1, 1)
     stats.chars = chars
     return Generation(corpus.decode(tokens[n_prompt:]), stats, prompt)
+
+
+def settle_round(target: GPT, draft: Draft, tokens: list[int], pos: int, drafted: list[int], q: np.ndarray | None,
+                 rng: np.random.Generator, temperature: float, stats: GenerationStats) -> tuple[int, int]:
+    """The rest of a speculative round once the draft has proposed `drafted` (q: (len, V), None if nothing was
+    drafted): the target's pass over the pending tokens and the drafts, the rule, the emitted characters
+    appended to `tokens` (in place), the draft told what is still valid, the counts.
+
+    Returns (the new position, drafts accepted): the position moves back to just before the emitted
+    character. The cost samplers (`timing.loop_sampler`) time this same function, so a round's term is what
+    generation runs, bookkeeping included.
+    """
+    kr = len(drafted)
+    p = verify(target, tokens[pos:] + drafted, pos, kr + 1, temperature)  # (kr + 1, V)
+    stats.target_passes += 1
+    if kr:
+        n_acc, nxt = sampling.accept_reject(p, q, drafted, rng)
+        stats.draft_calls += 1
+        stats.accepted_per_position[n_acc] += 1
+    else:
+        n_acc, nxt = 0, sampling.sample(p[0], rng)
+    tokens.extend(drafted[:n_acc])
+    tokens.append(nxt)
+    pos = len(tokens) - 1  # move back: only the emitted character is not yet in the cache
+    draft.rollback(pos)
+    stats.drafted += kr
+    stats.accepted += n_acc
+    return pos, n_acc
 
 
 def _tree_generate(target: GPT, draft: Draft, prompt: str, chars: int, spec: trees.TreeSpec, seed: int,
@@ -215,7 +226,6 @@ def _tree_generate(target: GPT, draft: Draft, prompt: str, chars: int, spec: tre
     tokens = check_request(target, prompt, chars, temperature=temperature)
     target.setup_cache(1)
     rng = np.random.default_rng(seed)
-    dev = target.device
     n_prompt, context = len(tokens), target.config.context
     depth = spec.depth
     stats = GenerationStats(k=depth, accepted_per_position=[0] * (depth + 1), tree=str(spec),
@@ -225,29 +235,38 @@ def _tree_generate(target: GPT, draft: Draft, prompt: str, chars: int, spec: tre
         # never draft past the end (a round emits up to depth + 1) nor past the cache's last slot
         shape = spec.limit(context - len(tokens), left - 1)
         t = trees.draft_tree(shape, draft, tokens, rng, temperature) if shape.budget else None
-        n_pend = len(tokens) - pos
-        ids = tokens[pos:] + (t.tokens if t else [])
-        attn = t.attention(pos, n_pend, dev) if t else None
-        logits = target(target.ids(ids), pos, attn)[0, n_pend - 1 :]  # (1 + N, V)
-        stats.target_passes += 1
-        p = sampling.probs(logits, temperature)
-        if t is None:
-            path, nxt = [], sampling.sample(p[0], rng)
-        else:
-            stats.draft_calls += 1
-            stats.drafted += len(t.tokens)
-            path, nxt = trees.accept_tree(t, p, rng)
-            stats.accepted_per_position[len(path)] += 1
-            tried = len(path) + bool(t.children[path[-1] + 1 if path else 0])  # a leaf tries nothing more
-            for d in range(tried):
-                stats.tried_per_depth[d] += 1
-            for d in range(len(path)):
-                stats.accepted_per_depth[d] += 1
-        # the accepted nodes' K/V (slots pos + n_pend + node id) move to follow the prefix in order
-        target.keep_path(len(tokens), [pos + n_pend + j for j in path])
-        tokens.extend(t.tokens[j] for j in path)
-        tokens.append(nxt)
-        pos = len(tokens) - 1
-        stats.accepted += len(path)
+        pos = settle_tree_round(target, tokens, pos, t, rng, temperature, stats)
     stats.chars = chars
     return Generation(corpus.decode(tokens[n_prompt:]), stats, prompt)
+
+
+def settle_tree_round(target: GPT, tokens: list[int], pos: int, t: trees.Tree | None, rng: np.random.Generator,
+                      temperature: float, stats: GenerationStats) -> int:
+    """The rest of a tree round once the tree `t` is drafted (None: nothing drafted): one verify pass over the
+    pending tokens and the nodes, the walk, the accepted nodes' K/V moved into place, the emitted characters
+    appended to `tokens` (in place), the counts. Returns the new position. `tree_timing` times this same
+    function."""
+    n_pend = len(tokens) - pos
+    ids = tokens[pos:] + (t.tokens if t else [])
+    attn = t.attention(pos, n_pend, target.device) if t else None
+    logits = target(target.ids(ids), pos, attn)[0, n_pend - 1 :]  # (1 + N, V)
+    stats.target_passes += 1
+    p = sampling.probs(logits, temperature)
+    if t is None:
+        path, nxt = [], sampling.sample(p[0], rng)
+    else:
+        stats.draft_calls += 1
+        stats.drafted += len(t.tokens)
+        path, nxt = trees.accept_tree(t, p, rng)
+        stats.accepted_per_position[len(path)] += 1
+        tried = len(path) + bool(t.children[path[-1] + 1 if path else 0])  # a leaf tries nothing more
+        for d in range(tried):
+            stats.tried_per_depth[d] += 1
+        for d in range(len(path)):
+            stats.accepted_per_depth[d] += 1
+    # the accepted nodes' K/V (slots pos + n_pend + node id) move to follow the prefix in order
+    target.keep_path(len(tokens), [pos + n_pend + j for j in path])
+    tokens.extend(t.tokens[j] for j in path)
+    tokens.append(nxt)
+    stats.accepted += len(path)
+    return len(tokens) - 1

@@ -347,8 +347,8 @@ def _miss_note(r: dict) -> str:
 
     Before the run: how far each term sampled beside the pairs moved from the cost table's (the machine's state
     changed between them). Cost accounting: what the paired runs imply for each side against its terms --
-    target_only_error per character against the step term, speculative_error against passes·round +
-    drafted·draft_char, named after the term that makes up most of that time.
+    target_only_error against the steps (and first steps), speculative_error against passes·round +
+    drafted·draft_char (and first rounds), named after the term that makes up most of that time.
     """
     notes = []
     if abs(r["predicted_before"] / r["measured"] - 1) > PREDICTION_TOLERANCE:

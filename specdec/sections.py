@@ -65,7 +65,11 @@ class ReportRun:
 
     def mean_position(self) -> int:
         """Where a generation is on average: attention (and so every pass) grows with the position."""
-        return round(np.mean([len(item.prompt) for item, _ in self.runs])) + self.chars // 2
+        return self.mean_prompt_chars() + self.chars // 2
+
+    def mean_prompt_chars(self) -> int:
+        """The workload's mean prompt length: what a generation's first pass (its prefill) runs over."""
+        return round(np.mean([len(item.prompt) for item, _ in self.runs]))
 
 
 def setup(run: ReportRun) -> dict:
@@ -137,7 +141,8 @@ def costs(run: ReportRun, seconds: float) -> dict:
             full = a["accepted_per_position"][k] / rounds if rounds else 0.0
             run.samplers[name, k] = timing.loop_sampler(run.target, run.objs[name], k, run.temperature, run.device,
                                                         kn["term_calls"], all_accepted=full,
-                                                        position=run.mean_position())
+                                                        position=run.mean_position(),
+                                                        prompt_chars=run.mean_prompt_chars())
     tree_fns, tree_samplers = ts.cost_extras(run)
     c = timing.measure_costs(run.target, run.objs, run.ks, samples=kn["cost_samples"], number=kn["cost_calls"],
                              temperature=run.temperature, device=run.device, samplers=run.samplers,
@@ -155,8 +160,11 @@ def costs(run: ReportRun, seconds: float) -> dict:
                        "weight_bytes": run.objs[n].weight_bytes()} for n in run.drafts},
         "draft_k": c.draft_k,
         "position": run.mean_position(),
+        "prompt_chars": run.mean_prompt_chars(),
         "loop": {n: {str(k): {"char_us": c.loop_char_us[n][k], "round_us": c.loop_round_us[n][k],
-                              "step_us": float(np.median(c.loop_samples[n, k][:, 0]))}
+                              "step_us": float(np.median(c.loop_samples[n, k][:, 0])),
+                              "first_step_us": float(np.median(c.loop_samples[n, k][:, 3])),
+                              "first_round_us": float(np.median(c.loop_samples[n, k][:, 4]))}
                      for k in run.ks} for n in run.drafts},
         **ts.costs_doc(run, c),
     }}
@@ -252,12 +260,13 @@ def drift_of(run: ReportRun, rows: list[Runs]) -> tuple[float, int]:
     return stats.drift([np.log(r.ratios()) - np.log(_passes_factor(run, r)) for r in rows])
 
 
-def _predictions(a: dict, terms: np.ndarray) -> stats.Summary:
-    """The refined model per sample of its three terms (step, drafted character, round; µs), over the
-    workload's pooled counts, summarised."""
+def _predictions(a: dict, terms: np.ndarray, runs: int, first_drafted: float) -> stats.Summary:
+    """The refined model per sample of its terms (`timing.TERMS`, µs), over the workload's pooled counts of
+    `runs` generations, summarised."""
     t = a["totals"]
-    return stats.summarize([stats.refined_speedup(t["chars"], t["target_passes"], t["drafted"], step, rnd, char)
-                            for step, char, rnd in terms])
+    return stats.summarize([stats.refined_speedup(t["chars"], t["target_passes"], t["drafted"], step, rnd, char,
+                                                  runs, first_step, first_round, first_drafted)
+                            for step, char, rnd, first_step, first_round in terms])
 
 
 def _noisy(width: float | None, floor_width: float | None, precision: float) -> bool:
@@ -281,12 +290,14 @@ def _speedup_row(run: ReportRun, r: Runs, floor_width: float | None) -> dict:
     after_terms = np.asarray(r.extra, dtype=float)
     # a tree round drafts its nodes (fewer where q runs out of characters): the formula's k is nodes per round
     per_round = t["drafted"] / t["draft_calls"] if tree and t["draft_calls"] else k
-    before, after = _predictions(a, before_terms), _predictions(a, after_terms)
-    step_us, char_us, round_us = (float(np.median(after_terms[:, i])) for i in range(3))
-    terms = stats.refined_terms(t["chars"], t["target_passes"], t["drafted"], step_us, round_us, char_us)
-    # What the paired runs imply for each side, against what the cost accounting assumed: names the term off.
     n_runs = len(run.runs)
-    implied_step = float(np.mean(r.times["target"])) * 1e6 / (t["chars"] / n_runs)
+    before, after = (_predictions(a, x, n_runs, per_round) for x in (before_terms, after_terms))
+    after_us = {key: float(np.median(after_terms[:, i])) for i, key in enumerate(timing.TERMS)}
+    terms = stats.refined_terms(t["chars"], t["target_passes"], t["drafted"], after_us["step"], after_us["round"],
+                                after_us["draft_char"], n_runs, after_us["first_step"], after_us["first_round"],
+                                per_round)
+    # What the paired runs imply for each side, against what the cost accounting assumed: names the term off.
+    implied_target = float(np.mean(r.times["target"])) * 1e6 * n_runs
     implied_spec = float(np.mean(r.times["spec"])) * 1e6 * n_runs
     return {
         "draft": name, "k": tree.depth if tree else k, "tree": ts.tree_key(tree), "drafted_per_round": per_round,
@@ -299,13 +310,12 @@ def _speedup_row(run: ReportRun, r: Runs, floor_width: float | None) -> dict:
         **fig,
         "timing_width": t_width,
         "noisy": _noisy(t_width, floor_width, run.knobs["precision"]),
-        "terms_us": {"step": step_us, "draft_char": char_us, "round": round_us},
-        "before_terms_us": {key: float(np.median(before_terms[:, i]))
-                            for i, key in enumerate(("step", "draft_char", "round"))},
-        "before_terms_samples": np.asarray(before_terms, dtype=float).tolist(),  # [step, draft_char, round] µs
-        "target_only_error": implied_step / step_us - 1.0,
+        "terms_us": after_us,
+        "before_terms_us": {key: float(np.median(before_terms[:, i])) for i, key in enumerate(timing.TERMS)},
+        "before_terms_samples": np.asarray(before_terms, dtype=float).tolist(),  # per sample: timing.TERMS, µs
+        "target_only_error": implied_target / terms["target_only_us"] - 1.0,
         "speculative_error": implied_spec / terms["speculative_us"] - 1.0,
-        "draft_share": terms["draft_share"],
+        "draft_share": terms["draft_share"], "first_share": terms["first_share"],
     }
 
 

@@ -12,8 +12,8 @@
   likelihood from the rounds' accepted counts, with a goodness-of-fit test of the geometric model behind E.
 - `optimal_k`: the k that maximises E(α, k) / (1 + k·c).
 - `refined_speedup`: what the loop really pays per character, target-only against speculative: the verify
-  pass's growth with k, the per-round and per-step work outside the models, and the actual pass and draft
-  counts (which carry the per-position acceptance).
+  pass's growth with k, the per-round and per-step work outside the models, each generation's first pass over
+  its whole prompt, and the actual pass and draft counts (which carry the per-position acceptance).
 """
 
 from __future__ import annotations
@@ -222,6 +222,10 @@ def refined_speedup(
     step_us: float,
     verify_us: float,
     draft_char_us: float,
+    runs: int = 0,
+    first_step_us: float = 0.0,
+    first_round_us: float = 0.0,
+    first_drafted: float = 0.0,
 ) -> float:
     """Predicted speedup from what each loop pays, in the same time unit throughout.
 
@@ -229,14 +233,23 @@ def refined_speedup(
     verify_us: one speculative round without the draft (the (k+1)-position pass, p, the rule, bookkeeping).
     draft_char_us: one drafted character as `propose` pays it.
     Target-only costs chars·step; speculative costs passes·verify + drafted·draft_char.
+    runs > 0: the counts cover that many generations, and each one's first step and first round are priced
+    apart: they run over the whole prompt (first_step_us; first_round_us, its first_drafted draft characters
+    included) instead of one pending token.
     """
-    spec = target_passes * verify_us + drafted * draft_char_us
-    return chars * step_us / spec
+    return refined_terms(chars, target_passes, drafted, step_us, verify_us, draft_char_us, runs, first_step_us,
+                         first_round_us, first_drafted)["speedup"]
 
 
 def refined_terms(chars: int, target_passes: int, drafted: int, step_us: float, verify_us: float,
-                  draft_char_us: float) -> dict:
-    """Shares of the speculative time: verify passes vs draft characters (for explaining a miss)."""
-    spec = target_passes * verify_us + drafted * draft_char_us
-    return {"verify_share": target_passes * verify_us / spec, "draft_share": drafted * draft_char_us / spec,
-            "target_only_us": chars * step_us, "speculative_us": spec}
+                  draft_char_us: float, runs: int = 0, first_step_us: float = 0.0, first_round_us: float = 0.0,
+                  first_drafted: float = 0.0) -> dict:
+    """`refined_speedup`'s two sides (µs) and the speculative side's shares -- verify passes, drafted
+    characters, first rounds -- for explaining a miss."""
+    verify = (target_passes - runs) * verify_us
+    draft = (drafted - runs * first_drafted) * draft_char_us
+    first = runs * first_round_us
+    spec = verify + draft + first
+    target = (chars - runs) * step_us + runs * first_step_us
+    return {"verify_share": verify / spec, "draft_share": draft / spec, "first_share": first / spec,
+            "target_only_us": target, "speculative_us": spec, "speedup": target / spec}

@@ -135,44 +135,67 @@ def _steps(target, text, start, n, temperature, rng, device):
     return run
 
 
+# The refined model's terms, in the order a loop sampler returns them (µs): a target-only step, a drafted
+# character, a round without the draft; and a generation's first step and first round (draft included), which
+# run over the whole prompt (the prefill) instead of one pending token.
+TERMS = ("step", "draft_char", "round", "first_step", "first_round")
+
+
 def loop_sampler(target: GPT, draft: Draft, k: int, temperature: float = 1.0, device: str = "cpu",
-                 number: int = 10, all_accepted: float = 0.0,
-                 position: int | None = None) -> Callable[[], tuple[float, float, float]]:
-    """A call returning (target-only step µs, drafted character µs, round without the draft µs) for one
-    draft and k, measured now: the refined prediction's terms, taken beside each speedup pair.
+                 number: int = 10, all_accepted: float = 0.0, position: int | None = None,
+                 prompt_chars: int | None = None) -> Callable[[], tuple[float, ...]]:
+    """A call returning the refined model's five terms (`TERMS`, µs) for one draft and k, measured now: taken
+    in the cost table before any pair, and beside each speedup pair.
 
     all_accepted: the fraction of rounds in which the generation accepted every draft; after those the
     draft has two tokens to catch up on (the last draft and the bonus), which the rounds here reproduce.
     position: where the rounds run (attention grows with it); pass the generation's mean position.
+    prompt_chars: the prompt length of a generation's first step and first round; pass the workload's mean.
     number: rounds per sample at k >= 4; smaller k runs proportionally more rounds (4·number/k), so every
     sample drafts about as many characters and lasts long enough for a burst of load to average out.
-    Target-only steps: 4·number per sample.
+    Target-only steps: 4·number per sample; first steps and rounds: 2 each.
     """
     n_steps = 4 * number
     if position is None:
         position = len(corpus.encode(COST_PROMPT)) - 1
     # validation text: only its length matters to the clock
-    text = corpus.split_ids("val")[: position + n_steps // 2 + 1].tolist()
+    text = corpus.split_ids("val")[: max(position + n_steps // 2 + 1, (prompt_chars or 0) + 1)].tolist()
     context = text[: position + 1]
+    prompt = text[: prompt_chars or position + 1]
     rng = np.random.default_rng(1)
     start = max(0, position - n_steps // 2)  # the steps' mean position is the rounds' one
     steps = _steps(target, text, start, n_steps, temperature, rng, device)
     settle = _steps(target, text, start, min(10, n_steps), temperature, rng, device)
     rounds = _round_sampler(target, draft, context, k, rng, temperature, device, all_accepted)
+    stats = _scratch_stats(k)
+
+    def first_round(tokens: list[int]) -> None:  # a reset draft proposes k after the whole prompt
+        draft.reset()
+        ids, q = draft.propose(tokens, k, rng, temperature)
+        decode.settle_round(target, draft, tokens, 0, ids, q, rng, temperature, stats)
+
+    firsts = _first_sampler(target, prompt, first_round, rng, temperature, device)
     n_rounds = max(number, -(-4 * number // k))
 
-    def sample() -> tuple[float, float, float]:
+    def sample() -> tuple[float, ...]:
         char_s, round_s = rounds(n_rounds)  # primes both caches with the context first
+        first_step_s, first_round_s = firsts(2)
         # Right after the draft's rounds a target step runs up to ~1.5x slower and settles over ~10 calls
         # (measured); target-only generation runs its steps back to back, so time them once settled.
         settle()
-        return timed(steps, device) / n_steps * 1e6, char_s * 1e6, round_s * 1e6
+        return (timed(steps, device) / n_steps * 1e6, char_s * 1e6, round_s * 1e6, first_step_s * 1e6,
+                first_round_s * 1e6)
 
     return torch.inference_mode()(sample)
 
 
+def _scratch_stats(k: int) -> decode.GenerationStats:
+    return decode.GenerationStats(k=k, accepted_per_position=[0] * (k + 1))
+
+
 def _round_sampler(target, draft, context, k, rng, temperature, device, all_accepted: float = 0.0):
-    """A steady-state round as `speculative_generate` runs it, timed in two parts.
+    """A steady-state round as `speculative_generate` runs it, timed in two parts: the draft's `propose`, and
+    `decode.settle_round` (the verify pass, the rule, the bookkeeping) on a scratch copy of the context.
 
     The draft steps back one token (two in an `all_accepted` share of the rounds, spread evenly: after a
     fully accepted round it has the last draft and the bonus to feed) and proposes k; the target verifies
@@ -182,6 +205,8 @@ def _round_sampler(target, draft, context, k, rng, temperature, device, all_acce
     Returns run(number) -> (seconds per drafted character, seconds per round without the draft).
     """
     pos = len(context) - 1
+    tokens = list(context)
+    stats = _scratch_stats(k)
 
     def run(number: int, warmup: int = 2) -> tuple[float, float]:
         # Both caches hold the context again (a generation may have run in between), so every round feeds
@@ -195,17 +220,46 @@ def _round_sampler(target, draft, context, k, rng, temperature, device, all_acce
                 d = r = 0.0
             two = int((i + 1) * all_accepted) > int(i * all_accepted)
             draft.rollback(pos - 1 if two else pos)
+            del tokens[pos + 1 :]  # the scratch sequence is the context again
             sync(device)
             t0 = time.perf_counter()
-            ids, q = draft.propose(context, k, rng, temperature)
+            ids, q = draft.propose(tokens, k, rng, temperature)
             sync(device)
             t1 = time.perf_counter()
-            sampling.accept_reject(decode.verify(target, context[pos:] + ids, pos, k + 1, temperature), q, ids, rng)
+            decode.settle_round(target, draft, tokens, pos, ids, q, rng, temperature, stats)
             sync(device)
             t2 = time.perf_counter()
             d += t1 - t0
             r += t2 - t1
         return d / number / k, r / number
+
+    return run
+
+
+def _first_sampler(target, prompt, first_round, rng, temperature, device):
+    """A generation's first target-only step and first speculative round, as `generate` and
+    `speculative_generate` begin: the cache set up, the whole prompt in one pass. first_round(tokens) runs the
+    round (draft included) on a scratch copy of the prompt, which is cut back after each call.
+    Returns run(number) -> (seconds per first step, seconds per first round)."""
+    tokens = list(prompt)
+
+    def run(number: int) -> tuple[float, float]:
+        s = r = 0.0
+        for _ in range(number):
+            sync(device)
+            t0 = time.perf_counter()
+            target.setup_cache(1)
+            decode.step(target, prompt, 0, temperature, rng)
+            sync(device)
+            t1 = time.perf_counter()
+            target.setup_cache(1)
+            first_round(tokens)
+            sync(device)
+            t2 = time.perf_counter()
+            del tokens[len(prompt) :]
+            s += t1 - t0
+            r += t2 - t1
+        return s / number, r / number
 
     return run
 

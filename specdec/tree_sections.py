@@ -146,7 +146,8 @@ def cost_extras(run) -> tuple[dict, dict]:
     samplers = {}
     for (name, label), spec in run.trees.items():
         s = tree_loop_sampler(run.target, run.objs[name], spec, run.temperature, run.device,
-                              run.knobs["term_calls"], position=run.mean_position())
+                              run.knobs["term_calls"], position=run.mean_position(),
+                              prompt_chars=run.mean_prompt_chars())
         run.samplers[name, label] = samplers[f"tree:{name}:{label}"] = s
     return verify_fns(run.target, TREE_POSITIONS, run.device), samplers
 
@@ -161,12 +162,15 @@ def costs_doc(run, c) -> dict:
         terms = before_terms(run, name, label)
         loop.setdefault(name, {})[label] = {"step_us": float(np.median(terms[:, 0])),
                                             "node_us": float(np.median(terms[:, 1])),
-                                            "round_us": float(np.median(terms[:, 2]))}
+                                            "round_us": float(np.median(terms[:, 2])),
+                                            "first_step_us": float(np.median(terms[:, 3])),
+                                            "first_round_us": float(np.median(terms[:, 4]))}
     return {"tree_verify_pass_us": {n: float(np.median(v)) for n, v in verify.items()},
             "tree_verify_ratio_samples": {n: (v / single).tolist() for n, v in verify.items()},
             "tree_loop": loop}
 
 
 def before_terms(run, name: str, label: str) -> np.ndarray:
-    """(samples, 3) step, node, round µs of a tree configuration, from the cost table's round-robin."""
+    """(samples, 5) µs of a tree configuration (`timing.TERMS`, a node for the drafted character), from the cost
+    table's round-robin."""
     return np.asarray(run.costs.extra_samples[f"tree:{name}:{label}"], dtype=float)

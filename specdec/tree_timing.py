@@ -3,10 +3,11 @@
 A tree round is: draft the tree (`trees.draft_tree`, one q per inner node), build its attention, one target
 pass over the pending token and every node, the rule's walk (`trees.accept_tree`), and moving the accepted
 path's keys and values (`GPT.keep_path`). The refined model prices it exactly as a chain round -- passes ·
-round + drafted nodes · node cost against chars · step (`stats.refined_speedup`) -- so its three terms are:
-the target-only step, drafting per node, and the round without the draft. `tree_loop_sampler` measures them
-now (the twin of `timing.loop_sampler`), and the report runs it in the cost table's round-robin (before the
-pairs: predicted_before) and after each pair (predicted_refined).
+round + drafted nodes · node cost against chars · step (`stats.refined_speedup`) -- so its terms are: the
+target-only step, drafting per node, the round without the draft, and a generation's first step and first
+round (the prompt's prefill). `tree_loop_sampler` measures them now (the twin of `timing.loop_sampler`), and
+the report runs it in the cost table's round-robin (before the pairs: predicted_before) and after each pair
+(predicted_refined).
 
 `verify_fns` gives the tree-masked passes over N positions (one pending token and N - 1 nodes) that the cost
 table times in the same round-robin as the single pass, so T(N)/T(1) is a per-sample ratio.
@@ -20,10 +21,10 @@ from typing import Callable
 import numpy as np
 import torch
 
-from . import corpus, sampling, trees
+from . import corpus, decode, trees
 from .drafts import Draft
 from .model import GPT
-from .timing import COST_PROMPT, _steps, sync, timed
+from .timing import COST_PROMPT, _first_sampler, _steps, sync, timed
 
 TREE_POSITIONS = (2, 5, 9, 17, 33, 65)  # N: the pending token and N - 1 nodes (1..64)
 
@@ -58,40 +59,60 @@ def verify_fns(target: GPT, positions=TREE_POSITIONS, device: str = "cpu") -> di
 
 
 def tree_loop_sampler(target: GPT, draft: Draft, spec: trees.TreeSpec, temperature: float = 1.0,
-                      device: str = "cpu", number: int = 10,
-                      position: int | None = None) -> Callable[[], tuple[float, float, float]]:
-    """A call returning (target-only step µs, drafting per node µs, tree round without the draft µs) for one
-    table draft and tree shape, measured now: `timing.loop_sampler`'s twin.
+                      device: str = "cpu", number: int = 10, position: int | None = None,
+                      prompt_chars: int | None = None) -> Callable[[], tuple[float, ...]]:
+    """A call returning the refined model's five terms (`timing.TERMS`, µs; the drafted character is a drafted
+    node here) for one table draft and tree shape, measured now: `timing.loop_sampler`'s twin.
 
     position: where the rounds run (attention grows with it); pass the generation's mean position.
+    prompt_chars: the prompt length of a generation's first step and first round; pass the workload's mean.
     number: rounds per sample; target-only steps: 4·number per sample (as the chain sampler's).
     """
     n_steps = 4 * number
     if position is None:
         position = len(corpus.encode(COST_PROMPT)) - 1
-    text = corpus.split_ids("val")[: position + n_steps // 2 + 1].tolist()  # only its length matters
+    # only its length matters
+    text = corpus.split_ids("val")[: max(position + n_steps // 2 + 1, (prompt_chars or 0) + 1)].tolist()
     context = text[: position + 1]
+    prompt = text[: prompt_chars or position + 1]
     shape = spec.limit(target.config.context - len(context), spec.depth)  # a round must fit the context
     rng = np.random.default_rng(1)
     start = max(0, position - n_steps // 2)
     steps = _steps(target, text, start, n_steps, temperature, rng, device)
     settle = _steps(target, text, start, min(10, n_steps), temperature, rng, device)
     rounds = _tree_round_sampler(target, draft, context, shape, rng, temperature, device)
+    first_shape = spec.limit(target.config.context - len(prompt), spec.depth)
+    stats = _tree_stats(spec.depth)
 
-    def sample() -> tuple[float, float, float]:
+    def first_round(tokens: list[int]) -> None:  # the whole prompt pending
+        tree = trees.draft_tree(first_shape, draft, tokens, rng, temperature)
+        decode.settle_tree_round(target, tokens, 0, tree, rng, temperature, stats)
+
+    firsts = _first_sampler(target, prompt, first_round, rng, temperature, device)
+
+    def sample() -> tuple[float, ...]:
         node_s, round_s = rounds(number)
+        first_step_s, first_round_s = firsts(2)
         settle()  # as in loop_sampler: a step right after other work runs slower for ~10 calls
-        return timed(steps, device) / n_steps * 1e6, node_s * 1e6, round_s * 1e6
+        return (timed(steps, device) / n_steps * 1e6, node_s * 1e6, round_s * 1e6, first_step_s * 1e6,
+                first_round_s * 1e6)
 
     return torch.inference_mode()(sample)
 
 
+def _tree_stats(depth: int) -> decode.GenerationStats:
+    return decode.GenerationStats(k=depth, accepted_per_position=[0] * (depth + 1), tried_per_depth=[0] * depth,
+                                  accepted_per_depth=[0] * depth)
+
+
 def _tree_round_sampler(target, draft, context, spec, rng, temperature, device):
-    """Steady-state tree rounds at `context`, timed in two parts: drafting the tree, and the rest (mask,
-    verify pass over the pending token + nodes, p, the walk, keep_path). Returns run(number) -> (seconds per
-    drafted node, seconds per round without the draft)."""
+    """Steady-state tree rounds at `context`, timed in two parts: drafting the tree, and
+    `decode.settle_tree_round` (mask, verify pass over the pending token + nodes, p, the walk, keep_path, the
+    bookkeeping) on a scratch copy of the context. Returns run(number) -> (seconds per drafted node, seconds
+    per round without the draft)."""
     pos = len(context) - 1
-    dev = torch.device(device)
+    tokens = list(context)
+    stats = _tree_stats(spec.depth)
 
     def run(number: int, warmup: int = 2) -> tuple[float, float]:
         target(target.ids(context), 0)  # the cache holds the context again
@@ -101,14 +122,12 @@ def _tree_round_sampler(target, draft, context, spec, rng, temperature, device):
             if i == warmup:
                 d = r = 0.0
                 nodes = 0
+            del tokens[pos + 1 :]  # the scratch sequence is the context again (moved slots: harmless)
             sync(device)
             t0 = time.perf_counter()
-            tree = trees.draft_tree(spec, draft, context, rng, temperature)
+            tree = trees.draft_tree(spec, draft, tokens, rng, temperature)
             t1 = time.perf_counter()
-            attn = tree.attention(pos, 1, dev)
-            logits = target(target.ids(context[pos:] + tree.tokens), pos, attn)[0]
-            path, _ = trees.accept_tree(tree, sampling.probs(logits, temperature), rng)
-            target.keep_path(len(context), [pos + 1 + j for j in path])  # slots past the context: harmless
+            decode.settle_tree_round(target, tokens, pos, tree, rng, temperature, stats)
             sync(device)
             t2 = time.perf_counter()
             d += t1 - t0

@@ -139,12 +139,15 @@ def test_predicted_is_the_writeup_formula_of_the_recorded_figures(doc):
 
 def test_the_prediction_before_the_run_uses_the_cost_tables_terms(doc):
     """The median, over the cost table's samples (all taken before the first pair), of the refined model with
-    the workload's pooled counts."""
+    the workload's pooled counts: each of the n generations' first step and first round (its k drafts, or a
+    tree's mean nodes per round) priced apart."""
     acc = {(r["draft"], r["k"], str(r.get("tree"))): r for r in doc["acceptance"]}
     for r in doc["speedup"]:
         a = acc[r["draft"], r["k"], str(r.get("tree"))]
-        per_sample = [a["chars"] * step / (a["target_passes"] * rnd + a["drafted"] * char)
-                      for step, char, rnd in r["before_terms_samples"]]
+        n, kf = a["runs"], (r["k"] if r["tree"] is None else r["drafted_per_round"])
+        per_sample = [((a["chars"] - n) * step + n * first_step)
+                      / ((a["target_passes"] - n) * rnd + (a["drafted"] - n * kf) * char + n * first_round)
+                      for step, char, rnd, first_step, first_round in r["before_terms_samples"]]
         assert len(per_sample) == doc["costs"]["samples"]
         assert r["predicted_before"] == pytest.approx(float(np.median(per_sample)))
 

@@ -67,7 +67,8 @@ def test_tree_verify_pass_by_node_count_is_in_the_cost_table(report_doc):
     assert set(c["tree_verify_pass_us"]) == {"2", "5", "9", "17", "33", "65"} == set(c["tree_verify_ratio_samples"])
     assert all(len(v) == c["samples"] for v in c["tree_verify_ratio_samples"].values())
     assert set(c["tree_loop"]["bigram"]) == set(SHAPES)
-    assert set(c["tree_loop"]["bigram"]["4x2x2x1"]) == {"step_us", "node_us", "round_us"}
+    assert set(c["tree_loop"]["bigram"]["4x2x2x1"]) == {"step_us", "node_us", "round_us", "first_step_us",
+                                                        "first_round_us"}
 
 
 def test_tree_speedup_rows_carry_both_predictions_and_the_best_configuration_is_named(report_doc):
@@ -87,8 +88,12 @@ def test_a_chain_shaped_tree_prices_and_counts_as_the_chain():
     # model is the chain's: 60 chars, 20 passes, 76 nodes; step 10, round 25, node 1 µs ->
     # 60·10 / (20·25 + 76·1) = 600 / 576.
     a = {"totals": {"chars": 60, "target_passes": 20, "drafted": 76}}
-    got = sections._predictions(a, np.array([[10.0, 1.0, 25.0]])).estimate
+    got = sections._predictions(a, np.array([[10.0, 1.0, 25.0, 10.0, 29.0]]), 0, 4).estimate
     assert got == pytest.approx(600 / 576) == stats.refined_speedup(60, 20, 76, 10.0, 25.0, 1.0)
+    # over 2 generations whose first step costs 30 and first round 60 (its 4 nodes included):
+    # (58·10 + 2·30) / (18·25 + (76 - 8)·1 + 2·60) = 640 / 638
+    got = sections._predictions(a, np.array([[10.0, 1.0, 25.0, 30.0, 60.0]]), 2, 4).estimate
+    assert got == pytest.approx(640 / 638)
     # and the child-acceptance model of that tree is Leviathan's E(α, k) with α the first child's acceptance
     assert ts.expected_chars(trees.TreeSpec.parse("1x1x1x1"), [0.5]) == pytest.approx(1.9375)
     assert stats.expected_length(0.5, 4) == pytest.approx(1.9375)
@@ -105,10 +110,10 @@ def test_a_shape_configuration_parses_to_its_tree():
         ts.parse_config("4x0")
 
 
-def test_the_tree_round_sampler_returns_the_three_terms(target, draft_factory):
-    from specdec import tree_timing
+def test_the_tree_round_sampler_returns_the_five_terms(target, draft_factory):
+    from specdec import timing, tree_timing
 
-    step, node, rnd = tree_timing.tree_loop_sampler(target, draft_factory("bigram"), trees.TreeSpec.parse("2x2"),
-                                                    number=1, position=40)()
-    assert step > 0 and node > 0 and rnd > 0  # no claim on their sizes: the machine is shared
+    got = tree_timing.tree_loop_sampler(target, draft_factory("bigram"), trees.TreeSpec.parse("2x2"), number=1,
+                                        position=40, prompt_chars=10)()
+    assert len(got) == len(timing.TERMS) and all(x > 0 for x in got)  # no claim on sizes: the machine is shared
     assert set(tree_timing.verify_fns(target)) == {f"tree_verify{n}" for n in (1, 2, 5, 9, 17, 33, 65)}

@@ -172,6 +172,20 @@ def test_refined_speedup_by_hand():
     assert stats.refined_speedup(200, 50, 200, 500.0, 700.0, 20.0) == pytest.approx(100_000 / 39_000)
     t = stats.refined_terms(200, 50, 200, 500.0, 700.0, 20.0)
     assert t["verify_share"] == pytest.approx(35 / 39) and t["draft_share"] == pytest.approx(4 / 39)
+    assert t["first_share"] == 0 and t["speedup"] == pytest.approx(100_000 / 39_000)
+
+
+def test_refined_speedup_prices_each_generations_first_pass_apart():
+    # The same counts over 2 generations; a first step costs 2 000 µs, a first round 3 000 µs with its 4 drafts.
+    # Target-only: 198·500 + 2·2 000 = 103 000. Speculative: 48·700 + (200 - 2·4)·20 + 2·3 000
+    # = 33 600 + 3 840 + 6 000 = 43 440.
+    got = stats.refined_speedup(200, 50, 200, 500.0, 700.0, 20.0, runs=2, first_step_us=2000.0,
+                                first_round_us=3000.0, first_drafted=4)
+    assert got == pytest.approx(103_000 / 43_440)
+    t = stats.refined_terms(200, 50, 200, 500.0, 700.0, 20.0, 2, 2000.0, 3000.0, 4)
+    assert (t["target_only_us"], t["speculative_us"]) == pytest.approx((103_000, 43_440))
+    assert t["first_share"] == pytest.approx(6_000 / 43_440)
+    assert t["verify_share"] + t["draft_share"] + t["first_share"] == pytest.approx(1.0)
 
 
 def test_refined_reduces_to_writeup_formula_when_loop_costs_nothing_extra():

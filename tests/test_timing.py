@@ -54,7 +54,7 @@ def test_measure_costs_covers_every_piece(target, draft_factory):
     assert 0 < lo <= costs.c("bigram") <= hi and len(costs.c_samples["bigram"]) == 2
     assert set(costs.verify_ratio_samples) == {2, 5} and all(len(v) == 2 for v in costs.verify_ratio_samples.values())
     assert set(costs.loop_char_us["bigram"]) == {1, 4} == set(costs.loop_round_us["bigram"])  # ks ∪ {draft_k}
-    assert costs.loop_samples["bigram", 4].shape == (2, 3)
+    assert costs.loop_samples["bigram", 4].shape == (2, len(timing.TERMS)) == (2, 5)
 
 
 def test_measure_costs_takes_the_terms_from_the_samplers_given(target, draft_factory):
@@ -83,12 +83,12 @@ def test_steps_advance_the_cache_like_generate():
 
 
 @pytest.mark.parametrize("k", [1, 8])
-def test_loop_sampler_gives_three_costs_and_leaves_generation_intact(target, draft_factory, k):
+def test_loop_sampler_gives_five_costs_and_leaves_generation_intact(target, draft_factory, k):
     import specdec
 
     d = draft_factory("int4")
     before = specdec.speculative_generate(target, d, "ROMEO:", 40, k=k, seed=3)
-    sample = timing.loop_sampler(target, d, k, number=2, all_accepted=0.5, position=30)
-    step, char, rnd = sample()
-    assert all(np.isfinite(x) and x > 0 for x in (step, char, rnd))
+    sample = timing.loop_sampler(target, d, k, number=2, all_accepted=0.5, position=30, prompt_chars=12)
+    got = sample()
+    assert len(got) == len(timing.TERMS) and all(np.isfinite(x) and x > 0 for x in got)
     assert specdec.speculative_generate(target, d, "ROMEO:", 40, k=k, seed=3) == before
