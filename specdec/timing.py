@@ -153,7 +153,7 @@ def loop_sampler(target: GPT, draft: Draft, k: int, temperature: float = 1.0, de
     prompt_chars: the prompt length of a generation's first step and first round; pass the workload's mean.
     number: rounds per sample at k >= 4; smaller k runs proportionally more rounds (4·number/k), so every
     sample drafts about as many characters and lasts long enough for a burst of load to average out.
-    Target-only steps: 4·number per sample; first steps and rounds: 2 each.
+    Target-only steps: 4·number per sample; one first step and one first round.
     """
     n_steps = 4 * number
     if position is None:
@@ -179,7 +179,7 @@ def loop_sampler(target: GPT, draft: Draft, k: int, temperature: float = 1.0, de
 
     def sample() -> tuple[float, ...]:
         char_s, round_s = rounds(n_rounds)  # primes both caches with the context first
-        first_step_s, first_round_s = firsts(2)
+        first_step_s, first_round_s = firsts(1)
         # Right after the draft's rounds a target step runs up to ~1.5x slower and settles over ~10 calls
         # (measured); target-only generation runs its steps back to back, so time them once settled.
         settle()

@@ -92,7 +92,7 @@ def tree_loop_sampler(target: GPT, draft: Draft, spec: trees.TreeSpec, temperatu
 
     def sample() -> tuple[float, ...]:
         node_s, round_s = rounds(number)
-        first_step_s, first_round_s = firsts(2)
+        first_step_s, first_round_s = firsts(1)
         settle()  # as in loop_sampler: a step right after other work runs slower for ~10 calls
         return (timed(steps, device) / n_steps * 1e6, node_s * 1e6, round_s * 1e6, first_step_s * 1e6,
                 first_round_s * 1e6)
