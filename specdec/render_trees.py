@@ -85,6 +85,7 @@ def tree_costs(c: dict) -> list[str]:
     return ["\nA tree round: drafting the tree (per node), then the verify pass over its nodes, the walk of the "
             "rule and moving the accepted path's keys and values (the round without the draft):\n",
             _table(["draft", "tree", "drafting per node (µs)", "round without the draft (µs)",
-                    "target-only step (µs)"], [
-                [n, label, f"{v['node_us']:.1f}", f"{v['round_us']:.0f}", f"{v['step_us']:.0f}"]
+                    "target-only step (µs)", "first step (µs)", "first round (µs)"], [
+                [n, label, f"{v['node_us']:.1f}", f"{v['round_us']:.0f}", f"{v['step_us']:.0f}",
+                 f"{v['first_step_us']:.0f}", f"{v['first_round_us']:.0f}"]
                 for n, per in c["tree_loop"].items() for label, v in per.items()])]

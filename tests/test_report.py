@@ -212,9 +212,10 @@ def test_findings_are_computed_from_the_figures(doc):
     assert lines[0].startswith(f"Best acceptance at k=1: {top}, {acc[top]:.3f}")
     assert lines[1].startswith(f"Worst acceptance at k=1: {bottom}, {acc[bottom]:.3f}")
     for key, label in (("predicted_before", "made before the run"), ("predicted_refined", "cost accounting")):
-        n_ok = sum(abs(r[key] / r["measured"] - 1) <= 0.05 for r in doc["speedup"])
-        assert any(label in x and f"within 5% of the measured median on {n_ok}/{len(doc['speedup'])} rows" in x
-                   for x in lines)
+        n = len(doc["speedup"])
+        n5, n10 = (sum(abs(r[key] / r["measured"] - 1) <= tol for r in doc["speedup"]) for tol in (0.05, 0.10))
+        assert any(label in x and f"within 5% of the measured figure on {n5}/{n} rows and within 10% on {n10}/{n}"
+                   in x for x in lines)
 
 
 def test_adaptive_rows_face_each_drafts_best_fixed_k(doc, target, draft_factory):
