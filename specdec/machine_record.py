@@ -11,9 +11,9 @@ uncertainty known from earlier calibrations of an instrument. `specdec report --
 `specdec calibrate DIR` measure, for every row of a pair, the extra its interval needed to hold the other run's
 figure, as a fraction of the figure (`calibrate.needs`), and append them here. A later report on the same
 machine (same CPU model, cores, torch threads, device and backend) takes the split-conformal 95 % quantile τ
-of the recent needs and adds it to every speedup interval in quadrature (± 1.96·τ·figure), and says so. It is
-the same for a quiet run as for a noisy one: the next run's state is what it covers, and a quiet run cannot
-know it. The record is a small JSON file in the user's cache directory
+of the recent needs -- at least what the recent pairs needed to pass (`pair_quantile`) -- and adds it to every
+speedup interval in quadrature (± 1.96·τ·figure), and says so. It is the same for a quiet run as for a noisy
+one: the next run's state is what it covers, and a quiet run cannot know it. The record is a small JSON file in the user's cache directory
 (`$XDG_CACHE_HOME/specdec/between-run.json`, by default under ~/.cache), written atomically.
 """
 
@@ -26,6 +26,7 @@ from pathlib import Path
 
 RECENT = 10  # calibrations pooled: the machine's recent history, not every state it was ever in
 LEVEL = 0.95  # the intervals are 95 % intervals: the term is what held 95 % of past row-directions
+PAIR_SHARE = 0.90  # a calibration passes when each run's intervals hold the other's figure on this share of rows
 UNITS = "fraction"  # what `needs` are in: a fraction of the row's figure
 
 
@@ -66,11 +67,40 @@ def load(machine: dict) -> list[dict]:
 def quantile(entries: list[dict]) -> float | None:
     """τ: the extra (a fraction of the figure) that held `LEVEL` of the row-directions of the RECENT latest
     calibrations -- the split-conformal quantile, the ⌈(N + 1)·LEVEL⌉-th smallest of their N needs, so that a
-    new run exchangeable with them is covered with probability at least LEVEL. None when there are too few
-    needs for it (fewer than LEVEL / (1 - LEVEL) ≈ 19) or no calibration at all."""
-    needs = sorted(float(x) for e in entries[-RECENT:] for x in e["needs"])
+    new run exchangeable with them is covered with probability at least LEVEL -- and never less than what the
+    recent *pairs* needed to pass (`pair_quantile`). None when there are too few needs for the first (fewer
+    than LEVEL / (1 - LEVEL) ≈ 19) or no calibration at all."""
+    recent = entries[-RECENT:]
+    needs = sorted(float(x) for e in recent for x in e["needs"])
     k = math.ceil((len(needs) + 1) * LEVEL)
-    return needs[k - 1] if needs and k <= len(needs) else None
+    if not needs or k > len(needs):
+        return None
+    return max(needs[k - 1], pair_quantile(recent))
+
+
+def pair_need(entry: dict) -> float:
+    """The least extra that would have let one calibration pass: in each direction (the first `rows` needs, then
+    the rest), the need ranked just past the misses a pass allows (⌊(1 − PAIR_SHARE)·rows⌋), the larger one."""
+    n = [float(x) for x in entry["needs"]]
+    rows = int(entry.get("rows") or len(n))
+    out = 0.0
+    for side in (n[:rows], n[rows:]):
+        ranked = sorted(side, reverse=True)
+        allowed = math.floor((1 - PAIR_SHARE) * len(side) + 1e-9)
+        out = max(out, ranked[allowed] if allowed < len(ranked) else 0.0)
+    return out
+
+
+def pair_quantile(entries: list[dict]) -> float:
+    """What the recent pairs needed to pass, as a quantile over pairs: the ⌈(N + 1)·PAIR_SHARE⌉-th smallest of
+    their N pair needs, the largest while N is too small for that (under 9). A shift of the machine between two
+    runs moves many rows at once, so the misses cluster in a pair: the row-direction quantile alone, mostly
+    zeros, can stay at 0 while pairs fail (two of the five on this VM's onnx record, 2026-12-01)."""
+    needs = sorted(pair_need(e) for e in entries)
+    if not needs:
+        return 0.0
+    k = math.ceil((len(needs) + 1) * PAIR_SHARE)
+    return needs[min(k, len(needs)) - 1]
 
 
 def append(machine: dict, entry: dict) -> Path:

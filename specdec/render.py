@@ -335,7 +335,8 @@ def _between_note(br: dict | None) -> str:
         return (", and no between-run term yet: this machine has no recorded calibration, so a change of its state "
                 "between runs is not covered (`specdec report --repeat 2` records one)")
     return (f", and this machine's between-run term in quadrature too (τ = {br['tau']:.1%}: the 95 % conformal "
-            f"quantile of what {br['calibrations']} recorded calibration(s) needed beyond their intervals)")
+            f"quantile of what {br['calibrations']} recorded calibration(s) needed beyond their intervals, at "
+            f"least what their pairs needed to pass)")
 
 
 def _noise_note(r: dict, floor: dict) -> str:

@@ -56,6 +56,26 @@ def test_the_conformal_quantile_by_hand(n, expected):
     assert machine_record.quantile(entries if n else []) == expected
 
 
+def test_a_pairs_need_is_what_it_lacked_to_pass_by_hand():
+    # 10 rows a direction: a pass allows ⌊0.1 · 10⌋ = 1 miss, so a direction needs its 2nd largest need
+    e = {"needs": [0.05, 0.04] + [0.0] * 8 + [0.0] * 9 + [0.02], "rows": 10, "units": "fraction"}
+    assert machine_record.pair_need(e) == 0.04
+    # 19 pairs needing 0.01 .. 0.19: the ⌈20 · 0.9⌉ = 18th smallest; under 9 pairs, the largest
+    pairs = [{"needs": [x / 100] * 4, "rows": 2} for x in range(1, 20)]
+    assert machine_record.pair_quantile(pairs) == pytest.approx(0.18)
+    assert machine_record.pair_quantile(pairs[:5]) == pytest.approx(0.05)
+    assert machine_record.pair_quantile([]) == 0.0
+
+
+def test_misses_clustered_in_one_pair_raise_the_term_the_pooled_quantile_leaves_at_zero():
+    # nine quiet pairs and one whose first direction missed two rows: 200 needs, 2 above 0, so the pooled
+    # ⌈201 · 0.95⌉ = 191st smallest is 0; the pairs' ⌈11 · 0.9⌉ = 10th smallest is that pair's need, 0.04
+    quiet = [{"needs": [0.0] * 20, "rows": 10, "units": "fraction"}] * 9
+    shifted = {"needs": [0.05, 0.04] + [0.0] * 18, "rows": 10, "units": "fraction"}
+    assert machine_record.quantile(quiet + [shifted]) == 0.04
+    assert machine_record.quantile(quiet + [quiet[0]]) == 0.0
+
+
 def test_only_the_recent_calibrations_count():
     old = [{"needs": [100.0] * 20, "units": "fraction"}]
     recent = [{"needs": [0.0] * 20, "units": "fraction"}] * machine_record.RECENT
