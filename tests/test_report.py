@@ -192,7 +192,10 @@ def test_a_row_is_noisy_by_its_interval_against_the_floor_never_by_its_range(doc
 
 def test_write_is_all_or_nothing(doc, tmp_path, monkeypatch):
     paths = report.write(doc, tmp_path, render.tables(doc))
-    assert {p.name for p in paths} == {"report.md", "report.json", "speedup.png", "per-prompt.png", "attribution.png"}
+    # the per-prompt figure needs a row timed over two prompts or more: a slow machine's 20 s budget may give
+    # each row one visit
+    spread = {"per-prompt.png"} if max(r["items"] for r in doc["speedup"]) >= 2 else set()
+    assert {p.name for p in paths} == {"report.md", "report.json", "speedup.png", "attribution.png"} | spread
     assert json.loads((tmp_path / "report.json").read_text())["noise_floor"] == doc["noise_floor"]
     before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
 
