@@ -16,12 +16,21 @@ import time
 
 import numpy as np
 
-from specdec import decode, hygiene, load_target, load_workload, make_draft, stats, timing
+from specdec import DRAFTS, decode, hygiene, load_target, load_workload, make_draft, stats, timing
 
 CHARS = 200
 
+
+
+def _row(text: str) -> tuple[str, int]:
+    name, _, k = text.partition(":")
+    if name not in DRAFTS or not k.isdigit() or int(k) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not draft:k; allowed drafts: {', '.join(DRAFTS)}, k >= 1")
+    return name, int(k)
+
+
 ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-ap.add_argument("rows", nargs="+", help="draft:k, e.g. ngram:8")
+ap.add_argument("rows", nargs="+", type=_row, help="draft:k, e.g. ngram:8")
 ap.add_argument("--backend", default="onnx")
 ap.add_argument("--repeats", type=int, default=15, help="alternations of samplers and generations")
 args = ap.parse_args()
@@ -33,9 +42,7 @@ runs = workload.cycled(3)  # the full report's runs
 prompt_chars = round(np.mean([len(item.prompt) for item, _ in runs]))
 print(f"backend {args.backend}, {len(runs)} runs of {CHARS} characters, mean prompt {prompt_chars} characters")
 with hygiene.no_gc():
-    for row in args.rows:
-        name, k = row.split(":")
-        k = int(k)
+    for name, k in args.rows:
         draft = make_draft(name, target)
         counts = [decode.speculative_generate(target, draft, it.prompt, CHARS, k, s).stats for it, s in runs]
         chars, passes = sum(c.chars for c in counts), sum(c.target_passes for c in counts)
