@@ -156,17 +156,9 @@ def loop_sampler(target: GPT, draft: Draft, k: int, temperature: float = 1.0, de
     Target-only steps: 4·number per sample; one first step and one first round.
     """
     n_steps = 4 * number
-    if position is None:
-        position = len(corpus.encode(COST_PROMPT)) - 1
-    # validation text: only its length matters to the clock
-    text = corpus.split_ids("val")[: max(position + n_steps // 2 + 1, (prompt_chars or 0) + 1)].tolist()
-    context = text[: position + 1]
-    prompt = text[: prompt_chars or position + 1]
+    text, position, prompt = _texts(position, n_steps, prompt_chars)
     rng = np.random.default_rng(1)
-    start = max(0, position - n_steps // 2)  # the steps' mean position is the rounds' one
-    steps = _steps(target, text, start, n_steps, temperature, rng, device)
-    settle = _steps(target, text, start, min(10, n_steps), temperature, rng, device)
-    rounds = _round_sampler(target, draft, context, k, rng, temperature, device, all_accepted)
+    rounds = _round_sampler(target, draft, text[: position + 1], k, rng, temperature, device, all_accepted)
     stats = _scratch_stats(k)
 
     def first_round(tokens: list[int]) -> None:  # a reset draft proposes k after the whole prompt
@@ -175,7 +167,27 @@ def loop_sampler(target: GPT, draft: Draft, k: int, temperature: float = 1.0, de
         decode.settle_round(target, draft, tokens, 0, ids, q, rng, temperature, stats)
 
     firsts = _first_sampler(target, prompt, first_round, rng, temperature, device)
-    n_rounds = max(number, -(-4 * number // k))
+    return _terms_sampler(target, text, position, n_steps, rounds, max(number, -(-4 * number // k)), firsts,
+                          temperature, rng, device)
+
+
+def _texts(position: int | None, n_steps: int, prompt_chars: int | None) -> tuple[list[int], int, list[int]]:
+    """(text, position, prompt) for a loop sampler: validation text long enough for `n_steps` steps around
+    `position` (default: the cost prompt's last) and for the prompt -- only its length matters to the clock --
+    and the first step's and round's prompt (`prompt_chars` long; default: the text up to `position`)."""
+    if position is None:
+        position = len(corpus.encode(COST_PROMPT)) - 1
+    text = corpus.split_ids("val")[: max(position + n_steps // 2 + 1, (prompt_chars or 0) + 1)].tolist()
+    return text, position, text[: prompt_chars or position + 1]
+
+
+def _terms_sampler(target, text, position, n_steps, rounds, n_rounds, firsts, temperature, rng, device):
+    """The call both loop samplers return: `rounds(n_rounds)` (seconds per drafted character or node, seconds
+    per round without the draft), `firsts(1)` (a first step, a first round), then `n_steps` target-only steps
+    around `position` once the target has settled: the five `TERMS`, µs."""
+    start = max(0, position - n_steps // 2)  # the steps' mean position is the rounds' one
+    steps = _steps(target, text, start, n_steps, temperature, rng, device)
+    settle = _steps(target, text, start, min(10, n_steps), temperature, rng, device)
 
     def sample() -> tuple[float, ...]:
         char_s, round_s = rounds(n_rounds)  # primes both caches with the context first

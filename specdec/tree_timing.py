@@ -24,7 +24,7 @@ import torch
 from . import corpus, decode, trees
 from .drafts import Draft
 from .model import GPT
-from .timing import COST_PROMPT, _first_sampler, _steps, sync, timed
+from .timing import COST_PROMPT, _first_sampler, _terms_sampler, _texts, sync
 
 TREE_POSITIONS = (2, 5, 9, 17, 33, 65)  # N: the pending token and N - 1 nodes (1..64)
 
@@ -69,17 +69,10 @@ def tree_loop_sampler(target: GPT, draft: Draft, spec: trees.TreeSpec, temperatu
     number: rounds per sample; target-only steps: 4·number per sample (as the chain sampler's).
     """
     n_steps = 4 * number
-    if position is None:
-        position = len(corpus.encode(COST_PROMPT)) - 1
-    # only its length matters
-    text = corpus.split_ids("val")[: max(position + n_steps // 2 + 1, (prompt_chars or 0) + 1)].tolist()
+    text, position, prompt = _texts(position, n_steps, prompt_chars)
     context = text[: position + 1]
-    prompt = text[: prompt_chars or position + 1]
     shape = spec.limit(target.config.context - len(context), spec.depth)  # a round must fit the context
     rng = np.random.default_rng(1)
-    start = max(0, position - n_steps // 2)
-    steps = _steps(target, text, start, n_steps, temperature, rng, device)
-    settle = _steps(target, text, start, min(10, n_steps), temperature, rng, device)
     rounds = _tree_round_sampler(target, draft, context, shape, rng, temperature, device)
     first_shape = spec.limit(target.config.context - len(prompt), spec.depth)
     stats = _tree_stats(spec.depth)
@@ -89,15 +82,7 @@ def tree_loop_sampler(target: GPT, draft: Draft, spec: trees.TreeSpec, temperatu
         decode.settle_tree_round(target, tokens, 0, tree, rng, temperature, stats)
 
     firsts = _first_sampler(target, prompt, first_round, rng, temperature, device)
-
-    def sample() -> tuple[float, ...]:
-        node_s, round_s = rounds(number)
-        first_step_s, first_round_s = firsts(1)
-        settle()  # as in loop_sampler: a step right after other work runs slower for ~10 calls
-        return (timed(steps, device) / n_steps * 1e6, node_s * 1e6, round_s * 1e6, first_step_s * 1e6,
-                first_round_s * 1e6)
-
-    return torch.inference_mode()(sample)
+    return _terms_sampler(target, text, position, n_steps, rounds, number, firsts, temperature, rng, device)
 
 
 def _tree_stats(depth: int) -> decode.GenerationStats:
