@@ -161,13 +161,16 @@ def costs(run: ReportRun, seconds: float) -> dict:
         "draft_k": c.draft_k,
         "position": run.mean_position(),
         "prompt_chars": run.mean_prompt_chars(),
-        "loop": {n: {str(k): {"char_us": c.loop_char_us[n][k], "round_us": c.loop_round_us[n][k],
-                              "step_us": float(np.median(c.loop_samples[n, k][:, 0])),
-                              "first_step_us": float(np.median(c.loop_samples[n, k][:, 3])),
-                              "first_round_us": float(np.median(c.loop_samples[n, k][:, 4]))}
-                     for k in run.ks} for n in run.drafts},
+        "loop": {n: {str(k): _loop_doc(c, n, k) for k in run.ks} for n in run.drafts},
         **ts.costs_doc(run, c),
     }}
+
+
+def _loop_doc(c: timing.Costs, name: str, k: int) -> dict:
+    """report.json's refined-model terms of one draft and k before the run (medians, µs)."""
+    m = timing.term_medians(c.loop_samples[name, k])
+    return {"char_us": c.loop_char_us[name][k], "round_us": c.loop_round_us[name][k], "step_us": m["step"],
+            "first_step_us": m["first_step"], "first_round_us": m["first_round"]}
 
 
 def paired_figures(r: Runs, num: str, den: str, floor: dict | None = None) -> dict:
@@ -292,7 +295,7 @@ def _speedup_row(run: ReportRun, r: Runs, floor_width: float | None) -> dict:
     per_round = t["drafted"] / t["draft_calls"] if tree and t["draft_calls"] else k
     n_runs = len(run.runs)
     before, after = (_predictions(a, x, n_runs, per_round) for x in (before_terms, after_terms))
-    after_us = {key: float(np.median(after_terms[:, i])) for i, key in enumerate(timing.TERMS)}
+    after_us = timing.term_medians(after_terms)
     terms = stats.refined_terms(t["chars"], t["target_passes"], t["drafted"], after_us["step"], after_us["round"],
                                 after_us["draft_char"], n_runs, after_us["first_step"], after_us["first_round"],
                                 per_round)
@@ -311,7 +314,7 @@ def _speedup_row(run: ReportRun, r: Runs, floor_width: float | None) -> dict:
         "timing_width": t_width,
         "noisy": _noisy(t_width, floor_width, run.knobs["precision"]),
         "terms_us": after_us,
-        "before_terms_us": {key: float(np.median(before_terms[:, i])) for i, key in enumerate(timing.TERMS)},
+        "before_terms_us": timing.term_medians(before_terms),
         "before_terms_samples": np.asarray(before_terms, dtype=float).tolist(),  # per sample: timing.TERMS, µs
         "target_only_error": implied_target / terms["target_only_us"] - 1.0,
         "speculative_error": implied_spec / terms["speculative_us"] - 1.0,

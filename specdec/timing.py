@@ -141,6 +141,12 @@ def _steps(target, text, start, n, temperature, rng, device):
 TERMS = ("step", "draft_char", "round", "first_step", "first_round")
 
 
+def term_medians(samples) -> dict[str, float]:
+    """Each of `TERMS` -> its median over samples (rows of what a loop sampler returned), µs."""
+    a = np.asarray(samples, dtype=float)
+    return {key: float(np.median(a[:, i])) for i, key in enumerate(TERMS)}
+
+
 def loop_sampler(target: GPT, draft: Draft, k: int, temperature: float = 1.0, device: str = "cpu",
                  number: int = 10, all_accepted: float = 0.0, position: int | None = None,
                  prompt_chars: int | None = None) -> Callable[[], tuple[float, ...]]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import exactness, trees
+from . import exactness, timing, trees
 from . import workload as wl
 from .decode import speculative_generate
 from .drafts import TableDraft
@@ -159,12 +159,9 @@ def costs_doc(run, c) -> dict:
     verify = {str(n): np.asarray(c.extra_samples[f"tree_verify{n}"]) for n in TREE_POSITIONS}
     loop: dict = {}
     for name, label in run.trees:
-        terms = before_terms(run, name, label)
-        loop.setdefault(name, {})[label] = {"step_us": float(np.median(terms[:, 0])),
-                                            "node_us": float(np.median(terms[:, 1])),
-                                            "round_us": float(np.median(terms[:, 2])),
-                                            "first_step_us": float(np.median(terms[:, 3])),
-                                            "first_round_us": float(np.median(terms[:, 4]))}
+        m = timing.term_medians(before_terms(run, name, label))
+        loop.setdefault(name, {})[label] = {"step_us": m["step"], "node_us": m["draft_char"], "round_us": m["round"],
+                                            "first_step_us": m["first_step"], "first_round_us": m["first_round"]}
     return {"tree_verify_pass_us": {n: float(np.median(v)) for n, v in verify.items()},
             "tree_verify_ratio_samples": {n: (v / single).tolist() for n, v in verify.items()},
             "tree_loop": loop}
