@@ -13,8 +13,9 @@ figure, as a fraction of the figure (`calibrate.needs`), and append them here. A
 machine (same CPU model, cores, torch threads, device and backend) takes the split-conformal 95 % quantile τ
 of the recent needs -- at least what the recent pairs needed to pass (`pair_quantile`) -- and adds it to every
 speedup interval in quadrature (± 1.96·τ·figure), and says so. It is the same for a quiet run as for a noisy
-one: the next run's state is what it covers, and a quiet run cannot know it. The record is a small JSON file in the user's cache directory
-(`$XDG_CACHE_HOME/specdec/between-run.json`, by default under ~/.cache), written atomically.
+one: the next run's state is what it covers, and a quiet run cannot know it. The record is a small JSON file
+in the user's cache directory (`$XDG_CACHE_HOME/specdec/between-run.json`, by default under ~/.cache), written
+atomically.
 """
 
 from __future__ import annotations
