@@ -24,7 +24,16 @@ import torch
 from . import corpus, decode, trees
 from .drafts import Draft
 from .model import GPT
-from .timing import COST_PROMPT, _first_sampler, _terms_sampler, _texts, sync
+from .timing import (
+    COST_PROMPT,
+    WARM_ROUNDS,
+    WARM_SECONDS,
+    _first_sampler,
+    _terms_sampler,
+    _texts,
+    fill_cache,
+    sync,
+)
 
 TREE_POSITIONS = (2, 5, 9, 17, 33, 65)  # N: the pending token and N - 1 nodes (1..64)
 
@@ -99,14 +108,13 @@ def _tree_round_sampler(target, draft, context, spec, rng, temperature, device):
     tokens = list(context)
     stats = _tree_stats(spec.depth)
 
-    def run(number: int, warmup: int = 2) -> tuple[float, float]:
-        target(target.ids(context), 0)  # the cache holds the context again
+    def run(number: int) -> tuple[float, float]:
+        fill_cache(target, context)  # the cache holds the context again
         d = r = 0.0
-        nodes = 0
-        for i in range(warmup + number):  # the first rounds after other work pay its cache misses
-            if i == warmup:
-                d = r = 0.0
-                nodes = 0
+        nodes = i = timed_rounds = 0
+        warm_until = time.perf_counter() + WARM_SECONDS
+        while timed_rounds < number:  # untimed rounds first, as in `timing._round_sampler`
+            warming = i < WARM_ROUNDS or time.perf_counter() < warm_until
             del tokens[pos + 1 :]  # the scratch sequence is the context again (moved slots: harmless)
             sync(device)
             t0 = time.perf_counter()
@@ -115,9 +123,12 @@ def _tree_round_sampler(target, draft, context, spec, rng, temperature, device):
             decode.settle_tree_round(target, tokens, pos, tree, rng, temperature, stats)
             sync(device)
             t2 = time.perf_counter()
-            d += t1 - t0
-            r += t2 - t1
-            nodes += len(tree.tokens)
+            if not warming:
+                d += t1 - t0
+                r += t2 - t1
+                nodes += len(tree.tokens)
+                timed_rounds += 1
+            i += 1
         return d / max(nodes, 1), r / number
 
     return run

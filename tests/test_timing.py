@@ -92,3 +92,46 @@ def test_loop_sampler_gives_five_costs_and_leaves_generation_intact(target, draf
     got = sample()
     assert len(got) == len(timing.TERMS) and all(np.isfinite(x) and x > 0 for x in got)
     assert specdec.speculative_generate(target, d, "ROMEO:", 40, k=k, seed=3) == before
+
+
+@pytest.mark.parametrize("n, widths", [(1, [1]), (32, [32]), (33, [32, 1]), (70, [32, 32, 6])])
+def test_fill_cache_runs_passes_no_wider_than_fill_width(n, widths):
+    seen = []
+
+    class FakeTarget:
+        ids = GPT.ids
+        device = torch.device("cpu")
+
+        def __call__(self, idx, pos):
+            seen.append((idx.shape[1], pos))
+
+    timing.fill_cache(FakeTarget(), list(range(n)))
+    assert timing.FILL_WIDTH == 32
+    assert seen == [(w, 32 * i) for i, w in enumerate(widths)]
+
+
+def test_fill_cache_leaves_the_cache_one_whole_pass_leaves(target):
+    from specdec import corpus
+
+    tokens = corpus.split_ids("val")[:75].tolist()
+    target.setup_cache(1)
+    whole = target(target.ids(tokens), 0)[0, -1].clone()
+    cache = [b.attn.k_cache[0, :, :75].clone() for b in target.blocks]
+    target.setup_cache(1)
+    timing.fill_cache(target, tokens[:-1])
+    assert torch.allclose(target(target.ids(tokens[-1:]), 74)[0, -1], whole, atol=1e-4)
+    assert all(torch.allclose(b.attn.k_cache[0, :, :75], c, atol=1e-5) for b, c in zip(target.blocks, cache))
+
+
+@pytest.mark.parametrize("number", [1, 3])
+def test_round_sampler_times_number_rounds_after_the_warm_up_rounds(target, draft_factory, monkeypatch, number):
+    from specdec import corpus, decode
+
+    calls = []
+    settle = decode.settle_round
+    monkeypatch.setattr(decode, "settle_round", lambda *a: calls.append(1) or settle(*a))
+    monkeypatch.setattr(timing, "WARM_SECONDS", 0.0)
+    context = corpus.split_ids("val")[:40].tolist()
+    run = timing._round_sampler(target, draft_factory("bigram"), context, 2, np.random.default_rng(0), 1.0, "cpu")
+    char_s, round_s = run(number)
+    assert len(calls) == timing.WARM_ROUNDS + number and char_s > 0 and round_s > 0
