@@ -266,10 +266,11 @@ def _round_sampler(target, draft, context, k, rng, temperature, device, all_acce
 # well, so a fast round gets more of them.
 WARM_ROUNDS = 4
 WARM_SECONDS = 0.004
-# The widest pass a cost sampler runs to put its context in the cache. One pass over the whole context (126
-# positions at the report's mean position) left the rounds after it 3-9 % slower than the same rounds inside a
-# generation, warm-up rounds or not (measured alternately on the 2-core VM, onnx: bigram and ngram k=4), while
-# passes of 32 positions -- about a generation's first pass over its prompt -- left them as fast.
+# The widest pass a cost sampler runs to put its context in the cache. After one pass over the whole context
+# (126 positions at the report's mean position) the next 5-position passes ran 2.3x, 1.4x, 1.1x, 1.04x their
+# settled time; after passes of 32 positions -- about a generation's first pass over its prompt -- 1.5x,
+# 1.04x, 1.0x (medians of 30, 2-core VM, onnx). The narrower fill settles sooner; the warm-up rounds absorb
+# the rest.
 FILL_WIDTH = 32
 
 
