@@ -23,6 +23,7 @@ from threadpoolctl import threadpool_info, threadpool_limits
 BUSY_LOAD = 0.8  # other runnable processes (load average beyond our own) that make a machine "busy"
 WIDE_FLOOR = 0.10  # an A/A interval wider than this fraction of its median makes the noise floor "wide"
 LARGE_DRIFT = 0.05  # a drift τ (ratios' shift between stretches of the run, one sd) above this is worth a warning
+STATE_SHIFT = 0.10  # a target-only step this much faster or slower during the pairs than in the cost table
 
 
 @contextlib.contextmanager
@@ -145,8 +146,21 @@ def machine_info(threads: dict, device: str, cpus: list[int] | None) -> dict:
     }
 
 
-def warnings(machine: dict, floor: dict | None, after_own_run: bool = False) -> list[str]:
-    """One-line warnings, pyperf-style, for a busy machine or a wide A/A noise floor, each saying what to do.
+def state_shift(rows: list[dict]) -> float | None:
+    """How much slower (+) or faster (-) the machine ran a target-only step during the speedup pairs than in
+    the cost table before them: the median over speedup rows of the step term sampled beside the pairs over
+    the cost table's. None without rows. The prediction made before the run prices every term at the cost
+    table's speed; a shift alone cancels in a ratio, but the terms do not all shift alike (a wide pass, a
+    quantized draft's kernels and a one-position pass each feel a busy host differently)."""
+    ratios = [r["terms_us"]["step"] / r["before_terms_us"]["step"] for r in rows
+              if r.get("terms_us") and r.get("before_terms_us")]
+    return float(np.median(ratios)) - 1.0 if ratios else None
+
+
+def warnings(machine: dict, floor: dict | None, after_own_run: bool = False,
+             shift: float | None = None) -> list[str]:
+    """One-line warnings, pyperf-style, for a busy machine, a wide A/A noise floor, drift, or a machine whose
+    speed changed between the cost table and the pairs (`shift`, see `state_shift`), each saying what to do.
 
     after_own_run: this process measured right before (report --repeat), so the load average at the start
     still holds our own ~1 and is no sign of other work.
@@ -169,4 +183,10 @@ def warnings(machine: dict, floor: dict | None, after_own_run: bool = False) -> 
         out.append(f"WARNING: the machine drifted: ratios moved by ±{floor['drift']:.0%} (one sd) between the first "
                    f"and second half of the run, beyond their pairs' noise; every interval carries it, and no "
                    f"number of pairs takes it away: run on a quieter machine or pin a CPU with --cpu N.")
+    if shift is not None and abs(shift) > STATE_SHIFT:
+        way = "slower" if shift > 0 else "faster"
+        out.append(f"WARNING: the machine ran target-only steps {abs(shift):.0%} {way} during the pairs than in "
+                   f"the cost table before them: the prediction made before the run priced every term at the "
+                   f"cost table's speed, and the terms do not all change alike, so its errors here are partly the "
+                   f"machine's; rerun when the machine is steady or pin a quiet CPU with --cpu N.")
     return out

@@ -434,10 +434,14 @@ def findings(doc: dict) -> list[str]:
         ok2 = sum(abs(e) <= 2 * PREDICTION_TOLERANCE for e, _ in ref)
         e, r = max(ref, key=lambda t: abs(t[0]))
         inside = sum(x["ci_low"] <= x[key] <= x["ci_high"] for x in every)
+        shift = doc.get("state_shift") if key == "predicted_before" else None
+        way = "slower" if (shift or 0) > 0 else "faster"
+        moved = (f" A target-only step ran {abs(shift):.0%} {way} during the pairs than in the cost table it was "
+                 f"made from." if shift is not None else "")
         out.append(f"{label} is within {PREDICTION_TOLERANCE:.0%} of the measured figure on {ok}/{len(ref)} rows "
                    f"and within {2 * PREDICTION_TOLERANCE:.0%} on {ok2}/{len(ref)}, chains and trees (largest error "
                    f"{e:+.1%}: {r['draft']} {_config(r)}), and inside the measured figure's re-run interval on "
-                   f"{inside}/{len(ref)}.")
+                   f"{inside}/{len(ref)}.{moved}")
     if doc.get("adaptive"):
         ad = doc["adaptive"]
         verdict = lambda r: ("faster" if r["vs_fixed_ci_low"] > 1 else "slower" if r["vs_fixed_ci_high"] < 1

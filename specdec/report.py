@@ -147,7 +147,8 @@ def measure(
     doc["machine"]["load_end"] = hygiene.load_average()
     doc["sections"] = spent
     doc["wall_seconds"] = clock.elapsed()
-    doc["warnings"] = hygiene.warnings(doc["machine"], doc.get("noise_floor"), after_own_run)
+    doc["state_shift"] = hygiene.state_shift(doc.get("speedup", []))
+    doc["warnings"] = hygiene.warnings(doc["machine"], doc.get("noise_floor"), after_own_run, doc["state_shift"])
     for w in doc["warnings"]:
         log(w)
     return doc

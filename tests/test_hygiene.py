@@ -63,6 +63,25 @@ def test_warnings_for_a_busy_machine_a_wide_floor_or_drift(start, end, width, dr
     assert all(g.startswith("WARNING: ") and "\n" not in g for g in got)
 
 
+def test_state_shift_is_the_median_rows_step_change_from_the_cost_table_to_the_pairs():
+    row = lambda before, after: {"before_terms_us": {"step": before}, "terms_us": {"step": after}}
+    rows = [row(300.0, 210.0), row(320.0, 240.0), row(200.0, 200.0)]  # -30 %, -25 %, 0 %
+    assert hygiene.state_shift(rows) == pytest.approx(-0.25)
+    assert hygiene.state_shift([row(200.0, 230.0)]) == pytest.approx(0.15)
+    assert hygiene.state_shift([]) is None
+
+
+@pytest.mark.parametrize("shift,expected", [(None, None), (0.09, None), (-0.09, None), (0.12, "12% slower"),
+                                            (-0.25, "25% faster")])
+def test_warnings_when_the_machine_changed_speed_between_the_cost_table_and_the_pairs(shift, expected):
+    machine = {"load_start": 0.1, "load_end": 1.1, "cores": 2}
+    got = hygiene.warnings(machine, None, shift=shift)
+    if expected is None:
+        assert got == []
+    else:
+        assert len(got) == 1 and expected in got[0] and "prediction made before the run" in got[0]
+
+
 def test_a_repeat_report_does_not_count_its_own_previous_run_as_other_load():
     machine = {"load_start": 1.01, "load_end": 1.0, "cores": 2}  # report 2 of --repeat 2, just after report 1
     assert hygiene.warnings(machine, None) and not hygiene.warnings(machine, None, after_own_run=True)

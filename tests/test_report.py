@@ -68,6 +68,13 @@ def test_the_timed_sections_share_the_budget(doc):
     assert sum(s["seconds"] for s in doc["sections"]) <= doc["wall_seconds"] + 0.005 * len(doc["sections"])
 
 
+def test_state_shift_is_the_rows_median_step_change_and_warned_beyond_ten_percent(doc):
+    changes = sorted(r["terms_us"]["step"] / r["before_terms_us"]["step"] - 1 for r in doc["speedup"])
+    assert doc["state_shift"] == pytest.approx(float(np.median(changes)))
+    assert (abs(doc["state_shift"]) > 0.10) == any("during the pairs than in the cost table" in w
+                                                   for w in doc["warnings"])
+
+
 def test_overhead_rows_are_the_report_targets_passes_against_the_recorded_floor(doc, target):
     from specdec import overhead
 
@@ -219,6 +226,9 @@ def test_findings_are_computed_from_the_figures(doc):
         n5, n10 = (sum(abs(r[key] / r["measured"] - 1) <= tol for r in doc["speedup"]) for tol in (0.05, 0.10))
         assert any(label in x and f"within 5% of the measured figure on {n5}/{n} rows and within 10% on {n10}/{n}"
                    in x for x in lines)
+    shift = doc["state_shift"]
+    said = f"A target-only step ran {abs(shift):.0%} {'slower' if shift > 0 else 'faster'} during the pairs"
+    assert [x for x in lines if said in x] == [x for x in lines if "made before the run is within" in x]
 
 
 def test_adaptive_rows_face_each_drafts_best_fixed_k(doc, target, draft_factory):
