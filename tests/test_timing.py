@@ -110,6 +110,9 @@ def test_fill_cache_runs_passes_no_wider_than_fill_width(n, widths):
     assert seen == [(w, 32 * i) for i, w in enumerate(widths)]
 
 
+# The samplers run under inference mode; so do these tests: a pass with autograd on leaves the session's shared
+# target's cache with a history that copying the model later refuses (test_report_trees failed after them).
+@torch.inference_mode()
 def test_fill_cache_leaves_the_cache_one_whole_pass_leaves(target):
     from specdec import corpus
 
@@ -124,6 +127,7 @@ def test_fill_cache_leaves_the_cache_one_whole_pass_leaves(target):
 
 
 @pytest.mark.parametrize("number", [1, 3])
+@torch.inference_mode()  # see the fill test
 def test_round_sampler_times_number_rounds_after_the_warm_up_rounds(target, draft_factory, monkeypatch, number):
     from specdec import corpus, decode
 
