@@ -10,6 +10,7 @@ result. On CUDA every timer synchronises the device.
 
 from __future__ import annotations
 
+import itertools
 import time
 from dataclasses import dataclass, field
 from typing import Callable
@@ -233,11 +234,10 @@ def _round_sampler(target, draft, context, k, rng, temperature, device, all_acce
         fill_cache(target, context)
         draft.reset()
         draft.propose(context, 1, rng, temperature)
-        d = r = 0.0
-        warm_until = time.perf_counter() + WARM_SECONDS
-        i = timed_rounds = 0
-        while timed_rounds < number:
-            warming = i < WARM_ROUNDS or time.perf_counter() < warm_until  # once False, stays False
+        count = itertools.count()
+
+        def one_round() -> tuple[float, float]:  # (seconds drafting, seconds for the rest of the round)
+            i = next(count)
             two = int((i + 1) * all_accepted) > int(i * all_accepted)
             draft.rollback(pos - 1 if two else pos)
             del tokens[pos + 1 :]  # the scratch sequence is the context again
@@ -248,18 +248,16 @@ def _round_sampler(target, draft, context, k, rng, temperature, device, all_acce
             t1 = time.perf_counter()
             decode.settle_round(target, draft, tokens, pos, ids, q, rng, temperature, stats)
             sync(device)
-            t2 = time.perf_counter()
-            if not warming:
-                d += t1 - t0
-                r += t2 - t1
-                timed_rounds += 1
-            i += 1
-        return d / number / k, r / number
+            return t1 - t0, time.perf_counter() - t1
+
+        warm_up(one_round, WARM_SECONDS, device, min_calls=WARM_ROUNDS)
+        d, r = np.sum([one_round() for _ in range(number)], axis=0)
+        return float(d) / number / k, float(r) / number
 
     return run
 
 
-# Untimed rounds before a sampler's timed ones: at least WARM_ROUNDS, and WARM_SECONDS. After other work
+# Untimed rounds before a sampler's timed ones (`warm_up`): at least WARM_ROUNDS, and WARM_SECONDS. After other work
 # (another draft's rounds, a prefill, target-only steps) a round runs slow and settles over several rounds:
 # in the report's round robin a bigram k=4 round took about 2.3x, 1.4x and 1.1x its settled time in its first
 # three rounds, an int8 k=4 round 1.5x, 1.3x, 1.2x, 1.1x (medians of 25, 2-core VM, onnx). Sized by time as

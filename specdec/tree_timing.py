@@ -33,6 +33,7 @@ from .timing import (
     _texts,
     fill_cache,
     sync,
+    warm_up,
 )
 
 TREE_POSITIONS = (2, 5, 9, 17, 33, 65)  # N: the pending token and N - 1 nodes (1..64)
@@ -110,11 +111,8 @@ def _tree_round_sampler(target, draft, context, spec, rng, temperature, device):
 
     def run(number: int) -> tuple[float, float]:
         fill_cache(target, context)  # the cache holds the context again
-        d = r = 0.0
-        nodes = i = timed_rounds = 0
-        warm_until = time.perf_counter() + WARM_SECONDS
-        while timed_rounds < number:  # untimed rounds first, as in `timing._round_sampler`
-            warming = i < WARM_ROUNDS or time.perf_counter() < warm_until
+
+        def one_round() -> tuple[float, float, int]:  # (seconds drafting, seconds for the rest, nodes)
             del tokens[pos + 1 :]  # the scratch sequence is the context again (moved slots: harmless)
             sync(device)
             t0 = time.perf_counter()
@@ -122,13 +120,10 @@ def _tree_round_sampler(target, draft, context, spec, rng, temperature, device):
             t1 = time.perf_counter()
             decode.settle_tree_round(target, tokens, pos, tree, rng, temperature, stats)
             sync(device)
-            t2 = time.perf_counter()
-            if not warming:
-                d += t1 - t0
-                r += t2 - t1
-                nodes += len(tree.tokens)
-                timed_rounds += 1
-            i += 1
-        return d / max(nodes, 1), r / number
+            return t1 - t0, time.perf_counter() - t1, len(tree.tokens)
+
+        warm_up(one_round, WARM_SECONDS, device, min_calls=WARM_ROUNDS)  # as in `timing._round_sampler`
+        d, r, nodes = np.sum([one_round() for _ in range(number)], axis=0)
+        return float(d) / max(nodes, 1), float(r) / number
 
     return run
