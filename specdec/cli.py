@@ -398,6 +398,7 @@ def _calibration(docs: list[dict], out, record: bool) -> int:
     for a, b in zip(docs, docs[1:]):
         cov = calibrate.coverage(a, b)
         cov["between_run"] = calibrate.between_run(a, b)
+        cov["against_rerun"] = calibrate.against_rerun(a, b)
         covs.append(cov)
     text = calibrate.render(covs)
     print(text)

@@ -120,7 +120,8 @@ def test_calibrate_command_reads_a_repeat_folder_and_records_it(tmp_path):
     assert out.returncode == 1, out.stderr
     assert "contain run 2's median on 2/3 rows" in out.stdout and "2 of 4 row-directions needed more" in out.stdout
     assert "this machine now has 1" in out.stderr
-    assert json.loads((tmp_path / "calibration.json").read_text())[0]["between_run"]["rows"] == 2
+    cal = json.loads((tmp_path / "calibration.json").read_text())[0]
+    assert cal["between_run"]["rows"] == 2 and cal["against_rerun"]["n"] == 0  # these rows carry no prediction
     assert len(machine_record.load(MACHINE)) == 1
     assert _cli("calibrate", str(tmp_path), "--no-record").returncode == 1
     assert len(machine_record.load(MACHINE)) == 1
@@ -128,3 +129,42 @@ def test_calibrate_command_reads_a_repeat_folder_and_records_it(tmp_path):
     bad = _cli("calibrate", str(tmp_path))
     assert bad.returncode == 2 and "needs report.json and repeat-2/report.json" in bad.stderr
     assert len(bad.stderr.strip().splitlines()) == 1
+
+
+def _predicted(doc: dict, before: dict) -> dict:
+    """doc with each speedup row's predicted_before set from {(draft, k): prediction}."""
+    for r in doc["speedup"]:
+        r["predicted_before"] = before[r["draft"], r["k"]]
+    return doc
+
+
+def test_against_rerun_by_hand():
+    a = _predicted(_doc({("ngram", 8): (2.0, 1.8, 2.2), ("int8", 1): (0.8, 0.7, 0.9), ("bigram", 2): (1.0, 0.9, 1.1)}),
+                   {("ngram", 8): 2.08, ("int8", 1): 0.9, ("bigram", 2): 1.0})
+    b = _predicted(_doc({("ngram", 8): (2.18, 2.0, 2.4), ("int8", 1): (0.84, 0.7, 0.9), ("bigram", 2): (1.08, 1.0, 1.2)}),
+                   {("ngram", 8): 2.18, ("int8", 1): 0.7, ("bigram", 2): 1.0})
+    ag = calibrate.against_rerun(a, b)
+    assert [r["row"] for r in ag["rows"]] == ["ngram k=8", "int8 k=1", "bigram k=2"]
+    # a: 2.08/2.0 - 1 = +4 %, 0.9/0.8 - 1 = +12.5 %, 0; b: 0, 0.7/0.84 - 1 = -16.7 %, 1.0/1.08 - 1 = -7.4 %
+    assert [r["a_error"] for r in ag["rows"]] == pytest.approx([0.04, 0.125, 0.0])
+    assert [r["b_error"] for r in ag["rows"]] == pytest.approx([0.0, 0.7 / 0.84 - 1, 1 / 1.08 - 1])
+    # the re-run: b's measured over a's: +9 %, +5 %, +8 %
+    assert [r["rerun_error"] for r in ag["rows"]] == pytest.approx([0.09, 0.05, 0.08])
+    assert ag["n"] == 3
+    assert ag["a_error"]["within"] == {"0.05": 2, "0.1": 2}
+    assert ag["b_error"]["within"] == {"0.05": 1, "0.1": 2}
+    assert ag["rerun_error"]["within"] == {"0.05": 1, "0.1": 3}
+    assert ag["a_error"]["largest"] == pytest.approx(0.125)
+    assert ag["rerun_error"]["rms"] == pytest.approx(math.sqrt((0.0081 + 0.0025 + 0.0064) / 3))
+    text = calibrate.render([{**calibrate.coverage(a, b), "against_rerun": ag}])
+    assert "| int8 k=1 | +12.5% | -16.7% | +5.0% |" in text
+    assert "Within 10%: the prediction on 2/3 rows of run 1 and 2/3 of run 2; run 2's measured figure is within " \
+           "10% of run 1's on 3/3." in text
+
+
+def test_against_rerun_skips_rows_without_a_prediction():
+    a = _predicted(_doc({("ngram", 8): (2.0, 1.8, 2.2), ("int8", 1): (0.8, 0.7, 0.9)}), {("ngram", 8): 2.0, ("int8", 1): 0.8})
+    b = _doc({("ngram", 8): (2.0, 1.8, 2.2), ("int8", 1): (0.8, 0.7, 0.9)})  # a report from before the key existed
+    ag = calibrate.against_rerun(a, b)
+    assert ag["n"] == 0 and ag["rerun_error"]["largest"] is None
+    assert "against a re-run" not in calibrate.render([{**calibrate.coverage(a, b), "against_rerun": ag}])
