@@ -7,6 +7,10 @@
     out.text, out.stats.acceptance, out.stats.chars_per_pass
 """
 
+import time as _time
+
+_IMPORTED = _time.perf_counter()  # before torch is imported: `specdec report`'s budget counts from here
+
 from .backends import BACKENDS, UnknownBackendError
 from .corpus import VocabularyError, encode, vocabulary
 from .decode import Generation, GenerationStats, generate, speculative_generate

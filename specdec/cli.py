@@ -346,13 +346,14 @@ def _check_report_inputs(args, target, ks: list[int]) -> None:
 
 
 def _measure_report(args, target, drafts: list[str], ks: list[int], cpus, after_own_run: bool) -> dict:
-    """`report.measure` with the command's settings."""
-    from . import report
+    """`report.measure` with the command's settings. The first report's budget counts from the package's
+    import, so that `--budget` bounds the command's wall time (start-up included), not only its sections'."""
+    from . import _IMPORTED, report
 
     return report.measure(target, drafts, ks, quick=args.quick, pairs=args.pairs, threads=args.threads,
                           device=args.device, chars=args.chars, seed=args.seed, budget=args.budget, cpus=cpus,
                           workload=args.workload, prompt=args.prompt, trees=args.trees, after_own_run=after_own_run,
-                          between_run=args.between_run, log=_log)
+                          between_run=args.between_run, started=None if after_own_run else _IMPORTED, log=_log)
 
 
 def _report_all(args, drafts: list[str], ks: list[int], cpus) -> int:

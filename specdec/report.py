@@ -49,6 +49,11 @@ QUICK = {"budget": 60.0, "min_pairs": 3, "precision": 0.08, "samples": 5_000, "c
 # `specdec compare` and a prediction that is not hostage to one sample (0.12 with twice the calls gave 4).
 # Overhead: the floor table and the machine's figures (a few seconds of a full report), taken from the speedups.
 SHARES = {"overhead": 0.05, "costs": 0.17, "speedup": 0.60, "adaptive": 0.13, "greedy": 0.05}
+# Seconds kept back from the budget (plus 2 % of it) for what follows the sections: writing report.md and
+# report.json and drawing three figures took 2.3 s on the 2-core VM (matplotlib's import most of it), and the
+# interpreter's exit about 0.5 s more.
+WRITE_RESERVE = 4.0
+STARTUP = "start-up: import torch, load the target, check the inputs"  # the sections table's first row, if timed
 
 
 def measure(
@@ -69,6 +74,7 @@ def measure(
     trees: list[str] | None = None,
     after_own_run: bool = False,
     between_run: str | None = "auto",
+    started: float | None = None,
     log=print,
 ) -> dict:
     """Run every section within `budget` seconds and return the report document (schema in README.md).
@@ -80,7 +86,9 @@ def measure(
     allows) and recorded. trees: tree shapes ('4x2x2x1') and node budgets ('budget 32': the shape from the
     measured child acceptance), each for every table draft among `drafts` (default `tree_sections.DEFAULT_TREES`;
     [] for none). between_run: "auto" adds this machine's recorded between-run term to the speedup intervals
-    (`machine_record`; none until a calibration is recorded), "off" leaves it out.
+    (`machine_record`; none until a calibration is recorded), "off" leaves it out. started: a
+    `time.perf_counter()` reading the budget counts from (default: now); `specdec report` passes the moment the
+    package was imported, so that start-up is inside `--budget` and shows as a section of its own.
     """
     drafts = list(drafts or DRAFTS)
     skipped = [n for n in drafts if n not in available_on(device)]
@@ -105,7 +113,8 @@ def measure(
         work = wl.load_workload(workload or wl.DEFAULT_WORKLOAD, seeds=None if seed is None else [seed],
                                 chars=chars, max_k=max(ks))
         runs = work.cycled(knobs["every"])
-    clock = Budget(knobs["budget"], reserve=2.0 + 0.02 * knobs["budget"])
+    clock = Budget(knobs["budget"], reserve=WRITE_RESERVE + 0.02 * knobs["budget"], start=started)
+    startup = clock.elapsed() if started is not None else None
     affinity = hygiene.pin(cpus)
     threads_before, blas_before = torch.get_num_threads(), hygiene.blas_threads()
     thread_info = hygiene.set_threads(threads)
@@ -145,6 +154,8 @@ def measure(
     doc.update(parts)
     doc["recommendations"] = recommend(doc["speedup"])
     doc["machine"]["load_end"] = hygiene.load_average()
+    if startup is not None:
+        spent.insert(0, {"section": STARTUP, "seconds": round(startup, 2), "allotted": None})
     doc["sections"] = spent
     doc["wall_seconds"] = clock.elapsed()
     doc["state_shift"] = hygiene.state_shift(doc.get("speedup", []))

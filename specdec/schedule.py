@@ -36,12 +36,14 @@ class Section:
 class Budget:
     """Seconds for a whole report, counted from construction; `reserve` is kept back for writing files."""
 
-    def __init__(self, seconds: float, reserve: float = 0.0):
+    def __init__(self, seconds: float, reserve: float = 0.0, start: float | None = None):
+        """start: a `time.perf_counter()` reading to count from (default: now) -- a command's own start, so
+        that what it did before measuring (importing torch, loading the target) is inside its budget."""
         if not seconds > 0:
             raise ValueError(f"the budget must be a positive number of seconds, got {seconds}")
         self.seconds = seconds
         self.reserve = reserve
-        self.start = time.perf_counter()
+        self.start = time.perf_counter() if start is None else start
 
     def elapsed(self) -> float:
         return time.perf_counter() - self.start

@@ -56,6 +56,7 @@ def test_report_backend_all_writes_a_report_per_backend_and_the_finding(tmp_path
     import sys
 
     import specdec
+    from specdec import report
 
     out = tmp_path / "all"
     proc = subprocess.run([sys.executable, "-m", "specdec.cli", "report", "--backend", "all", "--quick", "--budget",
@@ -69,6 +70,10 @@ def test_report_backend_all_writes_a_report_per_backend_and_the_finding(tmp_path
         assert doc["machine"]["backend"] == name and [r["k"] for r in doc["speedup"]] == [2]
         # the same seeds, the same exact rule: every backend's deterministic counts are identical
         assert doc["acceptance"] == json.loads((out / "eager" / "report.json").read_text())["acceptance"]
+        # the first report's budget counts from the command's start (its first row); the others' from their own
+        first = doc["sections"][0]
+        assert (first["section"] == report.STARTUP) == (name == specdec.BACKENDS[0])
+        assert sum(s["seconds"] for s in doc["sections"]) <= doc["wall_seconds"] + 0.005 * len(doc["sections"])
     assert (out / "attribution.png").read_bytes()[:4] == b"\x89PNG"  # every backend's step and round, stacked
     text = (out / "backends.md").read_text()
     assert text.count("| bigram | k=2 |") == len(specdec.BACKENDS) and "## Finding" in text

@@ -84,3 +84,11 @@ def test_after_the_minimum_the_widest_rows_get_the_time():
     loud.width = lambda: 0.5
     schedule.interleave([quiet, loud], seconds=0.3, min_visits=3, precision=0.01, log=lambda s: None)
     assert quiet.visits == 3 and loud.visits > 3
+
+
+def test_a_budget_counts_from_the_start_it_is_given():
+    """`specdec report` passes the moment the package was imported: start-up is spent out of the budget."""
+    budget = schedule.Budget(10.0, reserve=1.0, start=time.perf_counter() - 3.0)
+    assert budget.elapsed() == pytest.approx(3.0, abs=0.05)
+    assert budget.left() == pytest.approx(6.0, abs=0.05)
+    assert schedule.Budget(2.0, start=time.perf_counter() - 3.0).left() == 0.0
