@@ -14,8 +14,8 @@ later reports add a conformal quantile of these to their intervals.
 `against_rerun` puts the prediction made before the run beside a re-run: each report's before-the-run error
 against its own measured figure, and the second report's measured figure against the first's. A prediction is
 made at another moment than the figure it predicts, so it meets the machine's between-moment noise just as a
-re-run of the measurement does: how often the re-run stays within a tolerance is what this machine lets any
-prediction reach.
+re-run of the measurement does: how often the re-run stays within a tolerance shows how far the figure a
+prediction is held to moves on this machine by itself.
 """
 
 from __future__ import annotations
