@@ -32,12 +32,17 @@ FLOOR = "noise floor (A/A)"  # the one row whose interval never carries the betw
 Z95 = 1.959963984540054  # the intervals are 95 %: half-width = Z95 standard errors
 
 
+def _name(r: dict) -> str:
+    """A speedup row's name in the calibration tables: its draft and configuration ('ngram k=8')."""
+    return f"{r['draft']} {config_label(r)}"
+
+
 def _rows(doc: dict) -> dict[str, tuple[float, float, float]]:
     """Row name -> (figure, ci_low, ci_high) for every interval a report gives."""
     f = doc["noise_floor"]
     out = {FLOOR: (f["measured"], f["ci_low"], f["ci_high"])}
     for r in doc["speedup"]:
-        out[f"{r['draft']} {config_label(r)}"] = (r["measured"], r["ci_low"], r["ci_high"])
+        out[_name(r)] = (r["measured"], r["ci_low"], r["ci_high"])
     for r in doc.get("adaptive", []):
         out[f"{r['draft']} adaptive"] = (r["measured"], r["ci_low"], r["ci_high"])
     return out
@@ -103,10 +108,7 @@ def against_rerun(a: dict, b: dict) -> dict:
     """Per speedup row both reports have: each report's before-the-run prediction over its own measured figure
     (a_error, b_error) and b's measured figure over a's (rerun_error), each minus 1; and per kind of error, how
     many rows are within each of `TOLERANCES`, the largest and the root mean square."""
-    def rows(doc):
-        return {f"{r['draft']} {config_label(r)}": r for r in doc["speedup"] if r.get("predicted_before") is not None}
-
-    ra, rb = rows(a), rows(b)
+    ra, rb = ({_name(r): r for r in doc["speedup"] if r.get("predicted_before") is not None} for doc in (a, b))
     out = [{"row": n, "a_error": ra[n]["predicted_before"] / ra[n]["measured"] - 1,
             "b_error": rb[n]["predicted_before"] / rb[n]["measured"] - 1,
             "rerun_error": rb[n]["measured"] / ra[n]["measured"] - 1} for n in ra if n in rb]
