@@ -11,18 +11,19 @@ import time as _time
 
 _IMPORTED = _time.perf_counter()  # before torch is imported: `specdec report`'s budget counts from here
 
-from .backends import BACKENDS, UnknownBackendError
-from .corpus import VocabularyError, encode, vocabulary
-from .decode import Generation, GenerationStats, generate, speculative_generate
-from .drafts import DRAFTS, WRITEUP_DRAFTS, Draft, UnknownDraftError, make_draft
-from .exactness import verify
-from .model import GPT, ContextOverflowError, GPTConfig
-from .overhead import attribution, measure_machine, overhead_table, pass_bytes, pass_flops
-from .sampling import accept_reject
-from .stats import expected_length, optimal_k, predicted_speedup, refined_speedup, summarize
-from .train import CheckpointError, load_checkpoint, load_target, save_checkpoint
-from .trees import TreeSpec
-from .workload import WORKLOADS, Workload, WorkloadError, load_workload
+from specdec.model.backends import BACKENDS, UnknownBackendError
+from specdec.model.corpus import VocabularyError, encode, vocabulary
+from specdec.decoding.generate import Generation, GenerationStats, generate, speculative_generate
+from specdec.decoding.registry import DRAFTS, WRITEUP_DRAFTS, make_draft
+from specdec.decoding.drafts import Draft, UnknownDraftError
+from specdec.measure.exactness import verify
+from specdec.model.gpt import GPT, ContextOverflowError, GPTConfig
+from specdec.measure.overhead import attribution, measure_machine, overhead_table, pass_bytes, pass_flops
+from specdec.decoding.rule import accept_reject
+from specdec.measure.stats import expected_length, optimal_k, predicted_speedup, refined_speedup, summarize
+from specdec.model.train import CheckpointError, load_checkpoint, load_target, save_checkpoint
+from specdec.decoding.trees import TreeSpec
+from specdec.measure.workload import WORKLOADS, Workload, WorkloadError, load_workload
 
 # Submodules `specdec.decode` and `specdec.train` keep their names: the corpus's decode and the training
 # function are reached as specdec.corpus.decode and specdec.train.train, never shadowing a module.

@@ -29,7 +29,7 @@ REPORT_BUDGET = 20.0
 @pytest.fixture(scope="session")
 def report_doc(target):
     """One small report shared by test_report and test_report_trees (bigram brings the default trees)."""
-    from specdec import report
+    from specdec.report import build as report
 
     return report.measure(target, ["bigram", "int8"], [1, 2], quick=True, pairs=3, threads=1, chars=60,
                           budget=REPORT_BUDGET, log=lambda s: None)

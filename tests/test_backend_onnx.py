@@ -9,8 +9,9 @@ import torch
 pytest.importorskip("onnxruntime")
 
 import specdec  # noqa: E402
-from specdec import backend_onnx, backends, corpus, decode, sampling  # noqa: E402
-from specdec.backends import to_backend  # noqa: E402
+from specdec.model import backend_onnx, backends, corpus, sampling
+from specdec.decoding import generate as decode  # noqa: E402
+from specdec.model.backends import to_backend  # noqa: E402
 
 PROMPT = "ROMEO:\nWhat light through yonder window breaks?"
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from specdec import backend_report
+from specdec.report import backend_report
 
 
 def _doc(t1, t9, c, rows):
@@ -56,7 +56,7 @@ def test_report_backend_all_writes_a_report_per_backend_and_the_finding(tmp_path
     import sys
 
     import specdec
-    from specdec import report
+    from specdec.report import build as report
 
     out = tmp_path / "all"
     proc = subprocess.run([sys.executable, "-m", "specdec.cli", "report", "--backend", "all", "--quick", "--budget",

@@ -5,10 +5,12 @@ import pytest
 import torch
 
 import specdec
-from specdec import backends, corpus, exactness, trees
-from specdec.backends import FusedGPT, to_backend
-from specdec.decode import generate, speculative_generate
-from specdec.model import ContextOverflowError
+from specdec.model import backends, corpus
+from specdec.measure import exactness
+from specdec.decoding import trees
+from specdec.model.backends import FusedGPT, to_backend
+from specdec.decoding.generate import generate, speculative_generate
+from specdec.model.gpt import ContextOverflowError
 
 KEPT = [b for b in specdec.BACKENDS if b != "eager"]
 PROMPT = "ROMEO:\nWhat light through yonder window breaks?"

@@ -15,6 +15,8 @@ import pytest
 
 import benchmarks
 from benchmarks import common, harness
+from specdec.measure import overhead
+from specdec.model import backends
 
 ROOT = Path(__file__).resolve().parent.parent
 SUITE = sorted((ROOT / "benchmarks").glob("bench_*.py"))
@@ -98,7 +100,7 @@ def test_parameter_lists_are_fixed_not_read_from_the_package():
     assert common.KS == [1, 4, 8] and common.POSITIONS == [2, 5, 9]
     import specdec
 
-    assert common.BACKENDS == list(specdec.backends.KNOWN) and common.BACKENDS[0] == "eager"
+    assert common.BACKENDS == list(backends.KNOWN) and common.BACKENDS[0] == "eager"
 
 
 def test_the_backend_parameter_is_on_the_pass_draft_cost_and_speedup_benchmarks_with_a_small_grid():
@@ -164,7 +166,7 @@ def test_overhead_share_is_one_minus_the_floor_over_each_harness_sample(monkeypa
 
     seen = {}
     monkeypatch.setattr(specdec, "measure_machine", lambda seconds, threads: seen.setdefault(
-        "machine", specdec.overhead.Machine(matmul_gflops=gflops, cache_gbps=gbps, memory_gbps=1.0, threads=threads)))
+        "machine", overhead.Machine(matmul_gflops=gflops, cache_gbps=gbps, memory_gbps=1.0, threads=threads)))
 
     def round_robin(calls, samples, number):
         seen["calls"] = sorted(calls)

@@ -7,7 +7,8 @@ import sys
 
 import pytest
 
-from specdec import calibrate, machine_record
+from specdec.report import calibrate
+from specdec.measure import machine_record
 
 Z = calibrate.Z95
 MACHINE = {"cpu": "Test CPU @ 1GHz", "cores": 2, "threads": 1, "device": "cpu", "backend": "eager"}

@@ -140,7 +140,7 @@ BAD = [
     (["compare", "{dir}/not-report.json", "{dir}/not-report.json"], "not a specdec report (missing keys"),
     (["compare", "{dir}/nan-report.json", "{dir}/nan-report.json"], "costs.drafts.bigram.c is nan, not a finite number"),
     (["compare", "{dir}/old-report.json", "{dir}/old-report.json"], "lacks settings.prompt (made by an older specdec"),
-    (["generate", "--draft", "ngram", "--tree", "0"], "--tree budget must be between 1 and 255 nodes, got 0"),
+    (["generate", "--draft", "ngram", "--tree", "0"], "--tree: a tree budget must be between 1 and 255 nodes, got '0'"),
     (["verify", "--tree", "0x2"], "bad tree shape '0x2'"),
     (["report", "--trees", "0x2"], "--trees: bad tree shape '0x2'"),
     (["report", "--prompt", "ROMEO: é"], "character 'é' is not in the vocabulary"),

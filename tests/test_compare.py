@@ -7,7 +7,8 @@ import json
 import numpy as np
 import pytest
 
-from specdec import cli, compare
+from specdec import cli
+from specdec.report import compare
 
 DRAFTS = ("bigram", "int8")
 KS = (1, 4)

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from specdec import corpus
+from specdec.model import corpus
 
 
 def test_vocabulary_is_the_84_sorted_characters_of_the_corpus():

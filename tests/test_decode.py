@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 import specdec
-from specdec import corpus
+from specdec.model import corpus
 
 PROMPT = "ROMEO:"  # the documented prompt of the acceptance table
 ALL_DRAFTS = list(specdec.DRAFTS)

@@ -12,8 +12,10 @@ import pytest
 import torch
 
 import specdec
-from specdec import cli, exactness, report, timing
-from specdec.model import GPT
+from specdec.cli import commands as cli
+from specdec.measure import exactness, timing
+from specdec.report import build as report
+from specdec.model.gpt import GPT
 
 
 class _Checking(GPT):

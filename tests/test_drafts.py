@@ -3,7 +3,10 @@ import pytest
 import torch
 
 import specdec
-from specdec import corpus, drafts, ngram, sampling
+from specdec.model import corpus, sampling
+from specdec.decoding import drafts, ngram
+from specdec.decoding import registry
+from specdec.model import quantize
 
 
 def test_unknown_draft_lists_the_available_ones(target):
@@ -53,14 +56,14 @@ def test_model_draft_rolls_back_its_cache(target, draft_factory):
 
 def test_weight_bytes_shrink_with_bits(target, draft_factory):
     sizes = {n: draft_factory(n).weight_bytes() for n in ("int8", "int8-dynamic", "int4", "bigram")}
-    assert specdec.quantize.float32_bytes(target) > sizes["int8"] > sizes["int4"] > sizes["bigram"]
-    assert specdec.quantize.float32_bytes(target) > sizes["int8-dynamic"] > sizes["int4"]
+    assert quantize.float32_bytes(target) > sizes["int8"] > sizes["int4"] > sizes["bigram"]
+    assert quantize.float32_bytes(target) > sizes["int8-dynamic"] > sizes["int4"]
 
 
 def test_cpu_only_drafts_are_declared_and_refused_elsewhere(target, draft_factory):
-    assert {n for n in specdec.DRAFTS if draft_factory(n).cpu_only} == drafts.CPU_ONLY == {"int8-dynamic"}
-    assert drafts.available_on("cpu") == list(specdec.DRAFTS)
-    assert drafts.available_on("cuda") == [n for n in specdec.DRAFTS if n != "int8-dynamic"]
+    assert {n for n in specdec.DRAFTS if draft_factory(n).cpu_only} == registry.CPU_ONLY == {"int8-dynamic"}
+    assert registry.available_on("cpu") == list(specdec.DRAFTS)
+    assert registry.available_on("cuda") == [n for n in specdec.DRAFTS if n != "int8-dynamic"]
 
 
 def test_a_cpu_only_draft_beside_a_target_elsewhere_is_one_line(target, draft_factory, monkeypatch):

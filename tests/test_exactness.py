@@ -3,7 +3,10 @@ import pytest
 from scipy import stats as sstats
 
 import specdec
-from specdec import exactness, sampling
+from specdec.measure import exactness
+from specdec.model import sampling
+from specdec.decoding import rule
+from specdec.measure import stats
 
 ALL_DRAFTS = list(specdec.DRAFTS)
 
@@ -17,11 +20,11 @@ def test_total_variation_by_hand():
 def test_chi_square_pools_sparse_cells():
     p = np.array([0.5, 0.49, 0.005, 0.005])
     # 2000 draws: cells 3 and 4 expect 10 each, kept. chi2 = 10²/10 + 10²/10 = 20 on 3 df.
-    assert exactness.chi_square_p(np.array([1000.0, 980.0, 20.0, 0.0]), p) == pytest.approx(
+    assert stats.chi_square_p(np.array([1000.0, 980.0, 20.0, 0.0]), p) == pytest.approx(
         sstats.chi2.sf(20.0, 3))
     # 400 draws: cells 3 and 4 expect 2 each -> pooled (10 seen, 4 expected), still under 5, so merged into
     # the smallest other cell: 190 + 10 seen against 196 + 4 expected -> a perfect fit.
-    assert exactness.chi_square_p(np.array([200.0, 190.0, 10.0, 0.0]), p) == pytest.approx(1.0)
+    assert stats.chi_square_p(np.array([200.0, 190.0, 10.0, 0.0]), p) == pytest.approx(1.0)
 
 
 def test_baseline_tv_shrinks_like_one_over_sqrt_n():
@@ -33,9 +36,9 @@ def test_baseline_tv_shrinks_like_one_over_sqrt_n():
 
 def _break(monkeypatch, broken):
     if broken == "always_accept":
-        monkeypatch.setattr(sampling, "accept_reject", lambda p, q, drafted, rng: (len(drafted), 0))
+        monkeypatch.setattr(rule, "accept_reject", lambda p, q, drafted, rng: (len(drafted), 0))
     else:
-        monkeypatch.setattr(sampling, "residual", lambda p, q: p / p.sum())
+        monkeypatch.setattr(rule, "residual", lambda p, q: p / p.sum())
 
 
 @pytest.mark.parametrize("broken", ["always_accept", "residual_is_p"])
@@ -93,7 +96,7 @@ def test_verify_says_exact_for_every_draft_at_seeds_0_to_19(target, draft_factor
 
 def test_greedy_equality_catches_a_broken_rule(target, draft_factory, monkeypatch):
     expected = specdec.generate(target, "ROMEO:", 200, seed=0, temperature=0).text
-    monkeypatch.setattr(sampling, "accept_reject", lambda p, q, drafted, rng: (len(drafted), int(p[-1].argmax())))
+    monkeypatch.setattr(rule, "accept_reject", lambda p, q, drafted, rng: (len(drafted), int(p[-1].argmax())))
     out = specdec.speculative_generate(target, draft_factory("bigram"), "ROMEO:", 200, k=4, seed=0, temperature=0)
     assert out.text != expected
 

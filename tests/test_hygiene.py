@@ -4,7 +4,7 @@ import os
 import pytest
 import torch
 
-from specdec import hygiene
+from specdec.measure import hygiene
 
 
 def test_no_gc_turns_collection_off_and_back_on():

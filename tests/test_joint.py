@@ -13,7 +13,9 @@ the wrong row of q (the negative control). The slow test repeats the grid with S
 import pytest
 
 import specdec
-from specdec import exactness, sampling
+from specdec.measure import exactness
+from specdec.model import sampling
+from specdec.decoding import rule
 
 SAMPLES, REFERENCE = 250, 1_000
 SLOW_SAMPLES, SLOW_REFERENCE = 2_000, 8_000
@@ -84,14 +86,14 @@ def _wrong_row(p, q, drafted, rng):
     for i, x in enumerate(drafted):
         if p[i, x] >= q[i, x] or rng.random() * q[i, x] < p[i, x]:
             continue
-        return i, sampling.sample(sampling.residual(p[i], q[i - 1]), rng)
+        return i, sampling.sample(rule.residual(p[i], q[i - 1]), rng)
     return len(drafted), sampling.sample(p[len(drafted)], rng)
 
 
 @pytest.mark.parametrize("temperature", [0.7, 1.0])
 def test_a_residual_from_the_wrong_row_of_q_fails(target, draft_factory, grid, references, monkeypatch, temperature):
     """Negative control: the same check, at the grid's sample count and threshold, with the rule broken."""
-    monkeypatch.setattr(sampling, "accept_reject", _wrong_row)
+    monkeypatch.setattr(rule, "accept_reject", _wrong_row)
     (row,) = exactness.verify_joint(target, {"ngram": draft_factory("ngram")}, 4, SAMPLES, temperature=temperature,
                                     reference=references[temperature])
     assert row["p_value"] <= grid[0]["p_threshold"]

@@ -1,8 +1,8 @@
 import pytest
 import torch
 
-from specdec import corpus
-from specdec.model import GPT, ContextOverflowError, GPTConfig
+from specdec.model import corpus
+from specdec.model.gpt import GPT, ContextOverflowError, GPTConfig
 
 TEXT = corpus.load_text()[10_000:10_256]  # 256 characters: the whole context
 

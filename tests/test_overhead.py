@@ -9,9 +9,11 @@ import pytest
 import torch
 
 import specdec
-from specdec import cli, overhead
-from specdec.model import GPTConfig
-from specdec.overhead import CATEGORIES, RESIDUAL, Machine
+from specdec import cli
+from specdec.measure import overhead
+from specdec.model.gpt import GPTConfig
+from specdec.measure.overhead import CATEGORIES, RESIDUAL, Machine
+from specdec.model import backends
 
 CFG = GPTConfig()  # the shipped target's: C = 128, 3 layers, V = 84, context 256
 
@@ -96,7 +98,7 @@ def test_overhead_table_rows(target):
 
 def test_overhead_table_names_the_targets_backend(target):
     m = Machine(matmul_gflops=50.0, cache_gbps=20.0, memory_gbps=5.0, threads=1)
-    fused = specdec.backends.to_backend(target, "fused")
+    fused = backends.to_backend(target, "fused")
     rows = specdec.overhead_table(fused, m, positions=(1,), context_pos=10, seconds=0.05)
     assert [r["backend"] for r in rows] == ["fused"]
     scope = {"categories": dict.fromkeys(CATEGORIES, 0.0), "profiled_us": 0.0, "measured_us": 0.0, "profiler_us": 0.0,
@@ -234,7 +236,7 @@ def test_labels_are_timed_directly_and_the_profiler_only_splits_the_rest(monkeyp
 
 
 def test_the_attribution_figure_stacks_every_backends_step_and_round(tmp_path):
-    from specdec import overhead_plot
+    from specdec.report import figures as overhead_plot
 
     cats = {name: float(i + 1) for i, name in enumerate(CATEGORIES)}
     cats[RESIDUAL] = -3.0  # a negative residual (the profiler's cost overestimated) draws no bar, and no error
@@ -247,7 +249,7 @@ def test_the_attribution_figure_stacks_every_backends_step_and_round(tmp_path):
 
 def test_an_onnx_run_is_split_by_onnx_runtimes_profiler(target, draft_factory):
     pytest.importorskip("onnxruntime")
-    onnx_target = specdec.backends.to_backend(target, "onnx")
+    onnx_target = backends.to_backend(target, "onnx")
     out = specdec.attribution(onnx_target, draft_factory("bigram"), k=2, chars=6, repeats=1)
     for scope in out.values():
         _check_sums(scope)

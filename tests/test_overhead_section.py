@@ -6,8 +6,10 @@ from types import SimpleNamespace
 import pytest
 
 import specdec
-from specdec import overhead, overhead_section, render
-from specdec.overhead import CATEGORIES, Machine
+from specdec.measure import overhead
+from specdec.report import overhead_section, render
+from specdec.measure.overhead import CATEGORIES, Machine
+from specdec.model import backends
 
 MACHINE = Machine(matmul_gflops=50.0, cache_gbps=20.0, memory_gbps=5.0, threads=1)
 
@@ -44,7 +46,7 @@ def fakes(monkeypatch):
 
     def overhead_table(target, machine, positions, context_pos, seconds):
         calls["table"] = dict(machine=machine, positions=positions, context_pos=context_pos, seconds=seconds)
-        return [{"backend": specdec.backends.backend_of(target), "positions": T, "measured_us": 500.0,
+        return [{"backend": backends.backend_of(target), "positions": T, "measured_us": 500.0,
                  "floor_us": 100.0, "share": 0.8, "flops": 1, "bytes": 1} for T in positions]
 
     for name, fn in (("attribution", attribution), ("measure_machine", measure_machine),
@@ -100,7 +102,7 @@ def test_the_reports_bigram_is_used_and_one_is_built_when_the_report_has_none(fa
 
 
 def test_a_fused_target_is_named_as_fused(fakes, target):
-    fused = specdec.backends.to_backend(target, "fused")
+    fused = backends.to_backend(target, "fused")
     doc = overhead_section.measure(_run(fused), 10.0)
     assert set(doc["attribution"]) == {"fused"} and {r["backend"] for r in doc["overhead"]} == {"fused"}
     assert set(doc["overhead_setup"]["totals"]) == {"fused"}

@@ -2,8 +2,8 @@ import pytest
 import torch
 import torch.nn as nn
 
-from specdec import quantize
-from specdec.model import GPT, GPTConfig
+from specdec.model import quantize
+from specdec.model.gpt import GPT, GPTConfig
 
 LINEAR = ("qkv.weight", "proj.weight", "fc.weight", "lm_head.weight")
 

@@ -31,7 +31,7 @@ def test_the_injected_regressions_apply_and_run(tmp_path):
         compile(edited, str(path), "exec")
         if key != "d":
             path.write_text(edited)  # a, b and c touch different files: all three at once below
-    code = ("import specdec, specdec.decode as d, specdec.drafts as r, specdec.model as m\n"
+    code = ("import specdec, specdec.decoding.generate as d, specdec.decoding.drafts as r, specdec.model.gpt as m\n"
             "assert all(hasattr(x, '_demo_spin') for x in (d, r, m)), 'a regression was not injected'\n"
             "t = specdec.load_target()\n"
             "out = specdec.speculative_generate(t, specdec.make_draft('bigram', t), 'ROMEO:', 30, k=4, seed=0)\n"

@@ -6,7 +6,8 @@ import sys
 import numpy as np
 import pytest
 
-from specdec import calibrate, render, report, sections, stats
+from specdec.report import calibrate, render, build as report, sections
+from specdec.measure import stats
 
 from .conftest import REPORT_BUDGET as BUDGET
 
@@ -76,7 +77,7 @@ def test_state_shift_is_the_rows_median_step_change_and_warned_beyond_ten_percen
 
 
 def test_overhead_rows_are_the_report_targets_passes_against_the_recorded_floor(doc, target):
-    from specdec import overhead
+    from specdec.measure import overhead
 
     setup = doc["overhead_setup"]
     m, cfg = setup["machine"], target.config
@@ -105,7 +106,7 @@ def test_overhead_rows_are_the_report_targets_passes_against_the_recorded_floor(
 
 def test_acceptance_rows_pool_direct_generations_of_the_workload_runs(doc, target, draft_factory):
     import specdec
-    from specdec import workload
+    from specdec.measure import workload
 
     runs = workload.load_workload("shakespeare24").cycled(8)  # what --quick runs
     assert doc["settings"]["workload"]["runs"] == [[item.id, seed] for item, seed in runs]
@@ -238,7 +239,7 @@ def test_adaptive_rows_face_each_drafts_best_fixed_k(doc, target, draft_factory)
     for r in doc["adaptive"]:
         fixed = [x for x in _chains(doc["speedup"]) if x["draft"] == r["draft"]]
         assert r["best_fixed_k"] == max(fixed, key=lambda x: x["measured"])["k"]
-        runs = specdec.workload.load_workload("shakespeare24").cycled(8)
+        runs = specdec.load_workload("shakespeare24").cycled(8)
         visited = runs[: min(r["pairs"], len(runs))]  # the counts come from the runs its triples generated
         sts = [specdec.speculative_generate(target, draft_factory(r["draft"]), item.prompt, 60, k=r["start_k"],
                                             seed=seed, adaptive=True, k_max=r["k_max"]).stats
@@ -306,7 +307,7 @@ def _cli(*args):
     (["--prompt", "ROMEO:", "--workload", "shakespeare24"], "give --prompt (one configuration) or --workload"),
     (["--workload", "hamlet99"], "hamlet99"),
     (["--trees", "4x0"], "--trees: bad tree shape '4x0'"),
-    (["--trees", "budget 0"], "--trees: a tree budget must be at least 1 node"),
+    (["--trees", "budget 0"], "--trees: a tree budget must be between 1 and 255 nodes, got 'budget 0'"),
     (["--workload", "/nonexistent/prompts.txt"], "/nonexistent/prompts.txt"),
 ])
 def test_bad_report_options_are_one_line_before_anything_runs(args, message, tmp_path):
@@ -328,7 +329,7 @@ def test_report_out_that_is_a_file_fails_before_measuring(tmp_path):
 def test_the_between_run_term_adds_in_quadrature_with_the_drift():
     from types import SimpleNamespace
 
-    from specdec.schedule import Runs
+    from specdec.measure.schedule import Runs
 
     r = Runs("row", {"target": None, "spec": None}, ("target", "spec"),
              items=[(SimpleNamespace(id="p1"), 0), (SimpleNamespace(id="p2"), 1)])

@@ -6,8 +6,10 @@ import numpy as np
 import pytest
 
 import specdec
-from specdec import render, sections, stats, trees
-from specdec import tree_sections as ts
+from specdec.report import render, sections
+from specdec.measure import stats
+from specdec.decoding import trees
+from specdec.report import tree_sections as ts
 
 TREE_KEYS = {"shape", "budget", "depth", "parents", "nodes_per_depth"}
 SHAPES = ["4x2x2x1", "budget 32"]
@@ -101,19 +103,26 @@ def test_a_chain_shaped_tree_prices_and_counts_as_the_chain():
 
 @pytest.mark.parametrize("text,want", [("budget 32", 32), ("32", 32), ("Budget 8", 8)])
 def test_a_budget_configuration_parses_to_its_node_count(text, want):
-    assert ts.parse_config(text) == want
+    assert trees.parse_tree(text) == want
 
 
 def test_a_shape_configuration_parses_to_its_tree():
-    assert ts.parse_config("4x2x2x1").parents == trees.TreeSpec.parse("4x2x2x1").parents
+    assert trees.parse_tree("4x2x2x1").parents == trees.TreeSpec.parse("4x2x2x1").parents
     with pytest.raises(ValueError):
-        ts.parse_config("4x0")
+        trees.parse_tree("4x0")
 
 
 def test_the_tree_round_sampler_returns_the_five_terms(target, draft_factory):
-    from specdec import timing, tree_timing
+    from specdec.measure import timing, tree_timing
 
     got = tree_timing.tree_loop_sampler(target, draft_factory("bigram"), trees.TreeSpec.parse("2x2"), number=1,
                                         position=40, prompt_chars=10)()
     assert len(got) == len(timing.TERMS) and all(x > 0 for x in got)  # no claim on sizes: the machine is shared
     assert set(tree_timing.verify_fns(target)) == {f"tree_verify{n}" for n in (1, 2, 5, 9, 17, 33, 65)}
+
+
+@pytest.mark.parametrize("text,match", [("0", "between 1 and 255 nodes, got '0'"), ("budget 256", "got 'budget 256'"),
+                                         ("16x16", "has 272 nodes; at most 255"), ("2x", "bad tree shape '2x'")])
+def test_one_parser_holds_every_tree_limit(text, match):
+    with pytest.raises(ValueError, match=match):
+        trees.parse_tree(text)

@@ -5,7 +5,8 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 from scipy import stats as sstats
 
-from specdec import sampling
+from specdec.model import sampling
+from specdec.decoding import rule
 
 
 def _dist(v):
@@ -87,7 +88,7 @@ def _branches(run, prefix=()):
 
 
 def _emitted(p, q):
-    """Exact distributions of the characters a round emits under `sampling.accept_reject` as implemented.
+    """Exact distributions of the characters a round emits under `rule.accept_reject` as implemented.
 
     p: (k+1, V), q: (k, V). Each drafted sequence is weighed by its q-probability; the rule's own branches
     come from `_branches`. Returns (k+1, V): row j unnormalised over the rounds that emit more than j
@@ -99,8 +100,8 @@ def _emitted(p, q):
         weight = np.prod([q[i, x] for i, x in enumerate(drafted)])
         if weight == 0:
             continue
-        rule = lambda rng, d=list(drafted): sampling.accept_reject(p, q, d, rng)
-        for (n_acc, nxt), prob in _branches(rule).items():
+        apply = lambda rng, d=list(drafted): rule.accept_reject(p, q, d, rng)
+        for (n_acc, nxt), prob in _branches(apply).items():
             for j, y in enumerate(list(drafted[:n_acc]) + [nxt]):
                 out[j, y] += weight * prob
     return out
@@ -144,7 +145,7 @@ _BROKEN_RESIDUALS = {
 def test_the_enumeration_catches_a_broken_rule(monkeypatch, broken):
     """Negative control: the same enumeration of the real accept_reject, with its residual broken, is not p."""
     p, q = _dist([0.5, 0.3, 0.2, 0.0]), _dist([0.1, 0.1, 0.4, 0.4])
-    monkeypatch.setattr(sampling, "residual", _BROKEN_RESIDUALS[broken])
+    monkeypatch.setattr(rule, "residual", _BROKEN_RESIDUALS[broken])
     out = _emitted(np.stack([p, p]), q[None, :])
     assert np.abs(out[0] - p).sum() > 0.1
 
@@ -152,10 +153,10 @@ def test_the_enumeration_catches_a_broken_rule(monkeypatch, broken):
 def test_residual_by_hand_and_when_it_underflows():
     p = np.array([0.5, 0.3, 0.2])
     q = np.array([0.2, 0.5, 0.3])
-    np.testing.assert_allclose(sampling.residual(p, q), [1.0, 0.0, 0.0])
-    np.testing.assert_allclose(sampling.residual(p, p), p)  # zero mass: no NaN, falls back to p
+    np.testing.assert_allclose(rule.residual(p, q), [1.0, 0.0, 0.0])
+    np.testing.assert_allclose(rule.residual(p, p), p)  # zero mass: no NaN, falls back to p
     tiny = p + np.array([1e-17, -1e-17, 0.0])
-    assert not np.isnan(sampling.residual(p, tiny)).any()
+    assert not np.isnan(rule.residual(p, tiny)).any()
 
 
 def test_probs_temperature_and_greedy():
@@ -172,8 +173,8 @@ def test_probs_temperature_and_greedy():
 def test_greedy_rule_accepts_iff_argmax_matches():
     p = sampling.probs(np.log([[0.1, 0.6, 0.3], [0.5, 0.25, 0.25]]), 0.0)
     rng = np.random.default_rng(0)
-    assert sampling.accept_reject(p, sampling.probs(np.log([[0.2, 0.7, 0.1]]), 0.0), [1], rng) == (1, 0)
-    assert sampling.accept_reject(p, sampling.probs(np.log([[0.2, 0.1, 0.7]]), 0.0), [2], rng) == (0, 1)
+    assert rule.accept_reject(p, sampling.probs(np.log([[0.2, 0.7, 0.1]]), 0.0), [1], rng) == (1, 0)
+    assert rule.accept_reject(p, sampling.probs(np.log([[0.2, 0.1, 0.7]]), 0.0), [2], rng) == (0, 1)
 
 
 def _rule_counts(p, q, n=40_000):
@@ -182,7 +183,7 @@ def _rule_counts(p, q, n=40_000):
     counts = np.zeros(len(p))
     for _ in range(n):
         x = sampling.sample(q, rng)
-        n_acc, nxt = sampling.accept_reject(np.stack([p, p]), q[None, :], [x], rng)
+        n_acc, nxt = rule.accept_reject(np.stack([p, p]), q[None, :], [x], rng)
         counts[x if n_acc else nxt] += 1
     return counts
 
@@ -204,7 +205,7 @@ def test_implemented_sampler_matches_p_by_chi_square(p, q):
 @pytest.mark.parametrize("broken", list(_BROKEN_RESIDUALS))
 def test_a_broken_rule_fails_the_same_chi_square(monkeypatch, broken):
     """Negative control: the loop above, through the real accept_reject with its residual broken, fails."""
-    monkeypatch.setattr(sampling, "residual", _BROKEN_RESIDUALS[broken])
+    monkeypatch.setattr(rule, "residual", _BROKEN_RESIDUALS[broken])
     p, q = _dist([0.5, 0.3, 0.2, 0.0]), _dist([0.1, 0.1, 0.4, 0.4])
     counts = _rule_counts(p, q)
     nz = p > 0

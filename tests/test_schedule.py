@@ -2,7 +2,7 @@ import time
 
 import pytest
 
-from specdec import schedule
+from specdec.measure import schedule
 
 
 def test_sections_share_the_time_left_and_fixed_work_just_runs():

@@ -3,7 +3,7 @@ import math
 import numpy as np
 import pytest
 
-from specdec import stats
+from specdec.measure import stats
 
 
 def test_summarize_median_range_and_a_symmetric_rerun_interval():

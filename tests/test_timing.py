@@ -2,8 +2,8 @@ import numpy as np
 import pytest
 import torch
 
-from specdec import timing
-from specdec.model import GPT
+from specdec.measure import timing
+from specdec.model.gpt import GPT
 
 
 def test_timed_runs_with_the_garbage_collector_off():
@@ -114,7 +114,7 @@ def test_fill_cache_runs_passes_no_wider_than_fill_width(n, widths):
 # target's cache with a history that copying the model later refuses (test_report_trees failed after them).
 @torch.inference_mode()
 def test_fill_cache_leaves_the_cache_one_whole_pass_leaves(target):
-    from specdec import corpus
+    from specdec.model import corpus
 
     tokens = corpus.split_ids("val")[:75].tolist()
     target.setup_cache(1)
@@ -129,7 +129,8 @@ def test_fill_cache_leaves_the_cache_one_whole_pass_leaves(target):
 @pytest.mark.parametrize("number", [1, 3])
 @torch.inference_mode()  # see the fill test
 def test_round_sampler_times_number_rounds_after_the_warm_up_rounds(target, draft_factory, monkeypatch, number):
-    from specdec import corpus, decode
+    from specdec.model import corpus
+    from specdec.decoding import generate as decode
 
     calls = []
     settle = decode.settle_round

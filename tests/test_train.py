@@ -1,7 +1,7 @@
 import torch
 
-from specdec import train
-from specdec.model import GPTConfig
+from specdec.model import train
+from specdec.model.gpt import GPTConfig
 
 TINY = GPTConfig(n_layer=1, n_head=2, n_embd=32, context=32)
 

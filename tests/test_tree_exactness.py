@@ -20,9 +20,12 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from scipy import stats as sstats
 
-from specdec import exactness, sampling, trees
-from specdec.drafts import TableDraft
-from specdec.trees import TreeSpec
+from specdec.measure import exactness
+from specdec.model import sampling
+from specdec.decoding import trees
+from specdec.decoding.drafts import TableDraft
+from specdec.decoding.trees import TreeSpec
+from specdec.measure import stats
 
 
 def _pl(q, xs):
@@ -246,7 +249,7 @@ def test_rule_chi_square_on_synthetic_tables_and_its_controls(monkeypatch, contr
         if len(out) == 1:
             out.append(sampling.sample(P3[out[0]], rng))
         counts[out[0] * 3 + out[1]] += 1
-    p_value = exactness.chi_square_p(counts, (P3[0][:, None] * P3).ravel())
+    p_value = stats.chi_square_p(counts, (P3[0][:, None] * P3).ravel())
     assert p_value > 1e-4 if control is None else p_value < 1e-6
 
 

@@ -5,8 +5,10 @@ import pytest
 import torch
 
 import specdec
-from specdec import corpus, trees
-from specdec.trees import TreeSpec
+from specdec.model import corpus
+from specdec.decoding import trees
+from specdec.decoding.trees import TreeSpec
+from specdec.measure.acceptance import measure_child_acceptance
 
 PROMPT = "ROMEO:"
 
@@ -120,8 +122,8 @@ def test_optimal_tree_by_hand():
 
 
 def test_measure_child_acceptance_is_deterministic_and_ordered(target, draft_factory):
-    a = trees.measure_child_acceptance(target, draft_factory("ngram"), chars=60, width=4, seed=0)
-    b = trees.measure_child_acceptance(target, draft_factory("ngram"), chars=60, width=4, seed=0)
+    a = measure_child_acceptance(target, draft_factory("ngram"), chars=60, width=4, seed=0)
+    b = measure_child_acceptance(target, draft_factory("ngram"), chars=60, width=4, seed=0)
     np.testing.assert_array_equal(a, b)
     assert a.shape == (4,) and 0 < a.sum() <= 1 and a[0] == a.max()
 

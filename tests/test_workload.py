@@ -5,8 +5,9 @@ import numpy as np
 import pytest
 
 import specdec
-from specdec import corpus, workload
-from specdec.workload import WorkloadError, load_workload
+from specdec.model import corpus
+from specdec.measure import workload
+from specdec.measure.workload import WorkloadError, load_workload
 
 from .test_decode import PROMPT, _greedy_script, _ScriptDraft
 

@@ -15,8 +15,12 @@ import time
 import numpy as np
 import torch
 
-from specdec import BACKENDS, corpus, decode, generate, hygiene, load_target, make_draft, overhead
-from specdec import speculative_generate, timing
+from specdec import BACKENDS, generate, load_target, make_draft
+from specdec.model import corpus
+from specdec.decoding import generate as decode
+from specdec.measure import hygiene, overhead
+from specdec import speculative_generate
+from specdec.measure import timing
 
 POS = 100
 PAIRS = 10

@@ -16,7 +16,9 @@ import time
 
 import numpy as np
 
-from specdec import DRAFTS, decode, hygiene, load_target, load_workload, make_draft, stats, timing
+from specdec import DRAFTS, load_target, load_workload, make_draft
+from specdec.decoding import generate as decode
+from specdec.measure import hygiene, stats, timing
 
 CHARS = 200
 

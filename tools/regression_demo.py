@@ -69,7 +69,7 @@ class Case:
 _SPEC = "def speculative_generate("
 CASES = {
     "a": Case(
-        "+20 % bigram cost per character", "specdec/drafts.py",
+        "+20 % bigram cost per character", "specdec/decoding/drafts.py",
         [(None, "    def _dist(self, tokens):\n        return self.table[tokens[-1]]\n",
           "    def _dist(self, tokens):\n        return self.table[tokens[-1]]\n\n"
           "    def propose(self, tokens, k, rng, temperature):\n"
@@ -84,7 +84,7 @@ CASES = {
         lambda row: "'bigram'" in row,
         lambda rows: bool(rows)),
     "b": Case(
-        "speculative generation 15 % slower (the loop; no draft touched)", "specdec/decode.py",
+        "speculative generation 15 % slower (the loop; no draft touched)", "specdec/decoding/generate.py",
         [(_SPEC, "    while (left := chars - (len(tokens) - n_prompt)) > 0:\n",
           "    demo_since = time.thread_time()\n"
           "    while (left := chars - (len(tokens) - n_prompt)) > 0:\n"
@@ -92,13 +92,13 @@ CASES = {
          (_SPEC, "    stats.chars = chars\n",
           "    _demo_spin(0.15, demo_since)  # regression demo: the last round +15 %\n    stats.chars = chars\n"),
          (None, "import numpy as np\n", "import time\n\nimport numpy as np\n"),
-         (None, "from .model import GPT\n", "from .model import GPT\n" + SPIN)],
+         (None, "from specdec.model.gpt import GPT\n", "from specdec.model.gpt import GPT\n" + SPIN)],
         r"Speedup|TargetOnlyGeneration",
         lambda row: "Speedup.track_time_ratio" in row,
         # half of the 18 eager draft x k rows (every backend's rows slow down alike; eager is the one every commit has)
         lambda rows: sum("track_time_ratio" in r and "'eager'" in r for r in rows) >= 9),
     "c": Case(
-        "the target's forward 20 % slower", "specdec/model.py",
+        "the target's forward 20 % slower", "specdec/model/gpt.py",
         [(None, "    def forward(self, idx",  # the GPT's (its blocks' forwards take x)
           "    def forward(self, *args, **kwargs):\n"
           "        import time\n\n"
@@ -112,7 +112,7 @@ CASES = {
         lambda row: "TargetPass.track_relative_time" in row or "TargetOnlyGeneration.track_relative_time" in row,
         lambda rows: any("TargetPass.track_relative_time(1, 'eager', 1)" in r for r in rows)),
     "d": Case(
-        "a no-op (a comment)", "specdec/drafts.py",
+        "a no-op (a comment)", "specdec/decoding/drafts.py",
         [(None, '"""The `Draft` interface', '"""(no-op edit) The `Draft` interface')],
         None,
         lambda row: False,

@@ -18,7 +18,8 @@ import pytest
 import torch
 
 import specdec
-from specdec import trees
+from specdec.decoding import trees
+from specdec.measure.acceptance import measure_child_acceptance
 
 PROMPT, CHARS, SEED = "ROMEO:", 200, 0
 DRAFTS = list(specdec.DRAFTS)
@@ -128,7 +129,7 @@ def test_workload_generation(benchmark, target, draft_factory, draft, k):
 def budget_tree(target, draft_factory):
     """The ngram draft's DP shape for 32 nodes, from its child acceptance at the benchmark's prompt and seed
     (deterministic, measured once: not part of the timed generation)."""
-    acc = trees.measure_child_acceptance(target, draft_factory("ngram"), PROMPT, CHARS, seed=SEED)
+    acc = measure_child_acceptance(target, draft_factory("ngram"), PROMPT, CHARS, seed=SEED)
     return trees.optimal_tree(acc, 32)[0]
 
 

@@ -1,0 +1,625 @@
+"""The `specdec` command: train, info, generate, verify, report, calibrate, compare, overhead.
+
+Every bad argument ends in one line on stderr and exit code 2 (argparse's convention), never a traceback,
+and is found before any training or measuring starts: output locations are checked to be writable first, so
+no result is lost to a bad `--out`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from specdec.model import train as _train
+from specdec.model.backends import BACKENDS, KNOWN
+from specdec.cli.checks import Parser, UsageError, at_least, device_arg, temperature_arg, writable_dir, writable_file
+from specdec.util.files import write_atomic
+
+
+def _cmd_train(args) -> int:
+    from specdec.model.gpt import GPTConfig
+
+    at_least("--steps", args.steps, 1)
+    at_least("--batch", args.batch, 1)
+    at_least("--threads", args.threads, 1)
+    at_least("--seed", args.seed, 0)
+    if args.teacher is not None and args.draft != "small":
+        raise UsageError("--teacher needs --draft small (only the small draft is distilled from a teacher)")
+    out = args.out or _train.shipped_path(args.draft or "target")
+    writable_file("--out", out)
+    tc = _train.TrainConfig(steps=args.steps, seed=args.seed, batch=args.batch, threads=args.threads)
+    teacher = None
+    if args.draft == "small":
+        cfg = _train.SMALL_CONFIG
+        teacher = _train.load_target(args.teacher)
+    else:
+        cfg = GPTConfig()
+    model, meta = _train.train(cfg, tc, teacher=teacher, log=_log)
+    sha = _train.save_checkpoint(model, meta, out)
+    print(f"wrote {out} (sha256 {sha[:12]}, val loss {meta['val_loss']:.4f}, {meta['train_seconds']:.0f}s)")
+    return 0
+
+
+def _log(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def _backend(args) -> str:
+    """--backend as a name: auto is the fastest on the command's device."""
+    from specdec.model.backends import fastest
+
+    name = getattr(args, "backend", "eager")
+    return fastest(getattr(args, "device", "cpu")) if name == "auto" else name
+
+
+def _target(args, backend: str | None = None):
+    return _train.load_target(args.checkpoint, backend=backend or _backend(args))
+
+
+def _drafts_arg(names: list[str] | None, device: str = "cpu") -> list[str]:
+    """The drafts asked for; by default every one that runs on `device` (a one-line note names the rest)."""
+    from specdec.decoding.registry import DRAFTS, available_on
+
+    here = available_on(device)
+    if not names:
+        for n in DRAFTS:
+            if n not in here:
+                _log(f"note: skipping draft {n!r}: it runs on the CPU only, not on {device}")
+        return here
+    for n in names:
+        if n not in DRAFTS:
+            raise UsageError(f"unknown draft {n!r} (available: {', '.join(DRAFTS)})")
+        if n not in here:
+            raise UsageError(f"draft {n!r} runs on the CPU only, not on {device} (available there: "
+                             f"{', '.join(here)})")
+    return names
+
+
+def _ks_arg(ks: list[int] | None, default) -> list[int]:
+    ks = ks or list(default)
+    for k in ks:
+        if k < 1:
+            raise UsageError(f"k must be at least 1, got {k}")
+    return ks
+
+
+def _cmd_info(args) -> int:
+    import json
+
+    import torch
+
+    from specdec.model.quantize import float32_bytes
+
+    target = _target(args)
+    meta = target.meta
+    info = {
+        "params": target.num_params(),
+        "weight_bytes_float32": float32_bytes(target),
+        "vocab_size": target.config.vocab_size,
+        "context": target.config.context,
+        "config": target.config.to_dict(),
+        "val_loss": meta.get("val_loss"),
+        "train_steps": meta.get("steps"),
+        "train_seconds": meta.get("train_seconds"),
+        "checkpoint": meta["path"],
+        "checkpoint_sha256": meta["sha256"],
+        "torch_version": torch.__version__,
+        "threads": torch.get_num_threads(),
+    }
+    if args.json:
+        print(json.dumps(info))
+    else:
+        for key, value in info.items():
+            print(f"{key:22} {value}")
+    return 0
+
+
+def _cmd_generate(args) -> int:
+    import json
+
+    import torch
+
+    from specdec.decoding.generate import generate, speculative_generate
+    from specdec.decoding.registry import make_draft
+
+    _check_tree_args(args)
+    if args.draft is None and (args.k is not None or args.adaptive):
+        raise UsageError(f"{'-k' if args.k is not None else '--adaptive'} needs --draft (the draft that proposes "
+                         "the characters)")
+    temperature_arg(args.temperature)
+    at_least("--threads", args.threads, 1)
+    at_least("--seed", args.seed, 0)
+    device = device_arg(args.device)
+    torch.set_num_threads(args.threads)
+    target = _target(args).to(device)
+    if args.tree is not None:
+        out = _tree_generate(args, target)
+    elif args.draft is None:
+        out = generate(target, args.prompt, args.chars, args.seed, args.temperature)
+    else:
+        k = 4 if args.k is None else args.k
+        at_least("-k", k, 1)
+        draft = make_draft(_drafts_arg([args.draft], device)[0], target)
+        out = speculative_generate(target, draft, args.prompt, args.chars, k, args.seed, args.temperature,
+                                   adaptive=args.adaptive)
+    st = out.stats
+    if args.json:
+        print(json.dumps({"prompt": args.prompt, "text": out.text, "draft": args.draft, **st.to_dict()}))
+        return 0
+    print(args.prompt + out.text)
+    print("---")
+    line = f"chars {st.chars}  target passes {st.target_passes}  chars per pass {st.chars_per_pass:.2f}"
+    if st.tree:
+        line += (f"  draft {args.draft} tree {st.tree} ({st.drafted // max(st.draft_calls, 1)} nodes)"
+                 f"  accepted {st.accepted}  acceptance per depth "
+                 f"{[round(a, 3) for a in st.depth_acceptance]}")
+    elif args.draft:
+        line += (f"  draft {args.draft} k {st.k}" + (f" adaptive (mean {st.mean_k:.2f})" if st.adaptive else "")
+                 + f"  acceptance {st.acceptance:.3f}  drafted {st.drafted}"
+                 f"  accepted {st.accepted}  draft calls {st.draft_calls}"
+                 f"  accepted per round (0..k) {st.accepted_per_position}")
+    print(line)
+    return 0
+
+
+def _cmd_verify(args) -> int:
+    import json
+
+    from specdec.measure import exactness
+    from specdec.decoding.generate import check_request
+    from specdec.decoding.registry import make_draft
+
+    _check_tree_args(args)
+    at_least("-k", args.k, 1)
+    samples = args.samples if args.samples is not None else (exactness.JOINT_SAMPLES if args.joint and
+                                                             args.tree is None else 20_000)
+    at_least("--samples", samples, 100)
+    at_least("--seed", args.seed, 0)
+    temperature_arg(args.temperature)
+    if args.adaptive and not args.joint:
+        raise UsageError("--adaptive needs --joint (the first-character check runs one round, where k cannot adapt)")
+    device = device_arg(args.device)
+    target = _target(args).to(device)
+    if args.tree is not None:
+        return _tree_verify(args, target, samples)
+    prompt = exactness.JOINT_PROMPT if args.joint else exactness.VERIFY_PROMPT
+    # one round of k drafts (the joint check: its whole runs) must fit in the context
+    check_request(target, prompt, exactness.joint_run(args.k) if args.joint else 1, args.k, args.temperature)
+    drafts = {n: make_draft(n, target) for n in _drafts_arg(args.draft, device)}
+    if args.joint:
+        rows = exactness.verify_joint(target, drafts, k=args.k, samples=samples, seed=args.seed,
+                                      temperature=args.temperature, adaptive=args.adaptive)
+    else:
+        rows = exactness.verify(target, drafts, k=args.k, samples=samples, seed=args.seed,
+                                temperature=args.temperature)
+    if args.json:
+        print(json.dumps(rows))
+        return 0
+    what = (f"the first {exactness.JOINT_CHARS} characters of whole generations against target-only "
+            f"generation{', adaptive k' if args.adaptive else ''}" if args.joint else "the first character")
+    print(f"exactness of {what}, temperature {args.temperature}; verdict CHECK when p <= {rows[0]['p_threshold']:.2g}")
+    # joint rows: TV between the two samples and the distinct outcomes; first-character rows: TV against p and
+    # the TV sampling error alone gives at that count
+    key, label, fmt = ("outcomes", "outcomes", "d") if args.joint else ("baseline_tv", "baseline TV", ".4f")
+    print(f"{'draft':14} {'k':>2} {'samples':>8} {'TV':>8} {label:>12} {'p-value':>8} {'verdict':>8}")
+    for r in rows:
+        print(f"{r['draft']:14} {r['k']:>2} {r['samples']:>8} {r['tv']:>8.4f} {r[key]:>12{fmt}} "
+              f"{r['p_value']:>8.3g} {r['verdict']:>8}")
+    return 0
+
+
+# --- trees (issue 13): --tree for generate and verify ---------------------------------------------------
+
+TREE_DRAFTS = ("bigram", "ngram")
+
+
+def _check_tree_args(args) -> None:
+    """Every --tree mistake is reported before the target and the drafts are loaded."""
+    if args.tree is None:
+        return
+    _tree_spec(args.tree, None, None, 0, check_only=True)
+    names = [args.draft] if isinstance(args.draft, str) else (args.draft or [])
+    for name in names:
+        if name not in TREE_DRAFTS:
+            raise UsageError(f"--tree needs a table draft ({', '.join(TREE_DRAFTS)}), got {name!r}")
+    if args.command == "generate" and (args.draft is None or args.k is not None or args.adaptive):
+        raise UsageError("--tree needs --draft (bigram or ngram) and takes no -k or --adaptive")
+
+
+def _tree_spec(text: str, target, draft, seed: int, check_only: bool = False):
+    """`trees.parse_tree`'s configuration as a TreeSpec: a node budget is shaped by Sequoia's dynamic program
+    from this draft's child acceptance, measured on 200 target-generated characters after 'ROMEO:'."""
+    from specdec.decoding import trees
+    from specdec.measure.acceptance import measure_child_acceptance
+
+    try:
+        spec = trees.parse_tree(text)
+    except ValueError as exc:
+        raise UsageError(f"--tree: {exc}") from None
+    if check_only or not isinstance(spec, int):
+        return spec
+    return trees.optimal_tree(measure_child_acceptance(target, draft, seed=seed), spec)[0]
+
+
+def _tree_generate(args, target):
+    from specdec.decoding.generate import speculative_generate
+    from specdec.decoding.registry import make_draft
+
+    draft = make_draft(args.draft, target)
+    spec = _tree_spec(args.tree, target, draft, args.seed)
+    return speculative_generate(target, draft, args.prompt, args.chars, 1, args.seed, args.temperature, tree=spec)
+
+
+def _tree_verify(args, target, samples: int) -> int:
+    import json
+
+    from specdec.measure import exactness
+    from specdec.decoding.registry import make_draft
+
+    rows = []
+    for name in args.draft or TREE_DRAFTS:
+        draft = make_draft(name, target)
+        spec = _tree_spec(args.tree, target, draft, args.seed)
+        rows += exactness.verify_tree(target, {name: draft}, spec, samples, args.seed,
+                                      joint_samples=exactness.JOINT_SAMPLES if args.joint else 0)
+    if args.json:
+        print(json.dumps(rows))
+        return 0
+    print(f"{'draft':8} {'tree':>12} {'samples':>8} {'TV':>8} {'baseline TV':>12} {'p-value':>8} {'joint p':>8}")
+    for r in rows:
+        joint = "" if r["joint_p_value"] is None else f"{r['joint_p_value']:.3f}"
+        print(f"{r['draft']:8} {r['tree']:>12} {r['samples']:>8} {r['tv']:>8.4f} {r['baseline_tv']:>12.4f} "
+              f"{r['p_value']:>8.3f} {joint:>8}")
+    return 0
+
+
+def _cmd_report(args) -> int:
+    import math
+    from pathlib import Path
+
+    from specdec.measure import hygiene, machine_record
+    from specdec.decoding.trees import parse_tree
+    from specdec.report import render, build as report
+
+    if args.threads < 1:
+        raise UsageError(f"--threads must be at least 1, got {args.threads}")
+    if args.pairs is not None and args.pairs < 1:
+        raise UsageError(f"--pairs must be at least 1, got {args.pairs}")
+    for text in args.trees or []:  # a bad tree configuration is found before anything is loaded
+        try:
+            parse_tree(text)
+        except ValueError as exc:
+            raise UsageError(f"--trees: {exc}") from None
+    if args.budget is not None and not (math.isfinite(args.budget) and args.budget > 0):
+        raise UsageError(f"--budget must be a positive number of seconds, got {args.budget}")
+    if args.repeat < 1:
+        raise UsageError(f"--repeat must be at least 1, got {args.repeat}")
+    if args.seed is not None:
+        at_least("--seed", args.seed, 0)
+    device_arg(args.device)
+    if args.prompt is not None and args.workload is not None:
+        raise UsageError("give --prompt (one configuration) or --workload, not both")
+    cpus = hygiene.parse_cpus(args.cpu) if args.cpu is not None else None
+    drafts = _drafts_arg(args.drafts, args.device)
+    ks = _ks_arg(args.ks, report.DEFAULT_KS)
+    try:  # a corrupt record is found now, not after the first report
+        machine_record.load({})
+    except machine_record.RecordError as exc:
+        raise UsageError(str(exc)) from None
+    if args.backend == "all":
+        if args.repeat > 1:
+            raise UsageError("--backend all measures one report per backend; give --repeat with one backend")
+        return _report_all(args, drafts, ks, cpus)
+    # every place a result goes is checked before anything is measured: a report is minutes of work
+    outs = [Path(args.out)] + [Path(args.out) / f"repeat-{i}" for i in range(2, args.repeat + 1)]
+    for out in outs:
+        writable_dir("--out", str(out))
+    target = _target(args)
+    _check_report_inputs(args, target, ks)
+    docs = []
+    for i, out in enumerate(outs, start=1):
+        if args.repeat > 1:
+            _log(f"== report {i} of {args.repeat} ==")
+        doc = _measure_report(args, target, drafts, ks, cpus, after_own_run=i > 1)
+        text = render.tables(doc)
+        print(text)
+        for path in report.write(doc, out, text):
+            _log(f"wrote {path}")
+        docs.append(doc)
+    if len(docs) > 1:
+        return _calibration(docs, outs[0], record=True)
+    return 0
+
+
+def _check_report_inputs(args, target, ks: list[int]) -> None:
+    """Before anything is built or measured: the largest k's rounds must fit after the prompt (the write-up's
+    when a workload's prompts are checked), and a bad workload file fails now, not after the drafts are built."""
+    from specdec.measure import workload
+    from specdec.decoding.generate import check_request
+
+    check_request(target, args.prompt or "ROMEO:", args.chars, k=max(ks))
+    if args.prompt is None:
+        workload.load_workload(args.workload or workload.DEFAULT_WORKLOAD, chars=args.chars, max_k=max(ks))
+
+
+def _measure_report(args, target, drafts: list[str], ks: list[int], cpus, after_own_run: bool) -> dict:
+    """`report.measure` with the command's settings. The first report's budget counts from the package's
+    import, so that `--budget` bounds the command's wall time (start-up included), not only its sections'."""
+    from specdec import _IMPORTED
+    from specdec.report import build as report
+
+    return report.measure(target, drafts, ks, quick=args.quick, pairs=args.pairs, threads=args.threads,
+                          device=args.device, chars=args.chars, seed=args.seed, budget=args.budget, cpus=cpus,
+                          workload=args.workload, prompt=args.prompt, trees=args.trees, after_own_run=after_own_run,
+                          between_run=args.between_run, started=None if after_own_run else _IMPORTED, log=_log)
+
+
+def _report_all(args, drafts: list[str], ks: list[int], cpus) -> int:
+    """One full report per backend (each `--budget`, in OUT/<backend>/), then every backend's speedup table and
+    what moved (`backend_report`) in OUT/backends.md and OUT/backends.json."""
+    import json
+    from pathlib import Path
+
+    from specdec.report import backend_report, figures as overhead_plot, render, build as report
+    from specdec.model.backends import BACKENDS
+
+    out = Path(args.out)
+    for name in ("",) + BACKENDS:
+        writable_dir("--out", str(out / name))
+    _check_report_inputs(args, _target(args, "eager"), ks)
+    docs = {}
+    for i, name in enumerate(BACKENDS, start=1):
+        _log(f"== backend {name} ({i} of {len(BACKENDS)}) ==")
+        doc = _measure_report(args, _target(args, name), drafts, ks, cpus, after_own_run=i > 1)
+        for path in report.write(doc, out / name, render.tables(doc)):
+            _log(f"wrote {path}")
+        docs[name] = doc
+    found = backend_report.finding(docs)
+    text = backend_report.render(docs, found)
+    print(text)
+    write_atomic(out / "backends.md", text)
+    write_atomic(out / "backends.json", json.dumps(found, indent=2) + "\n")
+    _log(f"wrote {out / 'backends.md'} and {out / 'backends.json'}")
+    attribution = {b: a for doc in docs.values() for b, a in (doc.get("attribution") or {}).items()}
+    if overhead_plot.write_attribution(attribution, out / "attribution.png", "where the time goes, by backend"):
+        _log(f"wrote {out / 'attribution.png'}")
+    return 0
+
+
+def _calibration(docs: list[dict], out, record: bool) -> int:
+    """Coverage of each consecutive pair of reports, written beside the first; each pair's needs appended to
+    this machine's between-run record (after the reports: none of them used what their own pair says)."""
+    import json
+
+    from specdec.report import calibrate, build as report
+    from specdec.measure import machine_record
+
+    covs = []
+    for a, b in zip(docs, docs[1:]):
+        cov = calibrate.coverage(a, b)
+        cov["between_run"] = calibrate.between_run(a, b)
+        cov["against_rerun"] = calibrate.against_rerun(a, b)
+        covs.append(cov)
+    text = calibrate.render(covs)
+    print(text)
+    for name, content in (("calibration.md", text), ("calibration.json", json.dumps(covs, indent=2) + "\n")):
+        write_atomic(out / name, content)
+        _log(f"wrote {out / name}")
+    if record:
+        machine = docs[0]["machine"]
+        for (a, _), cov in zip(zip(docs, docs[1:]), covs):
+            path = machine_record.append(machine, {
+                "date": a["machine"].get("date"), "commit": a["machine"].get("commit"),
+                "quick": a["settings"].get("quick"), **cov["between_run"]})
+        entries = machine_record.load(machine)
+        tau = machine_record.quantile(entries)
+        _log(f"recorded {len(covs)} calibration(s) in {path}: this machine now has {len(entries)}; later reports "
+             f"add {'nothing yet (too few)' if tau is None else f'τ = {tau:.1%}'} between runs")
+    return 0 if all(c["passed"] for c in covs) else 1
+
+
+def _cmd_calibrate(args) -> int:
+    import json
+    from pathlib import Path
+
+    from specdec.measure import machine_record
+
+    folder = Path(args.folder)
+    paths = [folder / "report.json"] + sorted(folder.glob("repeat-*/report.json"),
+                                              key=lambda p: int(p.parent.name.split("-")[1]))
+    missing = [str(p) for p in paths if not p.is_file()]
+    if missing or len(paths) < 2:
+        raise UsageError(f"{folder}: needs report.json and repeat-2/report.json (from `specdec report --repeat 2 "
+                         f"--out {folder}`); missing: {', '.join(missing) or 'repeat-2/report.json'}")
+    try:
+        docs = [json.loads(p.read_text()) for p in paths]
+        keys = {machine_record.key(d["machine"]) for d in docs}
+        if len(keys) > 1:
+            raise UsageError(f"{folder}: the reports come from different machines or settings: {sorted(keys)}")
+        return _calibration(docs, folder, record=not args.no_record)
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        if isinstance(exc, UsageError):
+            raise
+        raise UsageError(f"{folder}: not reports this version reads ({type(exc).__name__}: {exc})") from None
+
+
+def _cmd_compare(args) -> int:
+    from specdec.report import compare
+
+    try:
+        a, b = compare.load(args.a), compare.load(args.b)
+        text, worse = compare.compare(a, b)
+    except (OSError, ValueError) as exc:
+        raise UsageError(str(exc).splitlines()[0]) from None
+    except (KeyError, TypeError, AttributeError) as exc:  # a hand-edited report.json, or one from another tool
+        raise UsageError(f"{args.a} or {args.b}: not a report this version reads ({type(exc).__name__}: {exc})") from None
+    print(text)
+    return 1 if worse else 0
+
+
+def _cmd_overhead(args) -> int:
+    import json
+    import math
+    from pathlib import Path
+
+    from specdec.measure import hygiene, overhead
+    from specdec.report import figures as overhead_plot, build as report
+    from specdec.decoding.registry import make_draft
+    from specdec.report.overhead_section import DRAFT as OVERHEAD_DRAFT
+    from specdec.report.overhead_section import K as OVERHEAD_K
+
+    at_least("--threads", args.threads, 1)
+    if not (math.isfinite(args.seconds) and 0 < args.seconds <= 600):
+        raise UsageError(f"--seconds must be a number of seconds in (0, 600], got {args.seconds}")
+    if args.out is not None:
+        writable_dir("--out", args.out)  # before measuring: nothing measured is lost to a bad folder
+    threads = hygiene.set_threads(args.threads)
+    names = BACKENDS if args.backend == "all" else (_backend(args),)
+    targets = {name: _target(args, name) for name in names}  # a bad checkpoint fails before anything is timed
+    machine = overhead.measure_machine(args.seconds, args.threads)
+    rows, attr = [], {}
+    for name, target in targets.items():
+        rows_b = overhead.overhead_table(target, machine, seconds=args.seconds)
+        attr[name] = overhead.attribution(target, make_draft(OVERHEAD_DRAFT, target), OVERHEAD_K)
+        print(overhead.render(machine, rows_b, attr[name]) + "\n")
+        rows += rows_b
+    if args.out is not None:
+        doc = {"machine": machine.to_dict(), "threads": threads, "draft": OVERHEAD_DRAFT, "k": OVERHEAD_K,
+               "seconds": args.seconds, "floor": rows, "attribution": attr}
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        write_atomic(out / "overhead.json", json.dumps(doc, indent=2) + "\n")
+        _log(f"wrote {out / 'overhead.json'}")
+        cats = {b: {scope: a[scope]["categories"] for scope in ("step", "round")} for b, a in attr.items()}
+        if overhead_plot.write_attribution(cats, out / "attribution.png"):
+            _log(f"wrote {out / 'attribution.png'}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = Parser(prog="specdec", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("train", help="train the target (or the small draft) deterministically")
+    p.add_argument("--steps", type=int, default=_train.TrainConfig.steps)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--batch", type=int, default=_train.TrainConfig.batch)
+    p.add_argument("--threads", type=int, default=_train.TrainConfig.threads)
+    p.add_argument("--out", default=None, help="checkpoint path (default: the package's shipped one)")
+    p.add_argument("--draft", choices=["small"], default=None, help="train a draft instead of the target")
+    p.add_argument("--teacher", default=None, help="target checkpoint to distil the draft from")
+    p.set_defaults(func=_cmd_train)
+
+    def with_checkpoint(p):
+        p.add_argument("--checkpoint", default=None, help="target checkpoint (default: the shipped one)")
+        return p
+
+    def with_backend(p, all_=False):
+        p.add_argument("--backend", choices=KNOWN + ("auto",) + (("all",) if all_ else ()), default="auto",
+                       help="how the target's forward runs: eager (the plain modules), fused (hand-fused, "
+                       "preallocated), numpy (numpy calls on folded weights), onnx (ONNX Runtime, needs the onnx extra); "
+                       "auto (default): the fastest installed on the device (onnx, else numpy, on a CPU)" + ("; all: one full report per backend and what moved" if all_
+                                                    else "") + ". Drafts copied from the target run the same")
+        return p
+
+    p = with_checkpoint(sub.add_parser("info", help="the target: parameters, bytes, validation loss, checkpoint"))
+    p.add_argument("--json", action="store_true", help="one JSON object")
+    p.set_defaults(func=_cmd_info)
+
+    p = with_checkpoint(sub.add_parser("generate", help="generate text, target-only or speculative"))
+    p.add_argument("--prompt", default="ROMEO:")
+    p.add_argument("--chars", type=int, default=200)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--temperature", type=float, default=1.0, help="0 is greedy")
+    p.add_argument("--draft", default=None, help="speculative decoding with this draft")
+    p.add_argument("-k", type=int, default=None, help="characters drafted per round (default 4)")
+    p.add_argument("--adaptive", action="store_true", help="adapt k: +2 after a fully accepted round, -1 after "
+                   "a rejection (from -k, at most 16)")
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    with_backend(p)
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--tree", default=None, metavar="SHAPE", help="draft a token tree: widths per depth (4x2x2x1) "
+                   "or a node budget (32) shaped by the dynamic program; bigram or ngram")
+    p.set_defaults(func=_cmd_generate)
+
+    p = with_checkpoint(sub.add_parser("verify", help="exactness: chi-square of speculative draws, with a verdict"))
+    p.add_argument("--draft", action="append", default=None, help="a draft (repeatable; default all)")
+    p.add_argument("-k", type=int, default=4)
+    p.add_argument("--samples", type=int, default=None,
+                   help="draws (default 20000), or generations per side with --joint (default 2000)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--temperature", type=float, default=1.0)
+    p.add_argument("--joint", action="store_true", help="the first 3 characters of whole generations against "
+                   "target-only generation (positions 2..k, the bonus, the rollback)")
+    p.add_argument("--adaptive", action="store_true", help="with --joint: adaptive k from -k")
+    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    with_backend(p)
+    p.add_argument("--json", action="store_true", help="a JSON list of rows")
+    p.add_argument("--tree", default=None, metavar="SHAPE", help="verify tree rounds of this shape (4x2x2x1, or a "
+                   "node budget like 32) for bigram and ngram (with --joint: the first three characters too)")
+    p.set_defaults(func=_cmd_verify)
+
+    p = with_backend(with_checkpoint(sub.add_parser("report", help="measure everything here; tables, report.json, "
+                                                    "figure")), all_=True)
+    p.add_argument("--quick", action="store_true", help="a one-minute look: budget 60 s, fewer draws")
+    p.add_argument("--budget", type=float, default=None, help="seconds the whole report may take (default 300, "
+                   "quick 60); pairs go to the rows whose intervals are widest until it is spent")
+    p.add_argument("--repeat", type=int, default=1, help="measure N reports back to back and check that each "
+                   "one's intervals contain the other's medians (calibration; exit 1 if not)")
+    p.add_argument("--between-run", choices=["auto", "off"], default="auto", help="auto: add this machine's "
+                   "recorded between-run spread (from earlier --repeat / calibrate runs) to the speedup intervals; "
+                   "off: leave it out")
+    p.add_argument("--cpu", default=None, help="pin the process to these CPUs (e.g. 1 or 0,1; recorded)")
+    p.add_argument("--out", default="specdec-report", help="folder for report.md, report.json, speedup.png")
+    p.add_argument("--threads", type=int, default=1, help="torch threads while timing (recorded)")
+    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    p.add_argument("--drafts", nargs="+", default=None, help="drafts to measure (default all)")
+    p.add_argument("--ks", nargs="+", type=int, default=None, help="k values (default 1 2 4 8)")
+    p.add_argument("--pairs", type=int, default=None, help="alternated pairs every speedup row gets at least "
+                   "(default 5, quick 3)")
+    p.add_argument("--chars", type=int, default=200)
+    p.add_argument("--workload", default=None, help="a shipped workload (default shakespeare24) or a prompts file "
+                   "(.txt: one prompt a line; .json)")
+    p.add_argument("--prompt", default=None, help="one prompt instead of a workload (the write-up's: ROMEO:)")
+    p.add_argument("--seed", type=int, default=None, help="with --prompt its seed (default 0); with a workload, "
+                   "one seed for every prompt")
+    p.add_argument("--trees", nargs="*", default=None, help="tree configurations for each table draft: shapes "
+                   "like 4x2x2x1 and node budgets like 32 (shape from measured child acceptance); default "
+                   "4x2x2x1 32; give --trees alone for none")
+    p.set_defaults(func=_cmd_report)
+
+    p = sub.add_parser("calibrate", help="coverage of a `report --repeat N` folder's reports, and record this "
+                       "machine's between-run spread from them; exit 1 if calibration does not hold")
+    p.add_argument("folder", help="a folder written by `specdec report --repeat N --out FOLDER`")
+    p.add_argument("--no-record", action="store_true", help="print and write calibration.md only")
+    p.set_defaults(func=_cmd_calibrate)
+
+    p = sub.add_parser("compare", help="compare two report.json files; exit 1 if anything got worse")
+    p.add_argument("a", help="the baseline report.json")
+    p.add_argument("b", help="the new report.json")
+    p.set_defaults(func=_cmd_compare)
+
+    p = with_backend(with_checkpoint(sub.add_parser("overhead", help="the target pass against its roofline floor, "
+                                                    "and where the time goes")), all_=True)
+    p.add_argument("--threads", type=int, default=1, help="torch threads while measuring (recorded)")
+    p.add_argument("--seconds", type=float, default=2.0, help="seconds for the machine's figures and again for "
+                   "the pass times (the profiled attribution takes its own few seconds)")
+    p.add_argument("--out", default=None, help="also write overhead.json into this folder")
+    p.set_defaults(func=_cmd_overhead)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except (UsageError, ValueError, _train.CheckpointError) as exc:
+        parser.exit(2, f"specdec {args.command}: error: {exc}\n")
+    except KeyboardInterrupt:
+        parser.exit(130, "specdec: interrupted; results already written are intact\n")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

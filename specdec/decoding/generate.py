@@ -1,0 +1,274 @@
+"""Target-only and speculative generation, both counting what they pay: target passes and draft calls.
+
+Target-only: the prompt's prefill gives the first character's distribution and is its pass; every later
+character costs one single-position pass. N characters, N passes.
+
+Speculative: each round the draft proposes k characters and the target scores the pending tokens plus the k
+drafts in one pass. The first round's pass is the prompt's prefill with the drafts appended, so even the first
+generated character goes through the draft and the rule, and target passes = rounds. After the rule, the
+target's position moves back to just before the emitted character (the rejected drafts' cache entries are
+overwritten later, never read), and the draft is told how much of the sequence is still valid. The last round
+drafts at most the characters still needed minus one, so exactly `chars` characters come out with no waste.
+
+Adaptive k (`adaptive=True`) is the schedule Hugging Face transformers calls "heuristic": after a round in which
+every draft was accepted, k grows by 2 (up to `k_max`); after any rejection it shrinks by 1 (down to 1). Only
+the number of drafts changes, never the rule, so the output is still exactly the target's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+import torch
+
+from specdec.model import corpus, sampling
+from specdec.decoding import trees
+from specdec.decoding.drafts import Draft, TableDraft
+from specdec.model.gpt import GPT
+from specdec.decoding import rule
+
+
+@dataclass
+class GenerationStats:
+    chars: int = 0  # characters generated
+    target_passes: int = 0  # forward calls of the target (the prefill included)
+    draft_calls: int = 0  # rounds in which the draft was asked to propose
+    drafted: int = 0  # characters the draft proposed (one draft step each)
+    accepted: int = 0  # drafted characters the rule kept
+    k: int = 0  # characters drafted per full round (0 for target-only generation; the first k if adaptive)
+    adaptive: bool = False  # k followed the +2 / -1 schedule
+    accepted_per_position: list[int] = field(default_factory=list)  # rounds by accepted count, 0..k (0..k_max)
+    tree: str | None = None  # the tree shape (None for chains); then drafted counts tree nodes, k is its depth
+    tried_per_depth: list[int] = field(default_factory=list)  # tree rounds whose walk tried children at depth d
+    accepted_per_depth: list[int] = field(default_factory=list)  # ... and accepted one of them
+
+    @property
+    def acceptance(self) -> float:
+        """Accepted / drafted characters (vLLM's and llama.cpp's convention); 0 when nothing was drafted."""
+        return self.accepted / self.drafted if self.drafted else 0.0
+
+    @property
+    def chars_per_pass(self) -> float:
+        """Generated characters per target pass: 1 + k * acceptance when every round drafts k."""
+        return self.chars / self.target_passes if self.target_passes else 0.0
+
+    @property
+    def mean_k(self) -> float:
+        """Characters drafted per round that drafted (k itself unless adaptive or the last round was cut)."""
+        return self.drafted / self.draft_calls if self.draft_calls else 0.0
+
+    @property
+    def depth_acceptance(self) -> list[float]:
+        """Per tree depth: rounds that accepted a node there / rounds whose walk tried that depth."""
+        return [a / t if t else 0.0 for a, t in zip(self.accepted_per_depth, self.tried_per_depth)]
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "acceptance": self.acceptance, "chars_per_pass": self.chars_per_pass,
+                "mean_k": self.mean_k, "depth_acceptance": self.depth_acceptance}
+
+
+@dataclass
+class Generation:
+    text: str  # the generated characters only (the prompt excluded)
+    stats: GenerationStats
+    prompt: str = ""
+
+
+def check_request(target: GPT, prompt: str, chars: int, k: int = 0, temperature: float = 1.0) -> list[int]:
+    """Validate a generation request; return the prompt's ids. Raises ValueError with a one-line message."""
+    if not prompt:
+        raise ValueError("the prompt is empty; give at least one character (e.g. '\\n')")
+    ids = corpus.encode(prompt)
+    if chars < 1:
+        raise ValueError(f"chars must be at least 1, got {chars}")
+    context = target.config.context
+    if len(ids) + k + 1 > context:  # one round (prompt + k drafts + bonus) must fit in the context
+        raise ValueError(
+            f"k={k} overflows the context of {context} after a {len(ids)}-character prompt; "
+            f"allowed: 1 <= k <= {context - len(ids) - 1}"
+        )
+    if len(ids) + chars > context:
+        raise ValueError(
+            f"prompt ({len(ids)} chars) + chars ({chars}) = {len(ids) + chars} exceeds the context of "
+            f"{context}; allowed: chars <= {context - len(ids)}"
+        )
+    sampling.check_temperature(temperature)
+    return ids
+
+
+@torch.inference_mode()
+def generate(target: GPT, prompt: str, chars: int, seed: int = 0, temperature: float = 1.0) -> Generation:
+    """Generate `chars` characters with the target alone: one target pass per character."""
+    tokens = check_request(target, prompt, chars, temperature=temperature)
+    target.setup_cache(1)
+    rng = np.random.default_rng(seed)
+    n_prompt = len(tokens)
+    stats = GenerationStats()
+    pos = 0
+    for _ in range(chars):
+        nxt = step(target, tokens[pos:], pos, temperature, rng)
+        pos = len(tokens)
+        tokens.append(nxt)
+        stats.target_passes += 1
+    stats.chars = chars
+    return Generation(corpus.decode(tokens[n_prompt:]), stats, prompt)
+
+
+def step(target: GPT, ids: list[int], pos: int, temperature: float, rng: np.random.Generator) -> int:
+    """One character of target-only generation: a pass over `ids` (the tokens from `pos` on, the cache holding
+    those before) and a character drawn from the last position's distribution with one uniform from `rng`.
+
+    A backend that can sample inside its pass (`sample_step`: onnx) does both in one call -- the logits-to-
+    sample overhead taken back -- with the same uniform, so the text is the same. Everything that times a
+    target-only step (timing, overhead, the benchmarks) calls this, so it times what `generate` runs.
+    """
+    fused = getattr(target, "sample_step", None)
+    if fused is not None:
+        return fused(ids, pos, temperature, rng)
+    logits = target(target.ids(ids), pos)[0, -1]  # (V,)
+    return sampling.sample(sampling.probs(logits, temperature), rng)
+
+
+def verify(target: GPT, ids: list[int], pos: int, n: int, temperature: float) -> np.ndarray:
+    """The target's distributions (n, V) float64 at the last n positions of one pass over `ids` (the tokens
+    from `pos` on: pending ones, then the drafts): what the rule reads in a speculative round.
+
+    A backend that computes them inside its pass (`pass_probs`: onnx) returns them directly; everything that
+    times a round (timing, overhead) calls this too.
+    """
+    fused = getattr(target, "pass_probs", None)
+    if fused is not None:
+        return fused(ids, pos, n, temperature)
+    return sampling.probs(target(target.ids(ids), pos)[0, -n:], temperature)  # (n, V)
+
+
+@torch.inference_mode()
+def speculative_generate(
+    target: GPT,
+    draft: Draft,
+    prompt: str,
+    chars: int,
+    k: int,
+    seed: int = 0,
+    temperature: float = 1.0,
+    adaptive: bool = False,
+    k_max: int = 16,
+    tree: trees.TreeSpec | None = None,
+) -> Generation:
+    """Generate `chars` characters by speculative decoding with `draft` proposing k per round.
+
+    The output distribution is exactly the target's, whatever the draft (see `rule.accept_reject`).
+    adaptive: start at k and follow the +2 / -1 schedule (see the module docstring), never above k_max.
+    tree: draft a token tree of this shape each round instead of a chain (table drafts only; k is then
+    ignored); the target verifies every node in one pass and `trees.accept_tree` walks it, exactly.
+    """
+    if tree is not None:
+        if adaptive:
+            raise ValueError("adaptive k does not apply to trees; give a tree shape or a chain")
+        return _tree_generate(target, draft, prompt, chars, tree, seed, temperature)
+    if k < 1:
+        raise ValueError(f"k must be at least 1, got {k}")
+    if adaptive and k_max < k:
+        raise ValueError(f"k_max must be at least k={k}, got {k_max}")
+    tokens = check_request(target, prompt, chars, k=k, temperature=temperature)
+    if draft.cpu_only and target.device.type != "cpu":
+        raise ValueError(f"draft {draft.name!r} runs on the CPU only, the target is on {target.device.type}")
+    target.setup_cache(1)
+    draft.reset()
+    rng = np.random.default_rng(seed)
+    n_prompt = len(tokens)
+    stats = GenerationStats(k=k, adaptive=adaptive, accepted_per_position=[0] * ((k_max if adaptive else k) + 1))
+    pos = 0  # tokens already in the target's cache
+    while (left := chars - (len(tokens) - n_prompt)) > 0:
+        kr = min(k, left - 1)  # never draft past the end: the round emits up to kr + 1 characters
+        drafted, q = draft.propose(tokens, kr, rng, temperature) if kr > 0 else ([], None)
+        pos, n_acc = settle_round(target, draft, tokens, pos, drafted, q, rng, temperature, stats)
+        if adaptive and kr == k:  # a round cut short by the end says nothing about k
+            k = min(k + 2, k_max) if n_acc == k else max(k - 1, 1)
+    stats.chars = chars
+    return Generation(corpus.decode(tokens[n_prompt:]), stats, prompt)
+
+
+def settle_round(target: GPT, draft: Draft, tokens: list[int], pos: int, drafted: list[int], q: np.ndarray | None,
+                 rng: np.random.Generator, temperature: float, stats: GenerationStats) -> tuple[int, int]:
+    """The rest of a speculative round once the draft has proposed `drafted` (q: (len, V), None if nothing was
+    drafted): the target's pass over the pending tokens and the drafts, the rule, the emitted characters
+    appended to `tokens` (in place), the draft told what is still valid, the counts.
+
+    Returns (the new position, drafts accepted): the position moves back to just before the emitted
+    character. The cost samplers (`timing.loop_sampler`) time this same function, so a round's term is what
+    generation runs, bookkeeping included.
+    """
+    kr = len(drafted)
+    p = verify(target, tokens[pos:] + drafted, pos, kr + 1, temperature)  # (kr + 1, V)
+    stats.target_passes += 1
+    if kr:
+        n_acc, nxt = rule.accept_reject(p, q, drafted, rng)
+        stats.draft_calls += 1
+        stats.accepted_per_position[n_acc] += 1
+    else:
+        n_acc, nxt = 0, sampling.sample(p[0], rng)
+    tokens.extend(drafted[:n_acc])
+    tokens.append(nxt)
+    pos = len(tokens) - 1  # move back: only the emitted character is not yet in the cache
+    draft.rollback(pos)
+    stats.drafted += kr
+    stats.accepted += n_acc
+    return pos, n_acc
+
+
+def _tree_generate(target: GPT, draft: Draft, prompt: str, chars: int, spec: trees.TreeSpec, seed: int,
+                   temperature: float) -> Generation:
+    """Tree rounds: draft a tree, one verify pass over pending tokens + nodes, walk, move the path's K/V."""
+    if not isinstance(draft, TableDraft):
+        raise ValueError(f"tree drafting needs a table draft (bigram, ngram), not {draft.name!r}")
+    if spec.budget < 1:
+        raise ValueError("the tree has no nodes")
+    tokens = check_request(target, prompt, chars, temperature=temperature)
+    target.setup_cache(1)
+    rng = np.random.default_rng(seed)
+    n_prompt, context = len(tokens), target.config.context
+    depth = spec.depth
+    stats = GenerationStats(k=depth, accepted_per_position=[0] * (depth + 1), tree=str(spec),
+                            tried_per_depth=[0] * depth, accepted_per_depth=[0] * depth)
+    pos = 0
+    while (left := chars - (len(tokens) - n_prompt)) > 0:
+        # never draft past the end (a round emits up to depth + 1) nor past the cache's last slot
+        shape = spec.limit(context - len(tokens), left - 1)
+        t = trees.draft_tree(shape, draft, tokens, rng, temperature) if shape.budget else None
+        pos = settle_tree_round(target, tokens, pos, t, rng, temperature, stats)
+    stats.chars = chars
+    return Generation(corpus.decode(tokens[n_prompt:]), stats, prompt)
+
+
+def settle_tree_round(target: GPT, tokens: list[int], pos: int, t: trees.Tree | None, rng: np.random.Generator,
+                      temperature: float, stats: GenerationStats) -> int:
+    """The rest of a tree round once the tree `t` is drafted (None: nothing drafted): one verify pass over the
+    pending tokens and the nodes, the walk, the accepted nodes' K/V moved into place, the emitted characters
+    appended to `tokens` (in place), the counts. Returns the new position. `tree_timing` times this same
+    function."""
+    n_pend = len(tokens) - pos
+    ids = tokens[pos:] + (t.tokens if t else [])
+    attn = t.attention(pos, n_pend, target.device) if t else None
+    logits = target(target.ids(ids), pos, attn)[0, n_pend - 1 :]  # (1 + N, V)
+    stats.target_passes += 1
+    p = sampling.probs(logits, temperature)
+    if t is None:
+        path, nxt = [], sampling.sample(p[0], rng)
+    else:
+        stats.draft_calls += 1
+        stats.drafted += len(t.tokens)
+        path, nxt = trees.accept_tree(t, p, rng)
+        stats.accepted_per_position[len(path)] += 1
+        tried = len(path) + bool(t.children[path[-1] + 1 if path else 0])  # a leaf tries nothing more
+        for d in range(tried):
+            stats.tried_per_depth[d] += 1
+        for d in range(len(path)):
+            stats.accepted_per_depth[d] += 1
+    # the accepted nodes' K/V (slots pos + n_pend + node id) move to follow the prefix in order
+    target.keep_path(len(tokens), [pos + n_pend + j for j in path])
+    tokens.extend(t.tokens[j] for j in path)
+    tokens.append(nxt)
+    stats.accepted += len(path)
+    return len(tokens) - 1

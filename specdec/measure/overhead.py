@@ -1,0 +1,453 @@
+"""Overhead: how large a share of a target pass is work the arithmetic needs, and where the rest goes.
+
+Three pieces. (1) The work a pass must do, counted from the model's shapes: FLOPs and bytes. (2) What this
+machine can do, measured here and now by the suite itself (GEMM throughput, cache and memory bandwidth), so
+that (1) becomes a floor in microseconds -- a roofline lower bound. Measured pass times against that floor
+give the overhead share, 1 - floor / measured. (3) Where the time goes (`attribute`): the sampling code, the
+rule and the draft under labels of this module's own driver, timed directly; the rest split by torch.profiler
+(self CPU time of aten ops in categories, and a residual -- time no op accounts for: Python and dispatch)
+and an ONNX Runtime run by ONNX Runtime's profiler, both in proportion, since a profiler stretches what it
+watches. The draft has a category of its own so that a round's target work is not mixed with the draft's: a
+bigram draft is numpy the profiler cannot see at all.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import math
+import time
+from dataclasses import asdict, dataclass
+from typing import Callable
+
+import numpy as np
+import torch
+from torch.profiler import ProfilerActivity, profile, record_function
+
+from specdec.model import backend_onnx, backends, corpus, sampling
+from specdec.measure import hygiene, timing
+from specdec.decoding.generate import check_request
+from specdec.decoding.drafts import Draft
+from specdec.model.gpt import GPT, GPTConfig
+from specdec.decoding import rule
+
+GEMM_SIZE = 256  # square matmul: 2·256³ = 33.5 MFLOP (~1 ms, so the call's µs of dispatch are < 1 %) on three
+# 256 KiB matrices (0.75 MiB in all), which stay in cache as the target's 2.4 MB of weights do
+CACHE_BYTES = 2_600_000  # about the target's weights (float32), read again and again: they stay in cache
+MEMORY_BYTES = 256 * 2**20  # far beyond any last-level cache (tens of MiB): every read goes to DRAM
+CACHE_READS = 8  # reads of the cache buffer per timed call (~1 ms), so timer and dispatch costs vanish
+
+# Categories of `attribution`, in the order they are printed. The last is the residual.
+RESIDUAL = "framework dispatch and Python"
+SESSION = "onnx runtime session"  # label of a whole ONNX Runtime run (onnx backend), split by its own profiler
+CATEGORIES = ("matmul", "attention", "elementwise", "tensor creation", "logits to sample", "the rule", "draft",
+              RESIDUAL)
+LABELS = ("logits to sample", "the rule", "draft", SESSION)  # record_function labels: their whole span is theirs
+_MATMUL = {"aten::mm", "aten::addmm", "aten::bmm", "aten::matmul", "aten::linear", "aten::baddbmm", "aten::mv",
+           "aten::dot", "aten::addmv"}
+_CREATION = {"aten::empty", "aten::empty_strided", "aten::empty_like", "aten::zeros", "aten::zeros_like",
+             "aten::ones", "aten::ones_like", "aten::full", "aten::arange", "aten::cat", "aten::stack",
+             "aten::copy_", "aten::to", "aten::_to_copy", "aten::clone", "aten::contiguous", "aten::lift_fresh",
+             "aten::scalar_tensor", "aten::tensor", "aten::as_strided", "aten::view", "aten::_unsafe_view",
+             "aten::reshape", "aten::transpose", "aten::t", "aten::slice", "aten::select", "aten::narrow",
+             "aten::split", "aten::expand", "aten::unsqueeze", "aten::squeeze", "aten::detach", "aten::alias",
+             "aten::resolve_conj", "aten::resolve_neg", "aten::index_select", "aten::embedding", "aten::index",
+             "aten::numpy_T", "aten::_reshape_alias", "aten::permute", "aten::fill_", "aten::zero_"}
+
+
+@dataclass(frozen=True)
+class Machine:
+    """What this machine did, measured by `measure_machine` (not assumed from a data sheet)."""
+
+    matmul_gflops: float  # GEMM_SIZE² float32 torch.mm, best of the timed calls
+    cache_gbps: float  # reading a CACHE_BYTES buffer that stays in cache (.sum()), best of the timed calls
+    memory_gbps: float  # reading a MEMORY_BYTES buffer from DRAM (.sum()), best of the timed calls
+    threads: int  # torch intra-op threads while measuring
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def pass_flops(config: GPTConfig, positions: int, context_pos: int) -> int:
+    """FLOPs of one cached forward over `positions` new positions after `context_pos` cached ones.
+
+    2 FLOPs per multiply-add. Per layer: the four Linear layers (qkv C→3C, proj C→C, fc C→4C, proj 4C→C, no
+    bias) 2·T·12·C²; attention QKᵀ and AV over all context_pos + T keys (the masked kernel computes every
+    score) 2·2·T·(context_pos+T)·C. Then lm_head (its own weight, not tied to wte) 2·T·C·V. LayerNorm, GELU,
+    softmax, the residual adds and the embedding sum are not counted: O(T·C) each against O(T·C²), well
+    under 1 % here, and not what a floor is made of.
+    """
+    T, S, C = positions, context_pos + positions, config.n_embd
+    per_layer = 2 * T * 12 * C * C + 2 * 2 * T * S * C
+    return config.n_layer * per_layer + 2 * T * C * config.vocab_size
+
+
+def pass_bytes(config: GPTConfig, positions: int, context_pos: int, dtype_bytes: int = 4) -> int:
+    """Bytes one such pass must read at least once: every weight it uses and the KV cache it attends over.
+
+    Linear weights 12·C² per layer and lm_head C·V; the T rows of wte and of wpe the pass looks up (not the
+    whole tables); LayerNorm weight and bias, 2·C for each of the 2·n_layer + 1 norms; keys and values of
+    context_pos + T positions in every layer, 2·n_layer·(context_pos+T)·C. Activations (a few KB) and the
+    boolean mask are left out.
+    """
+    T, S, C, L = positions, context_pos + positions, config.n_embd, config.n_layer
+    weights = L * 12 * C * C + C * config.vocab_size + 2 * T * C + (2 * L + 1) * 2 * C
+    return (weights + 2 * L * S * C) * dtype_bytes
+
+
+def measure_machine(seconds: float = 2.0, threads: int = 1) -> Machine:
+    """GEMM throughput and cache and memory read bandwidth of this machine, measured for `seconds`.
+
+    Each figure has a third of the time, its calls timed one by one (timing.round_robin, the first discarded).
+    The best call is kept, not the median: these are capabilities, and load or an interrupt only ever makes
+    a call slower, so the fastest call is the closest to what the hardware does -- and a floor built from them
+    stays a lower bound. torch's threads are set to `threads` meanwhile and restored after.
+    """
+    if not (math.isfinite(seconds) and seconds > 0):
+        raise ValueError(f"seconds must be a positive number, got {seconds}")
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        a, b = torch.randn(GEMM_SIZE, GEMM_SIZE), torch.randn(GEMM_SIZE, GEMM_SIZE)
+        out = torch.empty(GEMM_SIZE, GEMM_SIZE)
+        mm_s = _best(lambda: torch.mm(a, b, out=out), seconds / 3)
+        small = torch.ones(CACHE_BYTES // 4)
+
+        def reads():
+            for _ in range(CACHE_READS):
+                small.sum()
+
+        cache_s = _best(reads, seconds / 3) / CACHE_READS
+        del a, b, out, small
+        big = torch.ones(MEMORY_BYTES // 4)  # ones, not empty: every page is touched before it is timed
+        memory_s = _best(big.sum, seconds / 3)
+        del big
+        return Machine(matmul_gflops=2 * GEMM_SIZE**3 / mm_s / 1e9, cache_gbps=CACHE_BYTES / cache_s / 1e9,
+                       memory_gbps=MEMORY_BYTES / memory_s / 1e9, threads=torch.get_num_threads())
+    finally:
+        torch.set_num_threads(before)
+
+
+def _best(fn: Callable[[], object], seconds: float) -> float:
+    """Fastest of fn's calls within `seconds` (at least 2 kept after the warm-up), in seconds."""
+    deadline = time.perf_counter() + seconds
+    samples = timing.round_robin({"fn": fn}, samples=100_000, number=1, deadline=deadline, min_samples=2)
+    return float(samples["fn"].min())
+
+
+def floor_us(flops: int, bytes_: int, machine: Machine) -> float:
+    """Roofline lower bound of a pass in µs: max(flops at GEMM speed, bytes at cache bandwidth).
+
+    Cache bandwidth, not memory: the target's weights (2.4 MB) and its KV cache stay in cache between passes
+    of a generation loop, so nothing is fetched from DRAM in steady state.
+    """
+    return max(flops / (machine.matmul_gflops * 1e3), bytes_ / (machine.cache_gbps * 1e3))
+
+
+@torch.inference_mode()
+def overhead_table(target: GPT, machine: Machine, positions: tuple[int, ...] = (1, 2, 3, 5, 9),
+                   context_pos: int = 100, seconds: float = 2.0) -> list[dict]:
+    """Measured pass time (the target's backend) against the floor, one row per width T in `positions`, at
+    `context_pos`.
+
+    The cache is filled to context_pos first; the widths are timed round-robin (timing.round_robin, 10 calls
+    a sample) until `seconds` have passed, so a slow moment lands on all of them, and each row keeps the
+    median of its samples: the typical pass, as generation pays it.
+    """
+    cfg = target.config
+    if not (0 <= context_pos and context_pos + max(positions) <= cfg.context and min(positions) >= 1):
+        raise ValueError(f"positions {min(positions)}..{max(positions)} at context_pos {context_pos} must be "
+                         f">= 1 and fit the context of {cfg.context}")
+    tokens = corpus.split_ids("val")[: context_pos + max(positions)].tolist()
+    target.setup_cache(1)
+    if context_pos:
+        target(target.ids(tokens[:context_pos]), 0)
+    fns = {T: (lambda x=target.ids(tokens[context_pos : context_pos + T]): target(x, context_pos))
+           for T in positions}
+    for fn in fns.values():
+        timing.warm_up(fn, seconds=0.02)
+    deadline = time.perf_counter() + seconds
+    samples = timing.round_robin(fns, samples=100_000, number=10, deadline=deadline, min_samples=3)
+    rows, backend = [], backends.backend_of(target)
+    for T in positions:
+        flops, nbytes = pass_flops(cfg, T, context_pos), pass_bytes(cfg, T, context_pos)
+        measured = float(np.median(samples[T])) * 1e6
+        floor = floor_us(flops, nbytes, machine)
+        rows.append({"backend": backend, "positions": T, "measured_us": measured, "floor_us": floor,
+                     "share": 1 - floor / measured, "flops": flops, "bytes": nbytes})
+    return rows
+
+
+def category(name: str) -> str:
+    """The category of an aten op by its name; anything neither matmul, attention nor a creation, copy, view
+    or indexing op is arithmetic on elements or rows (add, mul, gelu, layer_norm, softmax, where, ...)."""
+    if name in _MATMUL:
+        return "matmul"
+    if "attention" in name:
+        return "attention"
+    if name in _CREATION:
+        return "tensor creation"
+    return "elementwise"
+
+
+def attribute(run: Callable[[object], int], repeats: int = 9, per_event_us: float | None = None,
+              inside: Callable[[], contextlib.AbstractContextManager] | None = None) -> dict:
+    """Split `run`'s time into CATEGORIES, µs per unit of work: labelled spans timed directly, the rest split by
+    torch.profiler.
+
+    run(mode) does one block of work and returns its units (steps, rounds, calls), wrapping its sampling, rule,
+    draft and session code in `_label(mode, LABEL)`: mode False runs bare, "time" times each label's span with
+    perf_counter (about a microsecond a span) and True records it for torch.profiler. After one discarded
+    bare block, each repeat runs a bare and a timed block (in turn first); then `repeats` profiled blocks run.
+    The bare blocks give `measured_us` (median), the median timed block the split.
+    - A label's µs are its spans in that timed block.
+    - The rest (the target's forward and the loop around it) is that block's wall time less the spans. The
+      profiler splits it: every op outside the labels gives its self CPU time to the category of its outermost
+      aten op (the call the Python code made: linear's t and mm are matmul, SDPA's where and empty are
+      attention, layer_norm's empty is elementwise); what it attributes to no op -- Python and dispatch between
+      ops -- less its own cost (the events it recorded outside the labels times what one costs it here,
+      `profiler_cost_us` or `per_event_us`: `profiler_us`), is RESIDUAL. Those profiled µs, which the profiler
+      stretches (`stretch`: profiled rest over timed rest), are scaled onto the timed rest in proportion.
+    - A SESSION span (the onnx backend's pass with its softmax or sampling, one ONNX Runtime run) is split the
+      same way by ONNX Runtime's own profiler, which `inside()` turns on around the profiled blocks
+      (`backend_onnx.kernel_profile`: category -> µs of its kernels, and what that profiler added, measured on
+      a chain of tiny kernels, which is taken out of the profiled span): its kernels' µs in proportion, and
+      the rest of the span -- the runtime's executor, the binding, the Python around the run -- to RESIDUAL.
+    So the categories sum to `accounted_us`, the median timed block's wall time, which is held against
+    `measured_us`: how much timing the spans disturbed the work. As everywhere in specdec, that comparison is
+    a ratio of neighbours: `accounted_ratio` is the median over repeats of a timed block's time over the bare
+    block beside it, which a burst of load spanning several blocks cannot bias as it can the two medians.
+    """
+    run(False)
+    per_event = profiler_cost_us() if per_event_us is None else per_event_us
+    measured, timed, prof_wall, prof_units, outside_events, events = [], [], 0.0, 0, 0, 0
+    totals: dict[str, float] = {}
+    for i in range(repeats):
+        with hygiene.no_gc():  # a collection would land in one block only
+            for mode in (False, "time") if i % 2 == 0 else ("time", False):  # alternated: neither always first
+                _SPANS.clear()
+                t0 = time.perf_counter()
+                n = run(mode)
+                us = (time.perf_counter() - t0) / n * 1e6
+                if mode:
+                    timed.append((us, {name: sec / n * 1e6 for name, sec in _SPANS.items()}))
+                else:
+                    measured.append(us)
+    # the profiled blocks only give proportions: they run after the pairs, with any inner profiler on
+    with inside() if inside is not None else contextlib.nullcontext() as kernels:
+        for _ in range(repeats):
+            with hygiene.no_gc(), profile(activities=[ProfilerActivity.CPU]) as prof:
+                t0 = time.perf_counter()
+                prof_units += run(True)
+                prof_wall += time.perf_counter() - t0
+            evs = prof.events()
+            events += len(evs)
+            got, outside = _aggregate(evs)
+            outside_events += outside
+            for name, us in got.items():
+                totals[name] = totals.get(name, 0.0) + us
+    # the median timed block, against the median bare one: a burst of load lands in one block, not in both sides
+    accounted, spans = sorted(timed, key=lambda t: t[0])[(len(timed) - 1) // 2]
+    out = dict.fromkeys(CATEGORIES, 0.0)
+    for name in LABELS:
+        if name != SESSION:
+            out[name] = spans.get(name, 0.0)
+    rest = accounted - sum(spans.get(name, 0.0) for name in LABELS)
+    profiled = prof_wall * 1e6 / prof_units
+    own = outside_events / prof_units * per_event
+    seen = {name: us / prof_units for name, us in totals.items() if name not in LABELS}
+    unseen = max(0.0, profiled - own - sum(totals.get(n, 0.0) for n in LABELS) / prof_units - sum(seen.values()))
+    rest_profiled = sum(seen.values()) + unseen
+    scale = rest / rest_profiled if rest_profiled > 0 else 0.0
+    for name, us in seen.items():
+        out[name] = us * scale
+    out[RESIDUAL] = unseen * scale
+    session, session_profiled = spans.get(SESSION, 0.0), totals.get(SESSION, 0.0) / prof_units
+    if session > 0:
+        in_kernels = {name: us / prof_units for name, us in (kernels or {}).items() if name in out}
+        if session_profiled > 0 and in_kernels:  # the profiled span, less what ONNX Runtime's profiler added
+            session_profiled -= kernels.get("profiler_us", 0.0) / prof_units
+            s_scale = session / max(session_profiled, sum(in_kernels.values()))
+            for name, us in in_kernels.items():
+                out[name] += us * s_scale
+            out[RESIDUAL] += session - sum(in_kernels.values()) * s_scale
+        else:  # no kernel profile: the run counts as dispatch, which is what the profiler would call it
+            out[RESIDUAL] += session
+    ratio = float(np.median([t[0] / b for t, b in zip(timed, measured)]))  # each timed block over its bare twin
+    return {"categories": out, "measured_us": float(np.median(measured)), "accounted_us": accounted,
+            "accounted_ratio": ratio,
+            "profiled_us": profiled, "profiler_us": own, "stretch": 1 / scale if scale else 0.0,
+            "events_per_unit": events / prof_units, "units_per_block": prof_units // repeats}
+
+
+def profiler_cost_us(calls: int = 2000, repeats: int = 3) -> float:
+    """µs torch.profiler adds per event it records, on this machine now: a loop of `calls` tiny aten ops timed
+    without and with the profiler (best of `repeats` each), the difference over the events recorded."""
+    a, b, out = torch.ones(4), torch.ones(4), torch.empty(4)
+
+    def loop() -> None:
+        for _ in range(calls):
+            torch.add(a, b, out=out)
+
+    def best(profiled: bool) -> tuple[float, int]:
+        times, n = [], 0
+        for _ in range(repeats):
+            with hygiene.no_gc(), (profile(activities=[ProfilerActivity.CPU]) if profiled else contextlib.nullcontext()) as prof:
+                t0 = time.perf_counter()
+                loop()
+                times.append(time.perf_counter() - t0)
+            n = len(prof.events()) if profiled else 0
+        return min(times), n
+
+    loop()
+    plain, _ = best(False)
+    with_profiler, n = best(True)
+    return max(0.0, (with_profiler - plain) / max(n, 1) * 1e6)
+
+
+def _aggregate(events) -> tuple[dict[str, float], int]:
+    """µs by category over one profile's events (no residual), and how many events lay outside every label."""
+    totals: dict[str, float] = {}
+    outside = 0
+    for e in events:
+        chain = [e]
+        while chain[-1].cpu_parent is not None:
+            chain.append(chain[-1].cpu_parent)
+        labels = [x for x in chain if x.name in LABELS]
+        if labels:  # inside a label: only the outermost label's own event counts, with its whole span
+            if e is labels[-1]:
+                totals[e.name] = totals.get(e.name, 0.0) + e.cpu_time_total
+            continue
+        outside += 1
+        ops = [x for x in chain if x.name.startswith("aten::")]
+        if not ops:  # another annotation: its ops count by themselves, its own time is the residual's
+            continue
+        cat = category(ops[-1].name)
+        totals[cat] = totals.get(cat, 0.0) + e.self_cpu_time_total
+    return totals, outside
+
+
+def attribution(target: GPT, draft: Draft, k: int, chars: int = 40, seed: int = 0, repeats: int = 9) -> dict:
+    """Where a target-only step and a speculative round spend their time: {"step": ..., "round": ...}.
+
+    Each scope is `attribute` of a block generating `chars` characters after timing.COST_PROMPT (mid-context,
+    as the cost measurements run) with the loop bodies of `generate` and `speculative_generate`, the prompt's
+    prefill done before the clock starts; µs are per step (one character) and per round. Every block starts
+    from the same state and seed, so profiled and unprofiled blocks run the same rounds. The labels are
+    this driver's own, so generation itself pays nothing for them.
+    """
+    prompt = check_request(target, timing.COST_PROMPT, chars, k=k)
+    per_event = profiler_cost_us()
+    inside = functools.partial(backend_onnx.kernel_profile, target)  # onnx: ONNX Runtime's profiler splits its runs
+    return {"step": attribute(_steps(target, prompt, chars, seed), repeats, per_event, inside),
+            "round": attribute(_rounds(target, draft, prompt, chars, k, seed), repeats, per_event, inside)}
+
+
+_SPANS: dict[str, float] = {}  # label -> seconds, filled by the "time" mode of `_label`
+
+
+class _Span:
+    """Adds the seconds its `with` block takes to _SPANS[name]."""
+
+    __slots__ = ("name", "t0")
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def __enter__(self) -> None:
+        self.t0 = time.perf_counter()
+
+    def __exit__(self, *exc) -> None:
+        _SPANS[self.name] = _SPANS.get(self.name, 0.0) + time.perf_counter() - self.t0
+
+
+def _label(mode, name: str):
+    """A label's span: timed (mode "time"), recorded for torch.profiler (mode True) or nothing (False)."""
+    if mode == "time":
+        return _Span(name)
+    return record_function(name) if mode else contextlib.nullcontext()
+
+
+def _prefill(target: GPT, prompt: list[int]) -> int:
+    """The cache holds the prompt but its last character, which every loop below feeds first."""
+    target.setup_cache(1)
+    target(target.ids(prompt[:-1]), 0)
+    return len(prompt) - 1
+
+
+def _steps(target: GPT, prompt: list[int], chars: int, seed: int) -> Callable[[bool], int]:
+    @torch.inference_mode()
+    def run(labelled: bool) -> int:
+        tokens, pos = list(prompt), _prefill(target, prompt)
+        rng = np.random.default_rng(seed)
+        fused = getattr(target, "sample_step", None)  # decode.step's two paths, its sampling labelled
+        for _ in range(chars):  # generate's loop body
+            if fused is not None:  # pass and sample in one session run (onnx): its own profiler splits it
+                with _label(labelled, SESSION):
+                    nxt = fused(tokens[pos:], pos, 1.0, rng)
+            else:
+                logits = target(target.ids(tokens[pos:]), pos)[0, -1]
+                with _label(labelled, "logits to sample"):
+                    nxt = sampling.sample(sampling.probs(logits, 1.0), rng)
+            pos = len(tokens)
+            tokens.append(nxt)
+        return chars
+
+    return run
+
+
+def _rounds(target: GPT, draft: Draft, prompt: list[int], chars: int, k: int, seed: int) -> Callable[[bool], int]:
+    @torch.inference_mode()
+    def run(labelled: bool) -> int:
+        tokens, pos = list(prompt), _prefill(target, prompt)
+        draft.reset()
+        draft.propose(tokens[:-1], 1, np.random.default_rng(seed), 1.0)  # the draft holds the prompt too
+        draft.rollback(pos)
+        rng = np.random.default_rng(seed)
+        rounds = 0
+        fused = getattr(target, "pass_probs", None)  # decode.verify's two paths, the softmax labelled
+        while (left := chars - (len(tokens) - len(prompt))) > 0:  # speculative_generate's loop body
+            kr = min(k, left - 1)
+            with _label(labelled, "draft"):
+                drafted, q = draft.propose(tokens, kr, rng, 1.0) if kr > 0 else ([], None)
+            if fused is not None:  # pass and softmax in one session run (onnx): its own profiler splits it
+                with _label(labelled, SESSION):
+                    p = fused(tokens[pos:] + drafted, pos, kr + 1, 1.0)
+            else:
+                logits = target(target.ids(tokens[pos:] + drafted), pos)[0, -(kr + 1):]
+                with _label(labelled, "logits to sample"):
+                    p = sampling.probs(logits, 1.0)
+            with _label(labelled, "the rule"):
+                n_acc, nxt = rule.accept_reject(p, q, drafted, rng) if kr > 0 else (0, sampling.sample(p[0], rng))
+            tokens.extend(drafted[:n_acc])
+            tokens.append(nxt)
+            pos = len(tokens) - 1
+            draft.rollback(pos)
+            rounds += 1
+        return rounds
+
+    return run
+
+
+def render(machine: Machine, rows: list[dict], attr: dict, context_pos: int = 100) -> str:
+    """The machine's figures, the floor table and the attribution table as plain text."""
+    lines = [f"machine ({machine.threads} thread{'s' if machine.threads > 1 else ''}): GEMM {GEMM_SIZE}x{GEMM_SIZE} "
+             f"{machine.matmul_gflops:.1f} GFLOP/s, cache read {machine.cache_gbps:.1f} GB/s, memory read "
+             f"{machine.memory_gbps:.1f} GB/s", "",
+             f"{rows[0]['backend']} target pass after {context_pos} cached positions: median measured time against "
+             f"the roofline "
+             f"floor", f"{'positions':>9} {'measured µs':>12} {'floor µs':>9} {'overhead':>9} "
+             f"{'MFLOP':>7} {'KB':>7}"]
+    for r in rows:
+        lines.append(f"{r['positions']:>9} {r['measured_us']:>12.1f} {r['floor_us']:>9.1f} {r['share']:>9.1%} "
+                     f"{r['flops'] / 1e6:>7.2f} {r['bytes'] / 1e3:>7.0f}")
+    lines += ["", "where the time goes (µs; labelled spans timed, the rest split by torch.profiler's self CPU "
+              "time; the residual is what it cannot see)", f"{'category':32} {'step':>9} {'round':>9}"]
+    for name in CATEGORIES:
+        lines.append(f"{name:32} {attr['step']['categories'][name]:>9.1f} {attr['round']['categories'][name]:>9.1f}")
+    for key, what in (("accounted_us", "accounted (sum of the above)"), ("measured_us", "measured untimed"),
+                      ("accounted_ratio", "accounted / untimed (pairs)"), ("profiled_us", "profiled wall time"),
+                      ("stretch", "profiler's stretch of the rest")):
+        digits = 3 if key in ("stretch", "accounted_ratio") else 1
+        lines.append(f"{what:32} {attr['step'][key]:>9.{digits}f} {attr['round'][key]:>9.{digits}f}")
+    return "\n".join(lines)

@@ -1,0 +1,397 @@
+"""Timers, round-robin samples, and the cost measurements the speedup models need.
+
+Shared machines drift by tens of percent between runs, so nothing here reports a lone absolute time as a
+result: costs are medians of samples taken round-robin across every quantity, so that drift touches all of
+them alike and their per-sample ratios (c, T(k+1)/T(1)) stay sound. (Speedups come from alternated runs, in
+`schedule`.) Warm-up calls are discarded, and sized by time. The garbage collector is off inside every timed
+region. The thread count is set explicitly by the caller (`hygiene.set_threads`) and recorded beside every
+result. On CUDA every timer synchronises the device.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+import torch
+
+from specdec.model import corpus, sampling
+from specdec.decoding import generate as decode
+from specdec.measure import hygiene
+from specdec.decoding.drafts import Draft
+from specdec.model.gpt import GPT
+from specdec.decoding import rule
+
+COST_PROMPT = "KING HENRY:\nOnce more unto the breach, dear friends, once more;\nOr close the wall up"
+
+
+def sync(device: str | torch.device) -> None:
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize()
+
+
+def timed(fn: Callable[[], object], device: str = "cpu", number: int = 1) -> float:
+    """Seconds per call of fn over `number` back-to-back calls (device synchronised at both ends)."""
+    with hygiene.no_gc():
+        sync(device)
+        t0 = time.perf_counter()
+        for _ in range(number):
+            fn()
+        sync(device)
+        return (time.perf_counter() - t0) / number
+
+
+def warm_up(fn: Callable[[], object], seconds: float = 0.05, device: str = "cpu", min_calls: int = 1) -> int:
+    """Call fn until `seconds` have passed (at least `min_calls` times): warm-up sized by time, not by count,
+    so a slow machine warms as long as a fast one. Returns the number of calls made."""
+    end = time.perf_counter() + seconds
+    n = 0
+    while n < min_calls or time.perf_counter() < end:
+        fn()
+        n += 1
+    sync(device)
+    return n
+
+
+def round_robin(
+    fns: dict[str, Callable[[], object]],
+    samples: int,
+    number: int,
+    device: str = "cpu",
+    samplers: dict[str, Callable[[], object]] | None = None,
+    rotate: bool = False,
+    deadline: float | None = None,
+    min_samples: int = 1,
+) -> dict[str, np.ndarray]:
+    """Seconds per call of each fn, `samples` samples each, taken in turn (after one discarded warm-up round).
+
+    Sample i of every fn comes from the same moment, so per-sample ratios of two fns cancel drift.
+    `samplers` take their turns in the same rounds but measure themselves: what each returns is kept as is.
+    rotate: start round i at the i-th turn (A B C, B C A, C A B, ...) so no fn always follows the same one.
+    deadline (a time.perf_counter() value): stop after `min_samples` once another round would end past it, so
+    a slow or loaded machine takes fewer samples instead of more time.
+    """
+    turns = {name: (lambda fn=fn: timed(fn, device, number)) for name, fn in fns.items()}
+    turns.update({name: (lambda s=s: _quiet(s)) for name, s in (samplers or {}).items()})
+    kept: dict[str, list] = {name: [] for name in turns}
+    names = list(turns)
+    last = 0.0
+    for i in range(samples + 1):
+        if deadline is not None and i > min_samples and time.perf_counter() + last > deadline:
+            break
+        t0 = time.perf_counter()
+        shift = i % len(names) if rotate else 0
+        for name in names[shift:] + names[:shift]:
+            value = turns[name]()
+            if i:
+                kept[name].append(value)
+        last = time.perf_counter() - t0
+    return {name: np.asarray(values) for name, values in kept.items()}
+
+
+def _quiet(sampler: Callable[[], object]) -> object:
+    with hygiene.no_gc():
+        return sampler()
+
+
+@dataclass
+class Costs:
+    """What the generation loops pay, in microseconds (medians of round-robin samples, and the samples)."""
+
+    target_pass_us: float  # one single-position target forward
+    verify_pass_us: dict[int, float]  # positions -> one forward over that many new positions
+    step_us: float  # one character of target-only generation: single pass + p + sampling
+    round_us: dict[int, float]  # k -> one speculative round without any draft: (k+1) pass + p + rule
+    loop_char_us: dict[str, dict[int, float]]  # draft -> k -> one drafted character inside a round
+    loop_round_us: dict[str, dict[int, float]]  # draft -> k -> the rest of that round (pass + p + rule)
+    loop_samples: dict[tuple[str, int], np.ndarray]  # (draft, k) -> (samples, 3): step, drafted char, round µs
+    draft_char_us: dict[str, float]  # draft -> one drafted character at k = draft_k (what c is made of)
+    c_samples: dict[str, list[float]]  # draft -> per-sample c (each sample's ratio cancels drift)
+    verify_ratio_samples: dict[int, list[float]]  # positions -> per-sample T(positions) / T(1)
+    char_range: dict[str, tuple[float, float]]  # draft -> min, max of the per-character samples (µs)
+    target_range: tuple[float, float]  # min, max of the single-pass samples (µs)
+    samples: int  # round-robin samples taken (fewer than asked when the time ran out)
+    draft_k: int
+    threads: int
+    device: str
+    # name -> per-sample values of the caller's extra quantities: µs per call for `extra_fns`, the returned
+    # tuples for `extra_samplers` (the report's tree verify passes and tree-round terms)
+    extra_samples: dict[str, np.ndarray] = field(default_factory=dict)
+
+    def c(self, draft: str) -> float:
+        """Median of the per-sample c."""
+        return float(np.median(self.c_samples[draft]))
+
+    def c_range(self, draft: str) -> tuple[float, float]:
+        return float(np.min(self.c_samples[draft])), float(np.max(self.c_samples[draft]))
+
+
+def _steps(target, text, start, n, temperature, rng, device):
+    """n consecutive target-only steps at positions start..start+n-1, the cache advancing as in `generate`
+    (the target's cache must hold text[:start]); the next input is the text's, so every call is alike."""
+    def run():
+        for pos in range(start, start + n):
+            decode.step(target, text[pos : pos + 1], pos, temperature, rng)
+
+    return run
+
+
+# The refined model's terms, in the order a loop sampler returns them (µs): a target-only step, a drafted
+# character, a round without the draft; and a generation's first step and first round (draft included), which
+# run over the whole prompt (the prefill) instead of one pending token.
+TERMS = ("step", "draft_char", "round", "first_step", "first_round")
+
+
+def term_medians(samples) -> dict[str, float]:
+    """Each of `TERMS` -> its median over samples (rows of what a loop sampler returned), µs."""
+    a = np.asarray(samples, dtype=float)
+    return {key: float(np.median(a[:, i])) for i, key in enumerate(TERMS)}
+
+
+def loop_sampler(target: GPT, draft: Draft, k: int, temperature: float = 1.0, device: str = "cpu",
+                 number: int = 10, all_accepted: float = 0.0, position: int | None = None,
+                 prompt_chars: int | None = None) -> Callable[[], tuple[float, ...]]:
+    """A call returning the refined model's five terms (`TERMS`, µs) for one draft and k, measured now: taken
+    in the cost table before any pair, and beside each speedup pair.
+
+    all_accepted: the fraction of rounds in which the generation accepted every draft; after those the
+    draft has two tokens to catch up on (the last draft and the bonus), which the rounds here reproduce.
+    position: where the rounds run (attention grows with it); pass the generation's mean position.
+    prompt_chars: the prompt length of a generation's first step and first round; pass the workload's mean.
+    number: rounds per sample at k >= 4; smaller k runs proportionally more rounds (4·number/k), so every
+    sample drafts about as many characters and lasts long enough for a burst of load to average out.
+    Target-only steps: 4·number per sample; one first step and one first round.
+    """
+    n_steps = 4 * number
+    text, position, prompt = _texts(position, n_steps, prompt_chars)
+    rng = np.random.default_rng(1)
+    rounds = _round_sampler(target, draft, text[: position + 1], k, rng, temperature, device, all_accepted)
+    stats = _scratch_stats(k)
+
+    def first_round(tokens: list[int]) -> None:  # a reset draft proposes k after the whole prompt
+        draft.reset()
+        ids, q = draft.propose(tokens, k, rng, temperature)
+        decode.settle_round(target, draft, tokens, 0, ids, q, rng, temperature, stats)
+
+    firsts = _first_sampler(target, prompt, first_round, rng, temperature, device)
+    return _terms_sampler(target, text, position, n_steps, rounds, max(number, -(-4 * number // k)), firsts,
+                          temperature, rng, device)
+
+
+def _texts(position: int | None, n_steps: int, prompt_chars: int | None) -> tuple[list[int], int, list[int]]:
+    """(text, position, prompt) for a loop sampler: validation text long enough for `n_steps` steps around
+    `position` (default: the cost prompt's last) and for the prompt -- only its length matters to the clock --
+    and the first step's and round's prompt (`prompt_chars` long; default: the text up to `position`)."""
+    if position is None:
+        position = len(corpus.encode(COST_PROMPT)) - 1
+    text = corpus.split_ids("val")[: max(position + n_steps // 2 + 1, (prompt_chars or 0) + 1)].tolist()
+    return text, position, text[: prompt_chars or position + 1]
+
+
+def _terms_sampler(target, text, position, n_steps, rounds, n_rounds, firsts, temperature, rng, device):
+    """The call both loop samplers return: `rounds(n_rounds)` (seconds per drafted character or node, seconds
+    per round without the draft), `firsts(1)` (a first step, a first round), then `n_steps` target-only steps
+    around `position` once the target has settled: the five `TERMS`, µs."""
+    start = max(0, position - n_steps // 2)  # the steps' mean position is the rounds' one
+    steps = _steps(target, text, start, n_steps, temperature, rng, device)
+    settle = _steps(target, text, start, min(10, n_steps), temperature, rng, device)
+
+    def sample() -> tuple[float, ...]:
+        char_s, round_s = rounds(n_rounds)  # primes both caches with the context first
+        first_step_s, first_round_s = firsts(1)
+        # Right after the draft's rounds a target step runs up to ~1.5x slower and settles over ~10 calls
+        # (measured); target-only generation runs its steps back to back, so time them once settled.
+        settle()
+        return (timed(steps, device) / n_steps * 1e6, char_s * 1e6, round_s * 1e6, first_step_s * 1e6,
+                first_round_s * 1e6)
+
+    return torch.inference_mode()(sample)
+
+
+def _scratch_stats(k: int) -> decode.GenerationStats:
+    return decode.GenerationStats(k=k, accepted_per_position=[0] * (k + 1))
+
+
+def _round_sampler(target, draft, context, k, rng, temperature, device, all_accepted: float = 0.0):
+    """A steady-state round as `speculative_generate` runs it, timed in two parts: the draft's `propose`, and
+    `decode.settle_round` (the verify pass, the rule, the bookkeeping) on a scratch copy of the context.
+
+    The draft steps back one token (two in an `all_accepted` share of the rounds, spread evenly: after a
+    fully accepted round it has the last draft and the bonus to feed) and proposes k; the target verifies
+    k+1 positions and the rule runs.
+    Timing both inside one loop makes each pay the cache misses the other's weights cause, as they do in
+    generation -- timed alone, a transformer draft looks several percent cheaper than it is. Untimed rounds
+    go first (see `WARM_ROUNDS`): a generation's rounds run back to back, long settled.
+    Returns run(number) -> (seconds per drafted character, seconds per round without the draft).
+    """
+    pos = len(context) - 1
+    tokens = list(context)
+    stats = _scratch_stats(k)
+
+    def run(number: int) -> tuple[float, float]:
+        # Both caches hold the context again (a generation may have run in between), so every round feeds
+        # the draft exactly one pending token, as after a rejection.
+        fill_cache(target, context)
+        draft.reset()
+        draft.propose(context, 1, rng, temperature)
+        count = itertools.count()
+
+        def one_round() -> tuple[float, float]:  # (seconds drafting, seconds for the rest of the round)
+            i = next(count)
+            two = int((i + 1) * all_accepted) > int(i * all_accepted)
+            draft.rollback(pos - 1 if two else pos)
+            del tokens[pos + 1 :]  # the scratch sequence is the context again
+            sync(device)
+            t0 = time.perf_counter()
+            ids, q = draft.propose(tokens, k, rng, temperature)
+            sync(device)
+            t1 = time.perf_counter()
+            decode.settle_round(target, draft, tokens, pos, ids, q, rng, temperature, stats)
+            sync(device)
+            return t1 - t0, time.perf_counter() - t1
+
+        warm_up(one_round, WARM_SECONDS, device, min_calls=WARM_ROUNDS)
+        d, r = np.sum([one_round() for _ in range(number)], axis=0)
+        return float(d) / number / k, float(r) / number
+
+    return run
+
+
+# Untimed rounds before a sampler's timed ones (`warm_up`): at least WARM_ROUNDS, and WARM_SECONDS. After other work
+# (another draft's rounds, a prefill, target-only steps) a round runs slow and settles over several rounds:
+# in the report's round robin a bigram k=4 round took about 2.3x, 1.4x and 1.1x its settled time in its first
+# three rounds, an int8 k=4 round 1.5x, 1.3x, 1.2x, 1.1x (medians of 25, 2-core VM, onnx). Sized by time as
+# well, so a fast round gets more of them.
+WARM_ROUNDS = 4
+WARM_SECONDS = 0.004
+# The widest pass a cost sampler runs to put its context in the cache. After one pass over the whole context
+# (126 positions at the report's mean position) the next 5-position passes ran 2.3x, 1.4x, 1.1x, 1.04x their
+# settled time; after passes of 32 positions -- about a generation's first pass over its prompt -- 1.5x,
+# 1.04x, 1.0x (medians of 30, 2-core VM, onnx). The narrower fill settles sooner; the warm-up rounds absorb
+# the rest.
+FILL_WIDTH = 32
+
+
+def fill_cache(target: GPT, tokens: list[int]) -> None:
+    """The target's cache holds `tokens` after this: passes of at most `FILL_WIDTH` positions from 0."""
+    for start in range(0, len(tokens), FILL_WIDTH):
+        target(target.ids(tokens[start : start + FILL_WIDTH]), start)
+
+
+def _first_sampler(target, prompt, first_round, rng, temperature, device):
+    """A generation's first target-only step and first speculative round, as `generate` and
+    `speculative_generate` begin: the cache set up, the whole prompt in one pass. first_round(tokens) runs the
+    round (draft included) on a scratch copy of the prompt, which is cut back after each call.
+    Returns run(number) -> (seconds per first step, seconds per first round)."""
+    tokens = list(prompt)
+
+    def run(number: int) -> tuple[float, float]:
+        s = r = 0.0
+        for _ in range(number):
+            sync(device)
+            t0 = time.perf_counter()
+            target.setup_cache(1)
+            decode.step(target, prompt, 0, temperature, rng)
+            sync(device)
+            t1 = time.perf_counter()
+            target.setup_cache(1)
+            first_round(tokens)
+            sync(device)
+            t2 = time.perf_counter()
+            del tokens[len(prompt) :]
+            s += t1 - t0
+            r += t2 - t1
+        return s / number, r / number
+
+    return run
+
+
+@torch.inference_mode()
+def measure_costs(
+    target: GPT,
+    drafts: dict[str, Draft],
+    ks: list[int],
+    samples: int = 15,
+    number: int = 20,
+    draft_k: int = 4,
+    temperature: float = 1.0,
+    device: str = "cpu",
+    threads_used: int | None = None,
+    samplers: dict[tuple[str, int], Callable[[], tuple[float, float, float]]] | None = None,
+    term_calls: int = 10,
+    seconds: float | None = None,
+    min_samples: int = 3,
+    extra_fns: dict[str, Callable[[], object]] | None = None,
+    extra_samplers: dict[str, Callable[[], object]] | None = None,
+) -> Costs:
+    """Time each piece the loops pay, every quantity sampled in turn, `samples` times (fewer when `seconds`
+    run out, never fewer than `min_samples`).
+
+    Single and multi-position passes alone and a target-only step, at a mid-context position (the cost
+    prompt, ~80 characters in), `number` calls a sample; a speculative round without a draft; and for each
+    draft and k the three terms of the refined model, from `samplers[(draft, k)]` (see `loop_sampler`; built
+    with `term_calls` rounds at the cost prompt's position where not given). c is the drafted character at
+    k = draft_k over the single pass of the same sample. extra_fns and extra_samplers join the same rounds
+    (timed calls and self-measuring samplers; names must not clash with the built-in ones); their samples come
+    back in `Costs.extra_samples`.
+    """
+    tokens = corpus.encode(COST_PROMPT)
+    pos = len(tokens) - 1
+    target.setup_cache(1)
+    target(target.ids(tokens), 0)  # fill the cache up to pos
+    rng = np.random.default_rng(0)
+    V = target.config.vocab_size
+    ks = sorted(set(ks))
+    one = target.ids(tokens[-1:])
+    fns: dict[str, Callable[[], object]] = {"target": lambda: target(one, pos)}
+
+    fns["step"] = _steps(target, tokens, pos, 1, temperature, rng, device)  # one step at the last position
+    q_uniform = np.full((max(ks), V), 1.0 / V)
+    for k in ks:
+        x = target.ids(tokens[-1:] + tokens[:k])
+        fns[f"verify{k + 1}"] = lambda x=x: target(x, pos)
+
+        def round_(k=k):
+            drafted = tokens[:k]
+            p = decode.verify(target, tokens[pos:] + drafted, pos, k + 1, temperature)
+            return rule.accept_reject(p, q_uniform[:k], drafted, rng)
+
+        fns[f"round{k}"] = round_
+    fns.update(extra_fns or {})
+    sim_ks = sorted(set(ks) | {draft_k})
+    given = samplers or {}
+    loops = {f"loop:{name}:{k}": given.get((name, k)) or loop_sampler(target, draft, k, temperature, device,
+                                                                        term_calls)
+             for name, draft in drafts.items() for k in sim_ks}
+    loops.update(extra_samplers or {})
+    deadline = None if seconds is None else time.perf_counter() + seconds
+    raw = round_robin(fns, samples, number, device, samplers=loops, deadline=deadline, min_samples=min_samples)
+    terms = {(n, k): np.asarray(raw.pop(f"loop:{n}:{k}"), dtype=float) for n in drafts for k in sim_ks}
+    extra = {n: np.asarray(raw.pop(n), dtype=float) for n in (extra_samplers or {})}
+    extra.update({n: raw.pop(n) * 1e6 for n in (extra_fns or {})})
+    us = {n: t * 1e6 for n, t in raw.items()}
+    med = {n: float(np.median(t)) for n, t in us.items()}
+    target_samples = us["target"]
+    char = {n: terms[n, draft_k][:, 1] for n in drafts}
+    return Costs(
+        target_pass_us=med["target"],
+        verify_pass_us={k + 1: med[f"verify{k + 1}"] for k in ks},
+        step_us=med["step"],
+        round_us={k: med[f"round{k}"] for k in ks},
+        loop_char_us={n: {k: float(np.median(terms[n, k][:, 1])) for k in sim_ks} for n in drafts},
+        loop_round_us={n: {k: float(np.median(terms[n, k][:, 2])) for k in sim_ks} for n in drafts},
+        loop_samples=terms,
+        draft_char_us={n: float(np.median(char[n])) for n in drafts},
+        c_samples={n: (char[n] / target_samples).tolist() for n in drafts},
+        verify_ratio_samples={k + 1: (us[f"verify{k + 1}"] / target_samples).tolist() for k in ks},
+        char_range={n: (float(char[n].min()), float(char[n].max())) for n in drafts},
+        target_range=(float(target_samples.min()), float(target_samples.max())),
+        samples=len(target_samples),
+        draft_k=draft_k,
+        threads=threads_used or torch.get_num_threads(),
+        device=str(device),
+        extra_samples=extra,
+    )

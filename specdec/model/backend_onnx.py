@@ -1,0 +1,502 @@
+"""The `onnx` backend: the target's decoding forward as one ONNX graph run by ONNX Runtime with I/O binding.
+
+Why: a pass of this model is per-call overhead (issue 12's overhead table), and ONNX Runtime walks a graph
+of ~36 kernels in C++ with one call from Python. Attention is ONNX Runtime's `GroupQueryAttention` contrib
+kernel, the one its own LLM decoding uses: it reads the KV cache in place and appends the new positions'
+keys and values to it (past and present bound to the same memory), so a pass copies no cache at all.
+
+How it is wired (I/O binding: no input or output is copied between numpy and the runtime):
+- The KV cache is one float32 numpy array per block and per k/v, (batch, n_head, context, head_size) -- the
+  eager cache's own layout -- exposed to the rest of specdec as torch views of the same memory
+  (`attn.k_cache`, `attn.v_cache`), so `keep_path`, the trees and the eager fallback read and write it.
+- ids and positions live in preallocated int64 rows; a pass writes them and the two lengths GQA wants, and
+  rebinds only when the number of positions T changes (a decode loop keeps one T).
+- The logits are written by the runtime into a preallocated buffer; the returned tensor is a view of it,
+  valid until this model's next forward (every caller in specdec samples from it first), as `fused`'s are.
+
+A tree pass needs an arbitrary mask, which GQA does not take: it runs a third graph ("tree") whose attention is
+plain ONNX ops under the mask, fed a copy of the cache's past and returning the new keys and values, which are
+written into the cache. What runs the eager forward instead (same weights, same cache memory, so results
+agree): training windows (pos=None), batches of more than one sequence, models off the CPU, and the
+int8-dynamic draft's quantized Linears.
+
+Variants measured on the development VM (1 thread, a single-position pass at position 100, medians of 15
+alternated blocks of 50, 2026-12-01): attention written as plain ONNX ops (Concat of the past with the new
+keys and values, Gather, Transpose, MatMul, Softmax; the past fed as a numpy slice) ran 264 us with `run` and
+297 us with every input and the cache rebound per pass -- the binding calls cost more than the copies they saved
+-- against 306 us for the numpy backend; GroupQueryAttention with the cache bound once and in place ran 205 us
+(a 5-position verify pass: 232 us, against numpy's 516). ONNX Runtime's own profiler stretches a run a lot --
+profiled, a step took 602 us against 203 us, and the kernels it timed summed to 353 us -- so `kernel_profile`
+measures what it adds per kernel and the attribution uses its figures only in proportion.
+
+The session is built from the weights when `setup_cache` sees them new or changed (a draft built from this
+model overwrites a copy's weights in place before its first generation) and with torch's intra-op thread count
+of that moment; it lives outside the module (`_STATE`), so `copy.deepcopy` makes a model that builds its own.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+import time
+import weakref
+
+import numpy as np
+import torch
+import torch.nn as nn
+
+from specdec.model import sampling
+from specdec.model.gpt import GPT
+
+try:  # an optional dependency: `pip install specdec[onnx]`; without it the backend is not in BACKENDS
+    import onnx
+    import onnxruntime as ort
+    from onnx import TensorProto, helper, numpy_helper
+except ImportError:  # pragma: no cover - exercised only where onnxruntime is missing
+    ort = None
+
+AVAILABLE = ort is not None
+OPSET = 20  # LayerNormalization (17) and Gelu with approximate="tanh" (20)
+
+
+def graph(model: GPT, kind: str = "pass") -> "onnx.ModelProto":
+    """The cached forward of one sequence as an ONNX model, `model`'s weights as initializers.
+
+    kind "pass" and "step" (attention by GroupQueryAttention over the whole cache buffer): inputs ids,
+    positions (1, T) int64; seqlens_k (1,) int32 = pos + T - 1; total_len () int32 = pos + T; past_key_i,
+    past_value_i (1, H, context, hs) per block; inv_temp () float32. Outputs logits (1, T, V); present_key_i,
+    present_value_i (the same shape as past: bound to the same memory, GQA appends in place). "pass" adds
+    probs (1, T, V) = softmax(logits · inv_temp), what the rule reads; "step" a target-only step's sampling
+    (`_sample_tail`): input u () float32, output next () int64.
+    kind "tree" (attention as plain ops under an explicit mask, which GQA does not take): inputs ids,
+    positions (1, T); mask (T, P + T) float32, 0 where allowed and -inf elsewhere; past_key_i, past_value_i
+    (1, H, P, hs), the cache's first P positions. Outputs logits and new_key_i, new_value_i (1, H, T, hs), which
+    the caller writes into the cache.
+    """
+    if kind not in ("pass", "step", "tree"):
+        raise ValueError(f"unknown graph kind {kind!r} (allowed: pass, step, tree)")
+    cfg = model.config
+    C, H, ctx = cfg.n_embd, cfg.n_head, cfg.context
+    hs = C // H
+    inits, nodes, consts = [], [], set()
+
+    def init(name: str, t: torch.Tensor, transpose: bool = False) -> str:
+        a = t.detach().to(torch.float32).cpu().numpy()
+        inits.append(numpy_helper.from_array(np.ascontiguousarray(a.T if transpose else a), name))
+        return name
+
+    def const(name: str, value, dtype=np.int64) -> str:  # shared by every block: added once
+        if name not in consts:
+            consts.add(name)
+            inits.append(numpy_helper.from_array(np.asarray(value, dtype=dtype), name))
+        return name
+
+    def node(op: str, inputs: list[str], n_out: int = 1, domain: str = "", **attrs) -> str | list[str]:
+        outs = [f"{op}_{len(nodes)}_{j}" for j in range(n_out)]
+        nodes.append(helper.make_node(op, inputs, outs, name=outs[0], domain=domain, **attrs))
+        return outs[0] if n_out == 1 else outs
+
+    def layer_norm(x: str, ln: nn.LayerNorm, name: str) -> str:
+        return node("LayerNormalization", [x, init(f"{name}.w", ln.weight), init(f"{name}.b", ln.bias)],
+                    axis=-1, epsilon=ln.eps)
+
+    def linear(x: str, lin: nn.Linear, name: str) -> str:
+        return node("MatMul", [x, init(f"{name}.wT", lin.weight, transpose=True)])  # (.., in) @ (in, out)
+
+    def masked_attention(qkv: str, i: int) -> str:
+        """softmax(q kᵀ / sqrt(hs) + mask) v over the past P positions and the T new ones: (1, T, C)."""
+        heads = []
+        for j, part in enumerate(node("Split", [qkv, const("split3", [C, C, C])], n_out=3, axis=2)):
+            # (1, T, C) -> (1, H, T, hs)
+            heads.append(node("Transpose", [node("Reshape", [part, const("heads", [1, -1, H, hs])])],
+                              perm=[0, 2, 1, 3]))
+        q, k_new, v_new = heads
+        nodes.append(helper.make_node("Identity", [k_new], [f"new_key_{i}"]))
+        nodes.append(helper.make_node("Identity", [v_new], [f"new_value_{i}"]))
+        k = node("Concat", [f"past_key_{i}", k_new], axis=2)  # (1, H, P + T, hs)
+        v = node("Concat", [f"past_value_{i}", v_new], axis=2)
+        att = node("MatMul", [q, node("Transpose", [k], perm=[0, 1, 3, 2])])  # (1, H, T, P + T)
+        att = node("Softmax", [node("Add", [node("Mul", [att, const("scale", 1 / hs**0.5, np.float32)]), "mask"])],
+                   axis=-1)
+        y = node("Transpose", [node("MatMul", [att, v])], perm=[0, 2, 1, 3])  # (1, T, H, hs)
+        return node("Reshape", [y, const("rows", [1, -1, C])])
+
+    f32 = TensorProto.FLOAT
+    inputs = [helper.make_tensor_value_info("ids", TensorProto.INT64, [1, "T"]),
+              helper.make_tensor_value_info("positions", TensorProto.INT64, [1, "T"])]
+    if kind == "tree":
+        inputs.append(helper.make_tensor_value_info("mask", f32, ["T", "S"]))
+    else:
+        inputs += [helper.make_tensor_value_info("seqlens_k", TensorProto.INT32, [1]),
+                   helper.make_tensor_value_info("total_len", TensorProto.INT32, [])]
+    outputs = [helper.make_tensor_value_info("logits", f32, [1, "T", cfg.vocab_size])]
+    x = node("Add", [node("Gather", [init("wte", model.wte.weight), "ids"]),
+                     node("Gather", [init("wpe", model.wpe.weight), "positions"])])  # (1, T, C)
+    for i, b in enumerate(model.blocks):
+        qkv = linear(layer_norm(x, b.ln1, f"ln1.{i}"), b.attn.qkv, f"qkv.{i}")  # (1, T, 3C) packed q, k, v
+        if kind == "tree":
+            for which in ("key", "value"):
+                inputs.append(helper.make_tensor_value_info(f"past_{which}_{i}", f32, [1, H, "P", hs]))
+                outputs.append(helper.make_tensor_value_info(f"new_{which}_{i}", f32, [1, H, "T", hs]))
+            y = masked_attention(qkv, i)
+        else:
+            for which in ("key", "value"):
+                inputs.append(helper.make_tensor_value_info(f"past_{which}_{i}", f32, [1, H, ctx, hs]))
+                outputs.append(helper.make_tensor_value_info(f"present_{which}_{i}", f32, [1, H, ctx, hs]))
+            y = f"attn_{i}"
+            nodes.append(helper.make_node(  # causal over the cache and the T new positions; scale 1/sqrt(hs)
+                "GroupQueryAttention", [qkv, "", "", f"past_key_{i}", f"past_value_{i}", "seqlens_k", "total_len"],
+                [y, f"present_key_{i}", f"present_value_{i}"], domain="com.microsoft", num_heads=H, kv_num_heads=H))
+        x = node("Add", [x, linear(y, b.attn.proj, f"proj.{i}")])
+        h = node("Gelu", [linear(layer_norm(x, b.ln2, f"ln2.{i}"), b.mlp.fc, f"fc.{i}")], approximate="tanh")
+        x = node("Add", [x, linear(h, b.mlp.proj, f"mlp_proj.{i}")])
+    nodes.append(helper.make_node("MatMul", [layer_norm(x, model.ln_f, "ln_f"),
+                                             init("lm_head.wT", model.lm_head.weight, transpose=True)], ["logits"]))
+    if kind != "tree":
+        inputs.append(helper.make_tensor_value_info("inv_temp", f32, []))
+    if kind == "step":
+        inputs.append(helper.make_tensor_value_info("u", f32, []))
+        outputs.append(helper.make_tensor_value_info("next", TensorProto.INT64, []))
+        _sample_tail(nodes, inits, cfg.vocab_size)
+    elif kind == "pass":
+        outputs.append(helper.make_tensor_value_info("probs", f32, [1, "T", cfg.vocab_size]))
+        nodes.append(helper.make_node("Mul", ["logits", "inv_temp"], ["probs/z"], name="probs/mul"))
+        nodes.append(helper.make_node("Softmax", ["probs/z"], ["probs"], name="probs/softmax", axis=-1))
+    g = helper.make_graph(nodes, f"specdec_target_{kind}", inputs, outputs, inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", OPSET), helper.make_opsetid("com.microsoft", 1)])
+
+
+def _sample_tail(nodes: list, inits: list, vocab: int) -> None:
+    """logits -> next: `sampling.pick(softmax(last row · inv_temp), u)` as graph nodes, float32.
+
+    The same search as the numpy path: the number of partial sums of exp(z - max z) that are <= u times their
+    total, capped at V - 1. Normalising is left out (the search scales u instead), as `pick` does; float32 sums
+    against numpy's float64 move a boundary by ~1e-7 of its probability, so a seed draws the same characters
+    unless u lands that close to one.
+    """
+    def const(name: str, value) -> str:
+        inits.append(numpy_helper.from_array(np.asarray(value, dtype=np.int64), name))
+        return name
+
+    def node(op: str, inputs: list[str], out: str, **attrs) -> str:
+        nodes.append(helper.make_node(op, inputs, [out], name=f"sample/{out}", **attrs))
+        return out
+
+    last = node("Slice", ["logits", const("s.m1", [-1]), const("s.end", [2**62]), const("s.ax1", [1])], "s.last")
+    z = node("Mul", [last, "inv_temp"], "s.z")  # (1, 1, V)
+    e = node("Exp", [node("Sub", [z, node("ReduceMax", [z, const("s.ax2", [2])], "s.max", keepdims=1)], "s.zc")],
+             "s.e")
+    c = node("CumSum", [e, const("s.axis", 2)], "s.c")
+    at = node("Mul", [node("Slice", [c, "s.m1", "s.end", "s.ax2"], "s.total"), "u"], "s.at")
+    count = node("ReduceSum", [node("Cast", [node("LessOrEqual", [c, at], "s.le")], "s.le64", to=TensorProto.INT64)],
+                 "s.count", keepdims=0)
+    node("Min", [count, const("s.vmax", vocab - 1)], "next")
+
+
+def kernel_category(op: str, node: str) -> str:
+    """The attribution category (`overhead.CATEGORIES`) of one kernel ONNX Runtime ran, by its op and node name."""
+    if node.startswith(("sample/", "probs/")):  # the sampling tail and the rule's softmax: `graph`'s names
+        return "logits to sample"
+    if op in ("MatMul", "FusedMatMul", "Gemm"):
+        return "matmul"
+    if "Attention" in op:
+        return "attention"
+    if op in ("Gather", "Concat", "Reshape", "Transpose", "Split", "Identity", "Slice", "Cast", "Squeeze",
+              "Unsqueeze"):
+        return "tensor creation"
+    return "elementwise"  # LayerNormalization (and its fused Skip form), Gelu, Add, Mul, Softmax, ...
+
+
+def _kernel_events(path: str) -> tuple[list[tuple[str, str, float]], int]:
+    """(op, node name, µs) of every kernel in an ONNX Runtime profile file, and the number of model runs."""
+    with open(path) as f:
+        events = json.load(f)
+    runs = sum(1 for e in events if e.get("cat") == "Session" and e["name"] == "model_run")
+    return [(e["args"].get("op_name", ""), e["name"][: -len("_kernel_time")], float(e["dur"])) for e in events
+            if e.get("cat") == "Node" and e["name"].endswith("_kernel_time")], runs
+
+
+def profiler_cost_us(threads: int, nodes: int = 64, runs: int = 300) -> tuple[float, float]:
+    """What ONNX Runtime's profiler adds per kernel it records, here and now: (between kernels, inside the
+    kernel's own reported time), µs. Measured on a chain of `nodes` Adds of a (1, 128) row, whose own work is
+    a few ns: every reported µs of theirs is the profiler's, and the rest of what the profiled runs took beyond
+    plain ones is its bookkeeping between them (best of three blocks of `runs` each)."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 128])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 128])
+    chain = [helper.make_node("Add", ["x" if i == 0 else f"h{i}", "x"], ["y" if i == nodes - 1 else f"h{i + 1}"],
+                              name=f"add{i}") for i in range(nodes)]
+    model = helper.make_model(helper.make_graph(chain, "chain", [x], [y]),
+                              opset_imports=[helper.make_opsetid("", OPSET)]).SerializeToString()
+    feed = {"x": np.ones((1, 128), dtype=np.float32)}
+    with tempfile.TemporaryDirectory() as tmp:
+        best = []
+        for prefix in (None, os.path.join(tmp, "chain")):
+            opts = _options(threads, prefix)
+            opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL  # keep the chain
+            session = ort.InferenceSession(model, opts, providers=["CPUExecutionProvider"])
+            session.run(None, feed)
+            times = []
+            for _ in range(3):
+                t0 = time.perf_counter()
+                for _ in range(runs):
+                    session.run(None, feed)
+                times.append((time.perf_counter() - t0) / runs * 1e6)
+            best.append(min(times))
+            if prefix is not None:
+                kernels, _ = _kernel_events(session.end_profiling())
+    inside = sum(us for _, _, us in kernels) / len(kernels)
+    return max(0.0, (best[1] - best[0]) / nodes - inside), inside
+
+
+@contextlib.contextmanager
+def kernel_profile(model: GPT):
+    """While inside, `model` runs sessions built with ONNX Runtime's profiler on; on leaving, the dict it yields
+    is filled: category -> µs its kernels took (`kernel_category`), less what the profiler adds inside each
+    kernel's time; "profiler_us" -> what it added in all (`profiler_cost_us` per kernel recorded); "runs" ->
+    session runs. Yields None for a model without a session (the eager forward). The model's own sessions come
+    back afterwards untouched."""
+    state = _STATE.get(model)
+    if state is None:
+        yield None
+        return
+    out: dict[str, float] = {}
+    between, inside = profiler_cost_us(state.threads)
+    with tempfile.TemporaryDirectory() as tmp:
+        prof = _Session(model, state.key, state.threads, profile_prefix=os.path.join(tmp, "ort"))
+        prof.bind_cache(state.cache)
+        _STATE[model] = prof
+        try:
+            yield out
+        finally:
+            _STATE[model] = state
+            kernels, runs = [], 0
+            for session in prof.sessions():
+                got, n = _kernel_events(session.end_profiling())
+                kernels += got
+                runs += n
+            for op, node, us in kernels:
+                cat = kernel_category(op, node)
+                out[cat] = out.get(cat, 0.0) + max(0.0, us - inside)
+            out["profiler_us"] = len(kernels) * (between + inside)
+            out["runs"] = runs
+
+
+def _options(threads: int, profile_prefix: str | None = None) -> "ort.SessionOptions":
+    """Session options: `threads` intra-op threads, sequential, every graph optimisation; with
+    `profile_prefix`, ONNX Runtime's profiler on (files under that prefix)."""
+    opts = ort.SessionOptions()
+    if profile_prefix is not None:  # `kernel_profile`: every session built from these options profiles
+        opts.enable_profiling = True
+        opts.profile_file_prefix = profile_prefix
+    opts.intra_op_num_threads = threads
+    opts.inter_op_num_threads = 1
+    opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    opts.add_session_config_entry("session.intra_op.allow_spinning", "0")  # no busy-waiting thread pool
+    opts.log_severity_level = 3  # warnings about the optimised graph are not the user's business
+    return opts
+
+
+class _Session:
+    """One built session, its binding and the buffers it reads and writes (one model's; see `_STATE`)."""
+
+    def __init__(self, model: GPT, key: tuple, threads: int, profile_prefix: str | None = None):
+        cfg = model.config
+        opts = _options(threads, profile_prefix)
+        self.key, self.threads, self.opts = key, threads, opts
+        self.model = weakref.proxy(model)  # the step and tree graphs are built on first use, from the same weights
+        self.session = ort.InferenceSession(graph(model, "pass").SerializeToString(), opts,
+                                            providers=["CPUExecutionProvider"])
+        self.binding = self.session.io_binding()
+        self.stepper = None  # (session, binding) of graph "step", built by the first `step`
+        self.tree_session = None  # graph "tree", built by the first `tree`
+        self.ids = np.zeros((1, cfg.context), dtype=np.int64)
+        self.positions = np.zeros((1, cfg.context), dtype=np.int64)
+        self.seqlens = np.zeros(1, dtype=np.int32)
+        self.total = np.zeros((), dtype=np.int32)
+        self.logits = torch.zeros(1, cfg.context, cfg.vocab_size)  # the runtime writes here (torch's memory)
+        self.probs = np.zeros((1, cfg.context, cfg.vocab_size), dtype=np.float32)
+        self.cache: list[np.ndarray] = []  # per block: keys, values (batch, H, context, hs)
+        self.bound_t = 0  # the T of the current binding of ids, positions and logits; 0 = none yet
+        self.u = np.zeros((), dtype=np.float32)
+        self.inv_temp = np.ones((), dtype=np.float32)
+        self.next = np.zeros((), dtype=np.int64)
+        self.step_t = 0  # as bound_t, for the stepper's binding
+        self._bind_lengths(self.binding)
+
+    def sessions(self) -> list:
+        """Every session built so far: the pass's, and the step's and the tree's once they ran."""
+        return [self.session] + ([self.stepper[0]] if self.stepper else []) + (
+            [self.tree_session] if self.tree_session else [])
+
+    def _bind_lengths(self, b) -> None:
+        b.bind_input("seqlens_k", "cpu", 0, np.int32, [1], self.seqlens.ctypes.data)
+        b.bind_input("total_len", "cpu", 0, np.int32, [], self.total.ctypes.data)
+        b.bind_input("inv_temp", "cpu", 0, np.float32, [], self.inv_temp.ctypes.data)
+
+    def bind_cache(self, cache: list[np.ndarray]) -> None:
+        """Bind sequence 0 of each cache array as past and present (the same memory: GQA appends in place)."""
+        self.cache = cache
+        for b in [self.binding] + ([self.stepper[1]] if self.stepper else []):
+            for j, a in enumerate(cache):
+                name = f"{('key', 'value')[j % 2]}_{j // 2}"
+                shape = [1, *a.shape[1:]]
+                b.bind_input(f"past_{name}", "cpu", 0, np.float32, shape, a.ctypes.data)
+                b.bind_output(f"present_{name}", "cpu", 0, np.float32, shape, a.ctypes.data)
+
+    def _bind_t(self, b, T: int, probs: bool = True) -> None:
+        """(Re)bind ids, positions, logits (and probs) as T positions (buffers' starts, so only T changes a
+        binding)."""
+        V = self.logits.shape[-1]
+        b.bind_input("ids", "cpu", 0, np.int64, [1, T], self.ids.ctypes.data)
+        b.bind_input("positions", "cpu", 0, np.int64, [1, T], self.positions.ctypes.data)
+        b.bind_output("logits", "cpu", 0, np.float32, [1, T, V], self.logits.data_ptr())
+        if probs:
+            b.bind_output("probs", "cpu", 0, np.float32, [1, T, V], self.probs.ctypes.data)
+
+    def _lengths(self, T: int, pos: int) -> None:
+        self.positions[0, :T] = range(pos, pos + T)
+        self.seqlens[0] = pos + T - 1
+        self.total[()] = pos + T
+
+    def _pass(self, ids, pos: int) -> int:
+        """Run the pass graph over ids (a row of T ids) at pos; returns T. Outputs land in logits and probs."""
+        T = len(ids)
+        self.ids[0, :T] = ids
+        self._lengths(T, pos)
+        if T != self.bound_t:
+            self._bind_t(self.binding, T)
+            self.bound_t, self.view = T, self.logits[:, :T]
+        self.session.run_with_iobinding(self.binding)
+        return T
+
+    def run(self, idx: torch.Tensor, pos: int) -> torch.Tensor:
+        self._pass(idx.numpy(force=True)[0], pos)
+        return self.view
+
+    def distributions(self, ids: list[int], pos: int, n: int, inv_temp: float) -> np.ndarray:
+        """The pass over ids at pos; the last n positions' distributions at temperature 1/inv_temp, (n, V)
+        float64 (the rule subtracts them; as `sampling.probs` gives), from the graph's softmax."""
+        self.inv_temp[()] = inv_temp
+        T = self._pass(ids, pos)
+        return self.probs[0, T - n : T].astype(np.float64)
+
+    def tree(self, idx: torch.Tensor, pos: int, tree: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+        """A tree pass (graph "tree"): the past fed as contiguous copies of the cache's first pos positions,
+        the new keys and values written into the cache at pos.. (where `keep_path` expects them)."""
+        if self.tree_session is None:
+            self.tree_session = ort.InferenceSession(graph(self.model, "tree").SerializeToString(), self.opts,
+                                                     providers=["CPUExecutionProvider"])
+        T = idx.shape[1]
+        feeds = {"ids": idx.numpy(force=True), "positions": tree[0].numpy(force=True)[None],
+                 "mask": np.where(tree[1].numpy(force=True), np.float32(0.0), np.float32(-np.inf))}
+        for j, a in enumerate(self.cache):
+            feeds[f"past_{('key', 'value')[j % 2]}_{j // 2}"] = np.ascontiguousarray(a[:1, :, :pos])
+        out = self.tree_session.run(None, feeds)
+        for a, new in zip(self.cache, out[1:]):
+            a[:1, :, pos : pos + T] = new
+        return torch.from_numpy(out[0])
+
+    def step(self, ids: list[int], pos: int, u: float, inv_temp: float) -> int:
+        """One target-only step in one run: the pass over ids at pos, then the sample drawn with u."""
+        if self.stepper is None:
+            session = ort.InferenceSession(graph(self.model, "step").SerializeToString(), self.opts,
+                                           providers=["CPUExecutionProvider"])
+            b = session.io_binding()
+            self._bind_lengths(b)
+            b.bind_input("u", "cpu", 0, np.float32, [], self.u.ctypes.data)
+            b.bind_output("next", "cpu", 0, np.int64, [], self.next.ctypes.data)
+            self.stepper = (session, b)
+            self.bind_cache(self.cache)
+        T = len(ids)
+        self.ids[0, :T] = ids
+        self._lengths(T, pos)
+        self.u[()] = u
+        self.inv_temp[()] = inv_temp
+        session, b = self.stepper
+        if T != self.step_t:
+            self._bind_t(b, T, probs=False)
+            self.step_t = T
+        session.run_with_iobinding(b)
+        return int(self.next)
+
+
+_STATE: "weakref.WeakKeyDictionary[OnnxGPT, _Session | None]" = weakref.WeakKeyDictionary()
+
+
+class OnnxGPT(GPT):
+    """`GPT` whose single-sequence cached forward runs as an ONNX Runtime session (see the module docstring)."""
+
+    def setup_cache(self, batch: int = 1) -> None:
+        """Allocate the cache (numpy arrays, torch views as `attn.k_cache` / `attn.v_cache`) and (re)build the
+        session when the weights or torch's thread count changed since the last call. Every generation calls
+        this first, so a pass never checks them."""
+        state = self._session()
+        cache = state.cache if state is not None else getattr(self, "_np_cache", [])
+        if cache and cache[0].shape[0] >= batch and self.blocks[0].attn.k_cache.data_ptr() == cache[0].ctypes.data:
+            if state is not None and state.cache is not cache:
+                state.bind_cache(cache)
+            return
+        cfg = self.config
+        shape = (batch, cfg.n_head, cfg.context, cfg.n_embd // cfg.n_head)
+        cache = [np.zeros(shape, dtype=np.float32) for _ in range(2 * cfg.n_layer)]
+        for j, block in enumerate(self.blocks):
+            block.attn.k_cache = torch.from_numpy(cache[2 * j])
+            block.attn.v_cache = torch.from_numpy(cache[2 * j + 1])
+        self._np_cache = cache
+        if state is not None:
+            state.bind_cache(cache)
+        self.cache_batch = batch
+
+    def _session(self) -> _Session | None:
+        """This model's session, rebuilt when the weights changed (`GPT.weights_key`) or torch's threads did;
+        None when the eager forward must run (off the CPU, or quantized Linears)."""
+        key = self.weights_key()
+        threads = torch.get_num_threads()
+        state = _STATE.get(self)
+        if state is not None and state.key == key and state.threads == threads:
+            return state
+        if not self.plain_linears() or self.device.type != "cpu":
+            _STATE[self] = None
+            return None
+        new = _Session(self, key, threads)
+        cache = getattr(self, "_np_cache", [])
+        if cache and self.blocks[0].attn.k_cache.data_ptr() == cache[0].ctypes.data:
+            new.bind_cache(cache)
+        _STATE[self] = new
+        return new
+
+    def forward(self, idx: torch.Tensor, pos: int | None = None,
+                tree: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
+        state = _STATE.get(self)
+        if pos is None:  # a training window: eager, with gradients
+            return super().forward(idx, pos, tree)
+        if state is None or not state.cache or idx.shape[0] != 1:
+            with torch.no_grad():  # the eager forward on the same cache memory; inference, as the session's
+                return super().forward(idx, pos, tree)
+        self._check_pass(1, idx.shape[1], pos)
+        return state.run(idx, pos) if tree is None else state.tree(idx, pos, tree)
+
+    def pass_probs(self, ids: list[int], pos: int, n: int, temperature: float) -> np.ndarray:
+        """The target's distributions (n, V) at the last n of the positions a pass over `ids` at `pos` scores
+        (`decode.verify`): softmax inside the graph, so the logits never go through torch and numpy's float64
+        softmax. Temperature 0 and models without a session take the forward and `sampling.probs`."""
+        state = _STATE.get(self)
+        if state is None or not state.cache or temperature <= 0:
+            return sampling.probs(self(self.ids(ids), pos)[0, -n:], temperature)
+        self._check_pass(1, len(ids), pos)
+        return state.distributions(ids, pos, n, 1.0 / temperature)
+
+    def sample_step(self, ids: list[int], pos: int, temperature: float, rng: np.random.Generator) -> int:
+        """One character of target-only generation (`decode.step`): the pass over `ids` at `pos` and the sample
+        from its last position, in a single session run (logits to sample inside the graph). One uniform from
+        `rng` per call, as `sampling.sample` draws, so a seed gives the same text as the other backends.
+        Temperature 0 and models without a session take the eager forward and `sampling`."""
+        state = _STATE.get(self)
+        if state is None or not state.cache or temperature <= 0:
+            logits = self(self.ids(ids), pos)[0, -1]
+            return sampling.sample(sampling.probs(logits, temperature), rng)
+        self._check_pass(1, len(ids), pos)
+        return state.step(ids, pos, rng.random(), 1.0 / temperature)

@@ -1,0 +1,249 @@
+"""`specdec report`: measure everything on this machine within a time budget, then write tables and figures.
+
+The report is a list of sections (`schedule.Section`; the functions are in `sections`), each returning its part
+of the JSON document, run by one scheduler against a budget in seconds: fixed work first (building the drafts,
+the tree configurations' child acceptance and shapes, the exactness draws, the deterministic acceptance counts), then the timed sections, each given its share of the
+time left -- the overhead table (the target pass against its floor, and where the time goes), the cost table,
+the paired speedups (with the A/A noise floor among them), adaptive k, greedy.
+Every figure is taken over a workload (by default the shipped `shakespeare24`), or over one prompt and seed.
+Measurement and presentation (`render`) are separate: every table, finding and figure is rendered from the
+document, so a `report.json` from another machine or commit renders the same way and `specdec compare` reads
+the same keys. `write` puts the files in place atomically.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import tempfile
+from pathlib import Path
+
+import torch
+
+from specdec.model import backends
+from specdec.measure import hygiene, machine_record
+from specdec.report import figures as overhead_plot, overhead_section, render, sections
+from specdec.report import tree_sections as ts
+from specdec.measure import workload as wl
+from specdec.decoding.registry import DRAFTS, available_on
+from specdec.decoding.trees import parse_tree
+from specdec.model.gpt import GPT
+from specdec.report.markdown import config_label
+from specdec.measure.schedule import Budget, Section, run_sections
+
+DEFAULT_KS = (1, 2, 4, 8)
+# budget: seconds for the whole report. min_pairs: alternated pairs every speedup row gets before the rest of
+# the time goes to the widest rows; precision: a row stops once its re-run interval is narrower than this
+# fraction of its figure. samples: exactness draws per draft and context; contexts: workload prompts the
+# exactness check runs at. every: the report runs every n-th workload item. cost_samples: most round-robin cost
+# samples (fewer when the costs' share of the budget runs out), cost_calls: calls per sample; term_calls: rounds
+# per sample of each refined-model term (see timing.loop_sampler); min_triples: rotated runs per adaptive row.
+# overhead_chars / overhead_repeats: characters per profiled block and profiled blocks per scope of the overhead
+# section's attribution (see overhead_section).
+FULL = {"budget": 300.0, "min_pairs": 5, "precision": 0.03, "samples": 20_000, "contexts": 3, "every": 3,
+        "cost_samples": 40, "cost_calls": 10, "term_calls": 6, "min_triples": 3, "overhead_chars": 40,
+        "overhead_repeats": 9}
+QUICK = {"budget": 60.0, "min_pairs": 3, "precision": 0.08, "samples": 5_000, "contexts": 1, "every": 8,
+         "cost_samples": 12, "cost_calls": 10, "term_calls": 4, "min_triples": 2, "overhead_chars": 20,
+         "overhead_repeats": 5}
+# Of the time the fixed work leaves. Costs: ~12 samples (each ~2.5 s here), enough for c's per-sample test in
+# `specdec compare` and a prediction that is not hostage to one sample (0.12 with twice the calls gave 4).
+# Overhead: the floor table and the machine's figures (a few seconds of a full report), taken from the speedups.
+SHARES = {"overhead": 0.05, "costs": 0.17, "speedup": 0.60, "adaptive": 0.13, "greedy": 0.05}
+# Seconds kept back from the budget (plus 2 % of it) for what follows the sections: writing report.md and
+# report.json and drawing three figures took 2.3 s on the 2-core VM (matplotlib's import most of it), and the
+# interpreter's exit about 0.5 s more.
+WRITE_RESERVE = 4.0
+STARTUP = "start-up: import torch, load the target, check the inputs"  # the sections table's first row, if timed
+
+
+def measure(
+    target: GPT,
+    drafts: list[str] | None = None,
+    ks: list[int] | None = None,
+    quick: bool = False,
+    pairs: int | None = None,
+    threads: int = 1,
+    device: str = "cpu",
+    chars: int = 200,
+    seed: int | None = None,
+    prompt: str | None = None,
+    temperature: float = 1.0,
+    budget: float | None = None,
+    cpus: list[int] | None = None,
+    workload: str | os.PathLike | None = None,
+    trees: list[str] | None = None,
+    after_own_run: bool = False,
+    between_run: str | None = "auto",
+    started: float | None = None,
+    log=print,
+) -> dict:
+    """Run every section within `budget` seconds and return the report document (schema in README.md).
+
+    workload: a shipped name or a prompts file (default: the shipped one); prompt: one prompt instead (with
+    `seed`, default 0) -- the single configuration, e.g. the write-up's 'ROMEO:', seed 0. seed with a workload:
+    that one seed for every item. pairs: the minimum of alternated pairs per speedup row (default 5, quick 3).
+    cpus: pin the process to these CPUs first. Torch's threads are set to `threads` (inter-op too where torch
+    allows) and recorded. trees: tree shapes ('4x2x2x1') and node budgets ('budget 32': the shape from the
+    measured child acceptance), each for every table draft among `drafts` (default `tree_sections.DEFAULT_TREES`;
+    [] for none). between_run: "auto" adds this machine's recorded between-run term to the speedup intervals
+    (`machine_record`; none until a calibration is recorded), "off" leaves it out. started: a
+    `time.perf_counter()` reading the budget counts from (default: now); `specdec report` passes the moment the
+    package was imported, so that start-up is inside `--budget` and shows as a section of its own.
+    """
+    drafts = list(drafts or DRAFTS)
+    skipped = [n for n in drafts if n not in available_on(device)]
+    for name in skipped:
+        log(f"[setup] skipping draft {name}: it runs on the CPU only, not on {device}")
+    drafts = [n for n in drafts if n not in skipped]
+    if not drafts:
+        raise ValueError(f"no draft to measure on {device} (CPU only: {', '.join(skipped)})")
+    knobs = dict(QUICK if quick else FULL)
+    if budget is not None:
+        knobs["budget"] = float(budget)
+    if pairs is not None:
+        knobs["min_pairs"] = pairs
+    ks = sorted(set(ks or DEFAULT_KS))
+    knobs["trees"] = list(ts.DEFAULT_TREES if trees is None else trees)
+    for text in knobs["trees"]:
+        parse_tree(text)  # a bad shape fails before anything is measured
+    if prompt is not None:
+        work = wl.single(prompt, 0 if seed is None else seed)
+        runs = work.runs()
+    else:
+        work = wl.load_workload(workload or wl.DEFAULT_WORKLOAD, seeds=None if seed is None else [seed],
+                                chars=chars, max_k=max(ks))
+        runs = work.cycled(knobs["every"])
+    clock = Budget(knobs["budget"], reserve=WRITE_RESERVE + 0.02 * knobs["budget"], start=started)
+    startup = clock.elapsed() if started is not None else None
+    affinity = hygiene.pin(cpus)
+    threads_before, blas_before = torch.get_num_threads(), hygiene.blas_threads()
+    thread_info = hygiene.set_threads(threads)
+    machine = {**hygiene.machine_info(thread_info, device, affinity), "pinned": cpus is not None,
+               "backend": backends.backend_of(target)}
+    knobs["between_run"] = machine_record.resolve(between_run, machine)
+    run = sections.ReportRun(target.to(device), list(drafts or DRAFTS), ks, knobs, device, chars, temperature,
+                             runs, log)
+    contexts = min(knobs["contexts"], len(runs))
+    todo = [
+        Section("drafts", lambda s: sections.setup(run)),
+        Section("trees: child acceptance and shapes (deterministic)", lambda s: _trees(run)),
+        Section(f"exactness: {knobs['samples']} draws per draft at {contexts} context(s)",
+                lambda s: sections.exactness_rows(run, contexts)),
+        Section(f"acceptance over {len(runs)} run(s) (deterministic)", lambda s: sections.acceptance(run)),
+        Section(f"overhead: the {machine['backend']} target pass against its floor, and where the time goes",
+                lambda s: overhead_section.measure(run, s), SHARES["overhead"]),
+        Section("costs: round-robin samples", lambda s: sections.costs(run, s), SHARES["costs"]),
+        Section("speedup: alternated pairs, rows interleaved", lambda s: sections.speedup(run, s), SHARES["speedup"]),
+        Section("adaptive k: rotated triples", lambda s: sections.adaptive(run, s), SHARES["adaptive"]),
+        Section("greedy (temperature 0)", lambda s: sections.greedy(run, s), SHARES["greedy"]),
+    ]
+    if prompt is None:  # the write-up's table too, exactly as published (a few seconds)
+        todo.insert(4, Section("acceptance, the write-up's prompt and seed", lambda s: sections.writeup_acceptance(run)))
+    doc = {"machine": machine, "settings": {
+        "workload": {"name": work.name, "items": len(runs), "seeds": sorted({s for _, s in runs}),
+                     "runs": [[item.id, s] for item, s in runs]},
+        "prompt": prompt, "chars": chars, "seed": seed, "temperature": temperature, "ks": ks,
+        "drafts": run.drafts, "quick": quick, **knobs}}
+    if skipped:
+        doc["skipped"] = {name: f"runs on the CPU only, not on {device}" for name in skipped}
+    try:
+        parts, spent = run_sections(todo, clock, log)
+    finally:
+        torch.set_num_threads(threads_before)  # a library call leaves the caller's setting as it found it
+        hygiene.set_blas_threads(blas_before)
+    doc.update(parts)
+    doc["recommendations"] = recommend(doc["speedup"])
+    doc["machine"]["load_end"] = hygiene.load_average()
+    if startup is not None:
+        spent.insert(0, {"section": STARTUP, "seconds": round(startup, 2), "allotted": None})
+    doc["sections"] = spent
+    doc["wall_seconds"] = clock.elapsed()
+    doc["state_shift"] = hygiene.state_shift(doc.get("speedup", []))
+    doc["warnings"] = hygiene.warnings(doc["machine"], doc.get("noise_floor"), after_own_run, doc["state_shift"])
+    for w in doc["warnings"]:
+        log(w)
+    return doc
+
+
+def _trees(run: sections.ReportRun) -> dict:
+    out = ts.setup(run)
+    run.child = out["child_acceptance"]
+    return out
+
+
+def recommend(rows: list[dict]) -> dict:
+    """Per draft: the k with the best prediction made before the run, the k with the best measured speedup
+    over the workload, and how often each k was best per item (among the items every k's row timed); and the
+    same over every configuration, chains and trees (best_config_*)."""
+    out = {}
+    for name in dict.fromkeys(r["draft"] for r in rows):
+        mine = [r for r in rows if r["draft"] == name]
+        everything = _best(mine, config_label)
+        mine = [r for r in mine if r.get("tree") is None]
+        if not mine:
+            out[name] = everything
+            continue
+        bp = max(mine, key=lambda r: r["predicted_before"])
+        bm = max(mine, key=lambda r: r["measured"])
+        ratio = {r["k"]: {(e["prompt_id"], e["seed"]): e["ratio"] for e in r["per_item_ratios"]} for r in mine}
+        common = set.intersection(*(set(v) for v in ratio.values()))
+        per_item = dict.fromkeys(sorted(ratio), 0)
+        for item in common:
+            per_item[max(ratio, key=lambda k: (ratio[k][item], -k))] += 1
+        out[name] = {"best_k_predicted": bp["k"], "predicted": bp["predicted_before"],
+                     "best_k_measured": bm["k"], "measured": bm["measured"],
+                     "best_k_per_item": {str(k): n for k, n in per_item.items()}, "items_compared": len(common),
+                     **everything}
+    return out
+
+
+def _best(mine: list[dict], label) -> dict:
+    """best_config_predicted / _measured over a draft's rows (chains and trees), their figures, and how
+    often each configuration was best per item."""
+    bp = max(mine, key=lambda r: r["predicted_before"])
+    bm = max(mine, key=lambda r: r["measured"])
+    ratio = {label(r): {(e["prompt_id"], e["seed"]): e["ratio"] for e in r["per_item_ratios"]} for r in mine}
+    common = set.intersection(*(set(v) for v in ratio.values()))
+    per_item = dict.fromkeys(ratio, 0)
+    for item in common:
+        per_item[max(ratio, key=lambda c: ratio[c][item])] += 1
+    return {"best_config_predicted": label(bp), "best_config_predicted_speedup": bp["predicted_before"],
+            "best_config_measured": label(bm), "best_config_measured_speedup": bm["measured"],
+            "best_config_measured_ci": [bm["ci_low"], bm["ci_high"]],
+            "best_config_per_item": per_item, "configs_items_compared": len(common)}
+
+
+def write(doc: dict, out_dir: str | os.PathLike, markdown: str) -> list[Path]:
+    """Write report.md, speedup.png, per-prompt.png, attribution.png and report.json into out_dir, each
+    all-or-nothing.
+
+    Everything is rendered into a temporary folder first, then renamed into place with SIGINT held off, so an
+    interrupt leaves either the earlier report or the new one, never a half-written file.
+    """
+    out = Path(out_dir)  # checked before measuring (checks.writable_dir in the CLI)
+    out.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=out, prefix=".report-"))
+    try:
+        (tmp / "report.md").write_text(markdown)
+        names = ["report.md"]
+        if render.plot(doc, tmp / "speedup.png"):
+            names.append("speedup.png")
+        if render.plot_items(doc, tmp / "per-prompt.png"):
+            names.append("per-prompt.png")
+        if overhead_plot.plot_attribution(doc.get("attribution") or {}, tmp / "attribution.png",
+                                          f"where the time goes ({doc['machine'].get('backend', 'eager')} backend)"):
+            names.append("attribution.png")
+        (tmp / "report.json").write_text(json.dumps(doc, indent=2) + "\n")
+        names.append("report.json")
+        old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        try:
+            for n in names:
+                os.replace(tmp / n, out / n)
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, old)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return [out / n for n in names]

@@ -1,0 +1,243 @@
+"""`specdec compare A/report.json B/report.json`: did anything get worse from A to B? Judged like a statistician.
+
+Two reports are compared only when they measured the same thing: the same prompt, characters, seed,
+temperature and ks, the same drafts, the same thread count. Anything else is refused (one line, exit 2):
+a difference there would be read as a change in performance.
+
+What is judged, and how:
+  * Ratios -- c per draft, T(n)/T(1) per verify width, the speedup per draft x k -- from their per-sample
+    values in report.json (each sample a ratio of two timings taken at the same moment, so drift and the
+    machine's speed cancel in it). A row has changed when a two-sided Mann-Whitney U test on A's and B's
+    samples gives p < ALPHA / m (Bonferroni over the m rows tested: the chance that two reports of the same
+    code flag anything is at most ALPHA) AND the medians differ by at least MIN_EFFECT (a significant 1 %
+    move is not worth a red build). A row with too few samples to ever reach that p is said so, not judged;
+    one whose median moved that much without the test's support is called inconclusive (exit 0).
+  * Counts -- acceptance and target passes per draft x k -- are exact given the seed: any difference is a
+    change in behaviour.
+  * Absolute times (target pass, verify passes, a drafted character) are printed as information only:
+    report.json keeps their medians, not their samples, and across machines they compare hardware.
+Worse means: c or T(n)/T(1) up, the speedup or acceptance down, target passes up. Exit 1 names each.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from scipy import stats
+
+from specdec.report.markdown import config_label
+
+REQUIRED = ("machine", "settings", "costs", "acceptance", "speedup")
+SETTINGS = ("prompt", "chars", "seed", "temperature", "ks")
+OPTIONAL_SETTINGS = ("workload", "trees")  # compared too; a report without them has none
+ALPHA = 0.01  # family-wise false-alarm rate over all tested rows
+MIN_EFFECT = 0.05  # smallest relative change of a median worth a verdict
+
+
+def load(path: str) -> dict:
+    """A report document; a clear error for a missing file or one that is not a specdec report."""
+    p = Path(path)
+    if not p.is_file():
+        raise ValueError(f"{path}: no such report.json")
+    try:
+        doc = json.loads(p.read_text())
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno})") from None
+    missing = [k for k in REQUIRED if k not in doc] if isinstance(doc, dict) else list(REQUIRED)
+    if missing:
+        raise ValueError(f"{path}: not a specdec report (missing keys: {', '.join(missing)})")
+    for key in ("costs", "acceptance", "speedup"):  # the figures compared: NaN or inf would compare as anything
+        bad = _non_finite(doc[key], key)
+        if bad:
+            raise ValueError(f"{path}: {bad[0]} is {bad[1]}, not a finite number")
+    return doc
+
+
+def comparable(a: dict, b: dict) -> None:
+    """ValueError (one line) unless A and B measured the same settings, drafts and thread count."""
+    diffs = []
+    for key in SETTINGS:
+        va, vb = _need(a, "A", "settings", key), _need(b, "B", "settings", key)
+        if va != vb:
+            diffs.append(f"{key} {va!r} vs {vb!r}")
+    for key in OPTIONAL_SETTINGS:
+        va, vb = a["settings"].get(key), b["settings"].get(key)
+        if va != vb:
+            long = isinstance(va, dict) or isinstance(vb, dict)  # a workload's run list is too long for a line
+            diffs.append(f"{key} differs" if long else f"{key} {va!r} vs {vb!r}")
+    ta, tb = _need(a, "A", "machine", "threads"), _need(b, "B", "machine", "threads")
+    if ta != tb:
+        diffs.append(f"threads {ta} vs {tb}")
+    da, db = set(_need(a, "A", "settings", "drafts")), set(_need(b, "B", "settings", "drafts"))
+    if da != db:
+        diffs.append(f"drafts {sorted(da)} vs {sorted(db)}")
+    if diffs:
+        raise ValueError("refusing to compare reports that measured different things: " + "; ".join(diffs))
+
+
+def _non_finite(x, where: str) -> tuple[str, float] | None:
+    """The first NaN or infinite number inside x, with its dotted path."""
+    if isinstance(x, float) and not math.isfinite(x):
+        return where, x
+    items = x.items() if isinstance(x, dict) else enumerate(x) if isinstance(x, list) else ()
+    for key, value in items:
+        if found := _non_finite(value, f"{where}.{key}"):
+            return found
+    return None
+
+
+def _need(doc: dict, side: str, *keys: str):
+    """doc[k1][k2]...; a one-line error naming the missing key (an older report lacks the per-sample keys)."""
+    node = doc
+    for i, key in enumerate(keys):
+        if not isinstance(node, dict) or key not in node:
+            raise ValueError(f"report {side} lacks {'.'.join(keys[: i + 1])} (made by an older specdec "
+                             "report? measure it again)")
+        node = node[key]
+    return node
+
+
+@dataclass
+class Row:
+    name: str
+    a: float
+    b: float
+    kind: str  # "ratio" (tested), "count" (exact) or "info" (absolute time, not judged)
+    higher_is_worse: bool = True
+    p: float | None = None  # Mann-Whitney p-value (ratio rows)
+    n: tuple[int, int] = (0, 0)  # samples on each side (ratio rows)
+    verdict: str = ""  # "WORSE", "better", "same", "moved ..., not significant", "too few samples", "" (info)
+
+    @property
+    def change(self) -> float:
+        return self.b / self.a - 1 if self.a else math.inf
+
+
+def _ratio_row(name: str, sa, sb, higher_is_worse: bool = True) -> Row:
+    sa, sb = np.asarray(sa, dtype=float), np.asarray(sb, dtype=float)
+    row = Row(name, float(np.median(sa)), float(np.median(sb)), "ratio", higher_is_worse, n=(len(sa), len(sb)))
+    row.p = float(stats.mannwhitneyu(sa, sb, alternative="two-sided").pvalue)
+    return row
+
+
+def _rows(a: dict, b: dict) -> list[Row]:
+    ca, cb = a["costs"], b["costs"]
+    rows = [Row("target pass (us)", _need(a, "A", "costs", "target_pass_us"),
+                _need(b, "B", "costs", "target_pass_us"), "info")]
+    verify_a = _need(a, "A", "costs", "verify_ratio_samples")
+    verify_b = _need(b, "B", "costs", "verify_ratio_samples")
+    for n in sorted(set(verify_a) & set(verify_b), key=int):
+        rows.append(Row(f"{n}-position pass (us)", ca["verify_pass_us"][n], cb["verify_pass_us"][n], "info"))
+        rows.append(_ratio_row(f"T({n})/T(1)", verify_a[n], verify_b[n]))
+    for name in sorted(set(_need(a, "A", "costs", "drafts")) & set(_need(b, "B", "costs", "drafts"))):
+        da, db = ca["drafts"][name], cb["drafts"][name]
+        rows.append(Row(f"{name} char (us)", da["char_us"], db["char_us"], "info"))
+        rows.append(_ratio_row(f"{name} c", _need(a, "A", "costs", "drafts", name, "c_samples"),
+                               _need(b, "B", "costs", "drafts", name, "c_samples")))
+    # rows are named by configuration: 'k=8' for a chain, 'tree 4x2x2x1' for a tree (whose k is its depth)
+    acc_b = {(r["draft"], config_label(r)): r for r in b["acceptance"]}
+    for r in a["acceptance"]:
+        rb = acc_b.get((r["draft"], config_label(r)))
+        if rb is not None:
+            label = f"{r['draft']} {config_label(r)}"
+            rows.append(Row(f"{label} acceptance", r["acceptance"], rb["acceptance"], "count", False))
+            rows.append(Row(f"{label} target passes", r["target_passes"], rb["target_passes"], "count"))
+    sp_b = {(r["draft"], config_label(r)): r for r in b["speedup"]}
+    for r in a["speedup"]:
+        rb = sp_b.get((r["draft"], config_label(r)))
+        if rb is not None:
+            rows.append(_ratio_row(f"{r['draft']} {config_label(r)} speedup", _pairs(r, "A"), _pairs(rb, "B"),
+                                   higher_is_worse=False))
+    return rows
+
+
+def _pairs(row: dict, side: str) -> list[float]:
+    """A speedup row's per-pair ratios (target-only / speculative)."""
+    if "ratios" not in row:
+        raise ValueError(f"report {side} lacks speedup[].ratios for {row.get('draft')} {config_label(row)}")
+    return row["ratios"]
+
+
+def _judge(rows: list[Row], alpha: float, min_effect: float) -> int:
+    """Set each row's verdict; return m, the number of rows tested (the Bonferroni divisor)."""
+    tested = [r for r in rows if r.kind == "ratio"]
+    m = max(1, len(tested))
+    for r in rows:
+        if r.kind == "count":
+            moved = not math.isclose(r.a, r.b, rel_tol=0, abs_tol=1e-12)
+        elif r.kind == "ratio":
+            moved = r.p < alpha / m and abs(r.change) >= min_effect
+        else:
+            continue
+        if moved:
+            r.verdict = "WORSE" if (r.b > r.a) == r.higher_is_worse else "better"
+        elif r.kind == "ratio" and 2 / math.comb(sum(r.n), r.n[0]) >= alpha / m:
+            r.verdict = f"too few samples {r.n}"  # the exact two-sided U test cannot get below alpha / m
+        elif r.kind == "ratio" and abs(r.change) >= min_effect:
+            r.verdict = f"moved {r.change:+.0%}, not significant"  # the samples' spread can explain it
+        else:
+            r.verdict = "same"
+    return m
+
+
+def compare(a: dict, b: dict, alpha: float = ALPHA, min_effect: float = MIN_EFFECT) -> tuple[str, dict[str, str]]:
+    """The comparison as text, and what got worse (name -> why; empty when nothing did).
+
+    ValueError (one line) when the reports measured different things or lack a per-sample key.
+    """
+    comparable(a, b)
+    ma, mb = a["machine"], b["machine"]
+    same_machine = ma.get("cpu") == mb.get("cpu")
+    rows = _rows(a, b)
+    m = _judge(rows, alpha, min_effect)
+    lines = [f"A: {ma.get('cpu')} · {ma.get('threads')} thread(s) · commit {ma.get('commit')}",
+             f"B: {mb.get('cpu')} · {mb.get('threads')} thread(s) · commit {mb.get('commit')}",
+             "same machine" if same_machine else
+             "different machines: only ratios and counts are judged; absolute times compare the hardware",
+             f"rule: a ratio changed when Mann-Whitney p < {alpha:g}/{m} (Bonferroni) and its median moved "
+             f">= {min_effect:.0%}; a count changed when it differs at all", ""]
+    for side, doc in (("A", a), ("B", b)):
+        floor = doc.get("noise_floor")
+        if floor:
+            lines.append(f"{side}'s A/A noise floor (target-only / target-only): median {floor['median']:.3f}, "
+                         f"95% CI {floor['ci_low']:.3f}-{floor['ci_high']:.3f} over {floor['pairs']} pairs")
+    lines.append(f"{'row':34} {'A':>10} {'B':>10} {'B/A':>7} {'p':>8}  verdict")
+    for r in rows:
+        p = f"{r.p:.1e}" if r.p is not None else ""
+        verdict = r.verdict or "(information)"
+        lines.append(f"{r.name:34} {_fmt(r.a):>10} {_fmt(r.b):>10} {_ratio(r.a, r.b):>7} {p:>8}  {verdict}")
+    worse = {r.name: _why(r) for r in rows if r.verdict == "WORSE"}
+    better = [r.name for r in rows if r.verdict == "better"]
+    unsure = [f"{r.name} ({r.change:+.0%})" for r in rows if r.verdict.endswith("not significant")]
+    lines.append("")
+    if worse:
+        lines += [f"WORSE: {name}: {why}" for name, why in worse.items()]
+    if better:
+        lines.append(f"better: {', '.join(better)}")
+    if unsure:
+        lines.append(f"inconclusive (moved {min_effect:.0%} or more, but within what the samples' spread explains; "
+                     f"more samples would tell): {', '.join(unsure)}")
+    if not worse and not better and not unsure:
+        lines.append(f"no change: no ratio moved significantly by {min_effect:.0%} or more, and every count is "
+                     "identical")
+    return "\n".join(lines), worse
+
+
+def _why(r: Row) -> str:
+    if r.kind == "count":
+        return f"{_fmt(r.a)} -> {_fmt(r.b)} (exact given the seed: a change in behaviour)"
+    return f"median {_fmt(r.a)} -> {_fmt(r.b)} ({r.change:+.1%}), Mann-Whitney p = {r.p:.1e}"
+
+
+def _fmt(x: float) -> str:
+    if float(x).is_integer():
+        return str(int(x))
+    return f"{x:.4f}" if abs(x) < 10 else f"{x:.1f}"
+
+
+def _ratio(a: float, b: float) -> str:
+    return f"{b / a:.3f}" if a else "n/a"

@@ -1,0 +1,33 @@
+"""Markdown pieces every report page uses: the padded pipe table, a row's configuration label, a spread
+and a verdict cell. They read only the document's dicts."""
+
+from __future__ import annotations
+
+
+def table(headers: list[str], rows: list[list]) -> str:
+    """A Markdown pipe table padded to column width, so it reads as well in a terminal as rendered."""
+    cells = [[str(h) for h in headers]] + [[str(c) for c in r] for r in rows]
+    width = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+    line = lambda r: "| " + " | ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, width))) + " |"
+    sep = "|" + "|".join("-" * (w + 1) + ":" if i else ":" + "-" * (w + 1) for i, w in enumerate(width)) + "|"
+    return "\n".join([line(cells[0]), sep] + [line(r) for r in cells[1:]])
+
+
+def verdict(r: dict) -> str:
+    """The row's own verdict (`exactness.verdicts`); none shown for the target sampled directly."""
+    return "" if r["p_value"] is None else r.get("verdict", "")  # reports saved before verdicts have none
+
+
+def spread(d: dict) -> str:
+    return f"{d['median']:.2f} ({d['q1']:.2f}-{d['q3']:.2f}; {d['min']:.2f}-{d['max']:.2f})"
+
+
+def config_cell(r: dict) -> str:
+    """A row's configuration: its k for a chain, 'tree 4x2x2x1' (or 'tree budget 32') for a tree."""
+    return str(r["k"]) if r.get("tree") is None else f"tree {r['tree']['shape']}"
+
+
+def config_label(r: dict) -> str:
+    """A row's configuration, as compare, calibration and the recommendations name it: 'k=8' for a chain,
+    'tree 4x2x2x1' for a tree (a tree's k is its depth, so k alone would name two rows alike)."""
+    return f"k={r['k']}" if r.get("tree") is None else f"tree {r['tree']['shape']}"

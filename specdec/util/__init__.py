@@ -1,0 +1,1 @@
+"""Small helpers every layer uses, written once: atomic writes and the cache folder."""
