@@ -11,7 +11,7 @@ any pair (its cost table and deterministic counts) is set beside the best measur
 
 from __future__ import annotations
 
-from specdec.report.markdown import config_label
+from specdec.report.markdown import config_label, row_name
 
 BASE = "eager"  # what the other backends are compared with
 # Drafts built as copies of the target's model, so they run its backend and their cost shrinks with the pass;
@@ -36,10 +36,6 @@ def _best(doc: dict, key: str) -> dict:
     return max(_rows(doc), key=lambda r: r[key] if r.get(key) is not None else float("-inf"))
 
 
-def _name(r: dict) -> str:
-    return f"{r['draft']} {config_label(r)}"
-
-
 def summary(doc: dict) -> dict:
     """One backend's figures the finding compares: T(1), the verify growth at each width, c per draft, bests."""
     c = doc["costs"]
@@ -53,9 +49,9 @@ def summary(doc: dict) -> dict:
         "target_pass_us": t1,
         "verify_over_single": {int(n): us / t1 for n, us in c["verify_pass_us"].items()},
         "c": {name: d["c"] for name, d in c["drafts"].items()},
-        "best_predicted": {"row": _name(pred), "predicted_before": pred["predicted_before"],
+        "best_predicted": {"row": row_name(pred), "predicted_before": pred["predicted_before"],
                            "measured": pred["measured"], "ci": [pred["ci_low"], pred["ci_high"]]},
-        "best_measured": {"row": _name(meas), "measured": meas["measured"], "ci": [meas["ci_low"], meas["ci_high"]],
+        "best_measured": {"row": row_name(meas), "measured": meas["measured"], "ci": [meas["ci_low"], meas["ci_high"]],
                           "predicted_before": meas.get("predicted_before")},
         "ranking": [name for name, _ in sorted(best_by_draft.items(), key=lambda kv: -kv[1]["measured"])],
     }

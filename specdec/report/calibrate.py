@@ -24,7 +24,7 @@ import math
 
 import numpy as np
 
-from specdec.report.markdown import config_label
+from specdec.report.markdown import row_name
 
 TOLERANCES = (0.05, 0.10)  # the prediction targets (quiet machine, noisy machine): |figure / reference - 1|
 TARGET = 0.90  # the share of rows whose interval must contain the other run's median
@@ -32,17 +32,12 @@ FLOOR = "noise floor (A/A)"  # the one row whose interval never carries the betw
 Z95 = 1.959963984540054  # the intervals are 95 %: half-width = Z95 standard errors
 
 
-def _name(r: dict) -> str:
-    """A speedup row's name in the calibration tables: its draft and configuration ('ngram k=8')."""
-    return f"{r['draft']} {config_label(r)}"
-
-
 def _rows(doc: dict) -> dict[str, tuple[float, float, float]]:
     """Row name -> (figure, ci_low, ci_high) for every interval a report gives."""
     f = doc["noise_floor"]
     out = {FLOOR: (f["measured"], f["ci_low"], f["ci_high"])}
     for r in doc["speedup"]:
-        out[_name(r)] = (r["measured"], r["ci_low"], r["ci_high"])
+        out[row_name(r)] = (r["measured"], r["ci_low"], r["ci_high"])
     for r in doc.get("adaptive", []):
         out[f"{r['draft']} adaptive"] = (r["measured"], r["ci_low"], r["ci_high"])
     return out
@@ -108,7 +103,7 @@ def against_rerun(a: dict, b: dict) -> dict:
     """Per speedup row both reports have: each report's before-the-run prediction over its own measured figure
     (a_error, b_error) and b's measured figure over a's (rerun_error), each minus 1; and per kind of error, how
     many rows are within each of `TOLERANCES`, the largest and the root mean square."""
-    ra, rb = ({_name(r): r for r in doc["speedup"] if r.get("predicted_before") is not None} for doc in (a, b))
+    ra, rb = ({row_name(r): r for r in doc["speedup"] if r.get("predicted_before") is not None} for doc in (a, b))
     out = [{"row": n, "a_error": ra[n]["predicted_before"] / ra[n]["measured"] - 1,
             "b_error": rb[n]["predicted_before"] / rb[n]["measured"] - 1,
             "rerun_error": rb[n]["measured"] / ra[n]["measured"] - 1} for n in ra if n in rb]

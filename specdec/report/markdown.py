@@ -1,5 +1,5 @@
-"""Markdown pieces every report page uses: the padded pipe table, a row's configuration label, a spread
-and a verdict cell. They read only the document's dicts."""
+"""Markdown pieces every report page uses: the padded pipe table, a row's configuration label and name, a
+spread and a verdict cell. They read only the document's dicts."""
 
 from __future__ import annotations
 
@@ -31,3 +31,9 @@ def config_label(r: dict) -> str:
     """A row's configuration, as compare, calibration and the recommendations name it: 'k=8' for a chain,
     'tree 4x2x2x1' for a tree (a tree's k is its depth, so k alone would name two rows alike)."""
     return f"k={r['k']}" if r.get("tree") is None else f"tree {r['tree']['shape']}"
+
+
+def row_name(r: dict) -> str:
+    """A speedup row's name where rows of several drafts share one table (calibration, backends): its draft and
+    configuration, 'ngram k=8' or 'bigram tree 4x2x2x1'."""
+    return f"{r['draft']} {config_label(r)}"
