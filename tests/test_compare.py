@@ -153,3 +153,55 @@ def test_not_a_report_is_refused(tmp_path):
     p.write_text('{"a": 1}')
     with pytest.raises(ValueError, match="not a specdec report"):
         compare.load(str(p))
+
+
+def test_the_detectable_change_is_where_the_rule_starts_to_flag():
+    """At the returned change the test flags; a hair below it, it does not (both directions checked)."""
+    rng = np.random.default_rng(0)
+    a, b = rng.lognormal(0, 0.03, 20), rng.lognormal(0, 0.03, 20)
+    d = compare.detectable_change(a, b, 1e-3)
+    an, bn = a / np.median(a), b / np.median(b)
+    p = lambda x, y: compare.stats.mannwhitneyu(x, y, alternative="two-sided").pvalue
+    assert min(p(an, bn * (1 + d)), p(an, bn / (1 + d))) < 1e-3
+    assert max(p(an, bn * (1 + d * 0.999)), p(an, bn / (1 + d * 0.999))) >= 1e-3 or d == 0
+    assert 0.005 < d < 0.2
+
+
+def test_noisier_samples_can_only_detect_larger_changes():
+    rng = np.random.default_rng(1)
+    z = rng.standard_normal((2, 20))
+    quiet = compare.detectable_change(np.exp(0.01 * z[0]), np.exp(0.01 * z[1]), 1e-3)
+    noisy = compare.detectable_change(np.exp(0.05 * z[0]), np.exp(0.05 * z[1]), 1e-3)
+    assert noisy == pytest.approx(quiet * 5, rel=0.1)  # same ranks, five times the spread in log
+
+
+def test_too_few_samples_can_detect_nothing():
+    # exact two-sided U test, 3 against 3: its smallest p is 2 / C(6, 3) = 0.1
+    assert compare.detectable_change([1.0, 1.1, 0.9], [1.0, 1.05, 0.95], 0.05) == float("inf")
+
+
+def test_no_change_says_what_it_would_have_caught(tmp_path, capsys):
+    a, b = _doc(1), _doc(2)
+    code, out, _ = _cli(tmp_path, a, b, capsys)
+    assert code == 0
+    text, _ = compare.compare(a, b)
+    rows = compare._rows(a, b)
+    m = compare._judge(rows, compare.ALPHA, compare.MIN_EFFECT)
+    c_row = next(r for r in rows if r.name == "bigram c")
+    want = max(compare.MIN_EFFECT, compare.detectable_change(*c_row.samples, compare.ALPHA / m))
+    assert f"same (would have caught >= {want:.1%})" in next(line for line in out.splitlines() if line.startswith("bigram c "))
+
+
+@pytest.mark.parametrize("n", [5, 9, 15, 40])
+def test_the_detectable_change_matches_the_real_test_at_every_size(n):
+    """The closed form (n > 8) and the bisection (small n) both sit where scipy's own test starts to flag:
+    just past d both directions are flagged, just before it the harder one is not."""
+    rng = np.random.default_rng(n)
+    a, b = rng.lognormal(0, 0.04, n), rng.lognormal(0, 0.04, n + 1)
+    d = compare.detectable_change(a, b, 0.01)
+    an, bn = a / np.median(a), b / np.median(b)
+    p = lambda f: [compare.stats.mannwhitneyu(an, bn * f, alternative="two-sided").pvalue,
+                   compare.stats.mannwhitneyu(an, bn / f, alternative="two-sided").pvalue]
+    assert 0 < d < 0.5
+    assert max(p(1 + d * 1.0001)) < 0.01
+    assert max(p(1 + d * 0.999)) >= 0.01

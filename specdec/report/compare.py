@@ -10,8 +10,10 @@ What is judged, and how:
     machine's speed cancel in it). A row has changed when a two-sided Mann-Whitney U test on A's and B's
     samples gives p < ALPHA / m (Bonferroni over the m rows tested: the chance that two reports of the same
     code flag anything is at most ALPHA) AND the medians differ by at least MIN_EFFECT (a significant 1 %
-    move is not worth a red build). A row with too few samples to ever reach that p is said so, not judged;
-    one whose median moved that much without the test's support is called inconclusive (exit 0).
+    move is not worth a red build; `--min-effect` sets it). A row with too few samples to ever reach that p is
+    said so, not judged; one whose median moved that much without the test's support is called inconclusive
+    (exit 0). Every tested row also says what its verdict rules out: the smallest change the rule would have
+    flagged given the two sides' noise (`detectable_change`), so "same" reads "same (would have caught >= 4 %)".
   * Counts -- acceptance and target passes per draft x k -- are exact given the seed: any difference is a
     change in behaviour.
   * Absolute times (target pass, verify passes, a drafted character) are printed as information only:
@@ -110,7 +112,9 @@ class Row:
     higher_is_worse: bool = True
     p: float | None = None  # Mann-Whitney p-value (ratio rows)
     n: tuple[int, int] = (0, 0)  # samples on each side (ratio rows)
+    samples: tuple = ()  # (A's, B's) per-sample values (ratio rows)
     verdict: str = ""  # "WORSE", "better", "same", "moved ..., not significant", "too few samples", "" (info)
+    detectable: float | None = None  # the smallest relative change the rule would have flagged (ratio rows)
 
     @property
     def change(self) -> float:
@@ -119,7 +123,8 @@ class Row:
 
 def _ratio_row(name: str, sa, sb, higher_is_worse: bool = True) -> Row:
     sa, sb = np.asarray(sa, dtype=float), np.asarray(sb, dtype=float)
-    row = Row(name, float(np.median(sa)), float(np.median(sb)), "ratio", higher_is_worse, n=(len(sa), len(sb)))
+    row = Row(name, float(np.median(sa)), float(np.median(sb)), "ratio", higher_is_worse, n=(len(sa), len(sb)),
+              samples=(sa, sb))
     row.p = float(stats.mannwhitneyu(sa, sb, alternative="two-sided").pvalue)
     return row
 
@@ -162,10 +167,54 @@ def _pairs(row: dict, side: str) -> list[float]:
     return row["ratios"]
 
 
+def detectable_change(sa, sb, threshold: float) -> float:
+    """The smallest relative change of a row's median that a Mann-Whitney test of A's samples against B's would
+    call significant (p < threshold), given the two sides' noise: both sides are first divided by their own
+    median (so what the figure describes is their spread, not the change between them), then B is scaled by
+    1 + d up or by 1 / (1 + d) down; the larger of the two smallest d that reach the threshold. inf when no
+    shift can (too few samples for the exact test to reach it)."""
+    a = np.asarray(sa, dtype=float) / np.median(sa)
+    b = np.asarray(sb, dtype=float) / np.median(sb)
+    n, m = len(a), len(b)
+    if n > 8 and m > 8:  # scipy's asymptotic branch: p < t exactly when U > nm/2 + 1/2 + z(t/2) * sd(U)
+        need = math.floor(n * m / 2 + 0.5 + stats.norm.isf(threshold / 2) * math.sqrt(n * m * (n + m + 1) / 12)) + 1
+        if need > n * m:
+            return math.inf
+        # U after scaling B by 1 + d counts the pairs with a_i / b_j < 1 + d (and b_j / a_i for scaling down),
+        # so the need-th smallest of those ratios is where the count first reaches `need`
+        up = np.partition((a[:, None] / b[None, :]).ravel(), need - 1)[need - 1]
+        down = np.partition((b[None, :] / a[:, None]).ravel(), need - 1)[need - 1]
+        return max(0.0, float(up) - 1, float(down) - 1)
+    return _detectable_exact(a, b, threshold)
+
+
+def _detectable_exact(a: np.ndarray, b: np.ndarray, threshold: float) -> float:
+    """`detectable_change` for small samples (scipy's exact test): bisection on the real test's p-value, which
+    only falls as the shift grows."""
+    def flagged(d: float, up: bool) -> bool:
+        shifted = b * (1 + d) if up else b / (1 + d)
+        return stats.mannwhitneyu(a, shifted, alternative="two-sided").pvalue < threshold
+
+    worst = 0.0
+    for up in (True, False):
+        lo, hi = 0.0, 1.0
+        while not flagged(hi, up):
+            lo, hi = hi, hi * 4
+            if hi > 1e3:
+                return math.inf
+        for _ in range(30):  # to ~1e-9 of the bracket: far finer than any figure printed
+            mid = (lo + hi) / 2
+            lo, hi = (lo, mid) if flagged(mid, up) else (mid, hi)
+        worst = max(worst, hi)
+    return worst
+
+
 def _judge(rows: list[Row], alpha: float, min_effect: float) -> int:
     """Set each row's verdict; return m, the number of rows tested (the Bonferroni divisor)."""
     tested = [r for r in rows if r.kind == "ratio"]
     m = max(1, len(tested))
+    for r in tested:
+        r.detectable = max(min_effect, detectable_change(r.samples[0], r.samples[1], alpha / m))
     for r in rows:
         if r.kind == "count":
             moved = not math.isclose(r.a, r.b, rel_tol=0, abs_tol=1e-12)
@@ -180,7 +229,7 @@ def _judge(rows: list[Row], alpha: float, min_effect: float) -> int:
         elif r.kind == "ratio" and abs(r.change) >= min_effect:
             r.verdict = f"moved {r.change:+.0%}, not significant"  # the samples' spread can explain it
         else:
-            r.verdict = "same"
+            r.verdict = "same" + (f" (would have caught >= {r.detectable:.1%})" if r.kind == "ratio" else "")
     return m
 
 
@@ -205,11 +254,12 @@ def compare(a: dict, b: dict, alpha: float = ALPHA, min_effect: float = MIN_EFFE
         if floor:
             lines.append(f"{side}'s A/A noise floor (target-only / target-only): median {floor['median']:.3f}, "
                          f"95% CI {floor['ci_low']:.3f}-{floor['ci_high']:.3f} over {floor['pairs']} pairs")
-    lines.append(f"{'row':34} {'A':>10} {'B':>10} {'B/A':>7} {'p':>8}  verdict")
+    lines.append(f"{'row':34} {'A':>10} {'B':>10} {'B/A':>7} {'p':>8} {'detects':>8}  verdict")
     for r in rows:
         p = f"{r.p:.1e}" if r.p is not None else ""
+        det = "" if r.detectable is None else "never" if math.isinf(r.detectable) else f"{r.detectable:.1%}"
         verdict = r.verdict or "(information)"
-        lines.append(f"{r.name:34} {_fmt(r.a):>10} {_fmt(r.b):>10} {_ratio(r.a, r.b):>7} {p:>8}  {verdict}")
+        lines.append(f"{r.name:34} {_fmt(r.a):>10} {_fmt(r.b):>10} {_ratio(r.a, r.b):>7} {p:>8} {det:>8}  {verdict}")
     worse = {r.name: _why(r) for r in rows if r.verdict == "WORSE"}
     better = [r.name for r in rows if r.verdict == "better"]
     unsure = [f"{r.name} ({r.change:+.0%})" for r in rows if r.verdict.endswith("not significant")]
@@ -222,8 +272,10 @@ def compare(a: dict, b: dict, alpha: float = ALPHA, min_effect: float = MIN_EFFE
         lines.append(f"inconclusive (moved {min_effect:.0%} or more, but within what the samples' spread explains; "
                      f"more samples would tell): {', '.join(unsure)}")
     if not worse and not better and not unsure:
+        finite = [r.detectable for r in rows if r.detectable is not None and math.isfinite(r.detectable)]
+        caught = f"; the rows would have caught changes of {min(finite):.1%} to {max(finite):.1%}" if finite else ""
         lines.append(f"no change: no ratio moved significantly by {min_effect:.0%} or more, and every count is "
-                     "identical")
+                     f"identical{caught}")
     return "\n".join(lines), worse
 
 
