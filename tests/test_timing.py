@@ -137,6 +137,35 @@ def test_round_sampler_times_number_rounds_after_the_warm_up_rounds(target, draf
     monkeypatch.setattr(decode, "settle_round", lambda *a: calls.append(1) or settle(*a))
     monkeypatch.setattr(timing, "WARM_SECONDS", 0.0)
     context = corpus.split_ids("val")[:40].tolist()
-    run = timing._round_sampler(target, draft_factory("bigram"), context, 2, np.random.default_rng(0), 1.0, "cpu")
+    round_ = timing.chain_round(target, draft_factory("bigram"), context, 2, np.random.default_rng(0), 1.0)
+    run = timing.round_sampler(target, round_, "cpu")
     char_s, round_s = run(number)
     assert len(calls) == timing.WARM_ROUNDS + number and char_s > 0 and round_s > 0
+
+
+def test_round_sampler_frames_any_round_and_divides_by_what_was_drafted(monkeypatch):
+    """A fake clock ticking once a reading: each part of a round lasts one tick, so a sample of 2 rounds that
+    draft 3 units each gives 1/3 tick a unit and 1 tick a round; every round starts from the context."""
+    import itertools
+
+    calls = []
+    clock = itertools.count()
+    monkeypatch.setattr(timing.time, "perf_counter", lambda: float(next(clock)))
+    monkeypatch.setattr(timing, "WARM_SECONDS", 0.0)
+
+    class FakeTarget:
+        ids = GPT.ids
+        device = torch.device("cpu")
+
+        def __call__(self, idx, pos):
+            calls.append(("fill", idx.tolist(), pos))
+
+    def rest(tokens, proposal):
+        calls.append(("rest", proposal))
+        tokens.append(9)  # the round emits a character: the next one must not see it
+
+    round_ = timing.Round([5, 6, 7], lambda tokens: (calls.append(("draft", list(tokens))), ("p", 3))[1], rest,
+                          prime=lambda: calls.append("prime"), before=calls.append)
+    assert timing.round_sampler(FakeTarget(), round_)(2) == (1 / 3, 1.0)
+    rounds = [[i, ("draft", [5, 6, 7]), ("rest", "p")] for i in range(timing.WARM_ROUNDS + 2)]
+    assert calls == [("fill", [[5, 6, 7]], 0), "prime"] + [c for r in rounds for c in r]

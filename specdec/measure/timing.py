@@ -168,7 +168,8 @@ def loop_sampler(target: GPT, draft: Draft, k: int, temperature: float = 1.0, de
     n_steps = 4 * number
     text, position, prompt = _texts(position, n_steps, prompt_chars)
     rng = np.random.default_rng(1)
-    rounds = _round_sampler(target, draft, text[: position + 1], k, rng, temperature, device, all_accepted)
+    rounds = round_sampler(target, chain_round(target, draft, text[: position + 1], k, rng, temperature, all_accepted),
+                           device)
     stats = _scratch_stats(k)
 
     def first_round(tokens: list[int]) -> None:  # a reset draft proposes k after the whole prompt
@@ -215,49 +216,94 @@ def _scratch_stats(k: int) -> decode.GenerationStats:
     return decode.GenerationStats(k=k, accepted_per_position=[0] * (k + 1))
 
 
-def _round_sampler(target, draft, context, k, rng, temperature, device, all_accepted: float = 0.0):
-    """A steady-state round as `speculative_generate` runs it, timed in two parts: the draft's `propose`, and
-    `decode.settle_round` (the verify pass, the rule, the bookkeeping) on a scratch copy of the context.
+def _nothing(*_) -> None:
+    pass
 
-    The draft steps back one token (two in an `all_accepted` share of the rounds, spread evenly: after a
-    fully accepted round it has the last draft and the bonus to feed) and proposes k; the target verifies
-    k+1 positions and the rule runs.
+
+@dataclass(frozen=True)
+class Round:
+    """One steady-state speculative round at a fixed context, in the parts where a chain round (`chain_round`)
+    and a tree round (`tree_timing.tree_round`) differ; `round_sampler` is the frame both are timed in.
+
+    draft(tokens) -> (the proposal, characters or nodes drafted) and rest(tokens, proposal) -- the verify pass,
+    the rule, the bookkeeping -- are timed. prime(), at the start of each sample once the target's cache holds
+    the context, and before(i), before round i of the sample (from 0), are not: they set the draft's own state.
+    """
+
+    context: list[int]  # the tokens before the round, the last one pending (as after a rejection)
+    draft: Callable[[list[int]], tuple[object, int]]
+    rest: Callable[[list[int], object], None]
+    prime: Callable[[], None] = _nothing
+    before: Callable[[int], None] = _nothing
+    # A draft that may run on the device is synchronised before its clock stops; a table draft is numpy only,
+    # with nothing on the device to wait for.
+    draft_on_device: bool = True
+
+
+def round_sampler(target: GPT, round_: Round, device: str = "cpu") -> Callable[[int], tuple[float, float]]:
+    """Steady-state rounds as generation runs them, timed in two parts: drafting, and the rest of the round, on a
+    scratch copy of the context that is cut back to it before every round.
+
     Timing both inside one loop makes each pay the cache misses the other's weights cause, as they do in
     generation -- timed alone, a transformer draft looks several percent cheaper than it is. Untimed rounds
     go first (see `WARM_ROUNDS`): a generation's rounds run back to back, long settled.
-    Returns run(number) -> (seconds per drafted character, seconds per round without the draft).
+    Returns run(number) -> (seconds per drafted character or node, seconds per round without the draft).
     """
-    pos = len(context) - 1
+    context = round_.context
     tokens = list(context)
-    stats = _scratch_stats(k)
 
     def run(number: int) -> tuple[float, float]:
-        # Both caches hold the context again (a generation may have run in between), so every round feeds
-        # the draft exactly one pending token, as after a rejection.
-        fill_cache(target, context)
-        draft.reset()
-        draft.propose(context, 1, rng, temperature)
+        fill_cache(target, context)  # a generation may have run in between
+        round_.prime()
         count = itertools.count()
 
-        def one_round() -> tuple[float, float]:  # (seconds drafting, seconds for the rest of the round)
-            i = next(count)
-            two = int((i + 1) * all_accepted) > int(i * all_accepted)
-            draft.rollback(pos - 1 if two else pos)
-            del tokens[pos + 1 :]  # the scratch sequence is the context again
+        def one_round() -> tuple[float, float, int]:  # (seconds drafting, seconds for the rest, units drafted)
+            round_.before(next(count))
+            del tokens[len(context) :]  # the scratch sequence is the context again
             sync(device)
             t0 = time.perf_counter()
-            ids, q = draft.propose(tokens, k, rng, temperature)
-            sync(device)
+            proposal, units = round_.draft(tokens)
+            if round_.draft_on_device:
+                sync(device)
             t1 = time.perf_counter()
-            decode.settle_round(target, draft, tokens, pos, ids, q, rng, temperature, stats)
+            round_.rest(tokens, proposal)
             sync(device)
-            return t1 - t0, time.perf_counter() - t1
+            return t1 - t0, time.perf_counter() - t1, units
 
         warm_up(one_round, WARM_SECONDS, device, min_calls=WARM_ROUNDS)
-        d, r = np.sum([one_round() for _ in range(number)], axis=0)
-        return float(d) / number / k, float(r) / number
+        d, r, units = np.sum([one_round() for _ in range(number)], axis=0)
+        return float(d) / max(units, 1), float(r) / number
 
     return run
+
+
+def chain_round(target: GPT, draft: Draft, context: list[int], k: int, rng: np.random.Generator,
+                temperature: float, all_accepted: float = 0.0) -> Round:
+    """A chain round as `speculative_generate` runs it: the draft's `propose` of k, then `decode.settle_round`
+    (the verify pass over k+1 positions, the rule, the bookkeeping).
+
+    The draft holds the context and steps back one token before each round, so every round feeds it exactly
+    one pending token, as after a rejection -- two in an `all_accepted` share of the rounds, spread evenly:
+    after a fully accepted round it has the last draft and the bonus to feed.
+    """
+    pos = len(context) - 1
+    stats = _scratch_stats(k)
+
+    def prime() -> None:
+        draft.reset()
+        draft.propose(context, 1, rng, temperature)
+
+    def before(i: int) -> None:
+        two = int((i + 1) * all_accepted) > int(i * all_accepted)
+        draft.rollback(pos - 1 if two else pos)
+
+    def propose(tokens: list[int]) -> tuple[object, int]:
+        return draft.propose(tokens, k, rng, temperature), k
+
+    def rest(tokens: list[int], proposal) -> None:
+        decode.settle_round(target, draft, tokens, pos, *proposal, rng, temperature, stats)
+
+    return Round(list(context), propose, rest, prime, before)
 
 
 # Untimed rounds before a sampler's timed ones (`warm_up`): at least WARM_ROUNDS, and WARM_SECONDS. After other work
@@ -339,28 +385,10 @@ def measure_costs(
     back in `Costs.extra_samples`.
     """
     tokens = corpus.encode(COST_PROMPT)
-    pos = len(tokens) - 1
     target.setup_cache(1)
-    target(target.ids(tokens), 0)  # fill the cache up to pos
-    rng = np.random.default_rng(0)
-    V = target.config.vocab_size
+    target(target.ids(tokens), 0)  # fill the cache up to the cost prompt's last position
     ks = sorted(set(ks))
-    one = target.ids(tokens[-1:])
-    fns: dict[str, Callable[[], object]] = {"target": lambda: target(one, pos)}
-
-    fns["step"] = _steps(target, tokens, pos, 1, temperature, rng, device)  # one step at the last position
-    q_uniform = np.full((max(ks), V), 1.0 / V)
-    for k in ks:
-        x = target.ids(tokens[-1:] + tokens[:k])
-        fns[f"verify{k + 1}"] = lambda x=x: target(x, pos)
-
-        def round_(k=k):
-            drafted = tokens[:k]
-            p = decode.verify(target, tokens[pos:] + drafted, pos, k + 1, temperature)
-            return rule.accept_reject(p, q_uniform[:k], drafted, rng)
-
-        fns[f"round{k}"] = round_
-    fns.update(extra_fns or {})
+    fns = {**_pass_fns(target, tokens, ks, temperature, device), **(extra_fns or {})}
     sim_ks = sorted(set(ks) | {draft_k})
     given = samplers or {}
     loops = {f"loop:{name}:{k}": given.get((name, k)) or loop_sampler(target, draft, k, temperature, device,
@@ -372,7 +400,38 @@ def measure_costs(
     terms = {(n, k): np.asarray(raw.pop(f"loop:{n}:{k}"), dtype=float) for n in drafts for k in sim_ks}
     extra = {n: np.asarray(raw.pop(n), dtype=float) for n in (extra_samplers or {})}
     extra.update({n: raw.pop(n) * 1e6 for n in (extra_fns or {})})
-    us = {n: t * 1e6 for n, t in raw.items()}
+    return _costs({n: t * 1e6 for n, t in raw.items()}, terms, list(drafts), ks, sim_ks, draft_k,
+                  threads_used or torch.get_num_threads(), str(device), extra)
+
+
+def _pass_fns(target: GPT, tokens: list[int], ks: list[int], temperature: float,
+              device: str) -> dict[str, Callable[[], object]]:
+    """The cost table's own timed calls at the last position of `tokens` (the target's cache holding them): the
+    single pass ("target"), a target-only step ("step"), and per k the (k+1)-position pass ("verify{k+1}") and
+    a round without a draft ("round{k}": that pass, p, the rule against a uniform q)."""
+    pos = len(tokens) - 1
+    rng = np.random.default_rng(0)
+    one = target.ids(tokens[-1:])
+    fns: dict[str, Callable[[], object]] = {"target": lambda: target(one, pos)}
+    fns["step"] = _steps(target, tokens, pos, 1, temperature, rng, device)  # one step at the last position
+    q_uniform = np.full((max(ks), target.config.vocab_size), 1.0 / target.config.vocab_size)
+    for k in ks:
+        x = target.ids(tokens[-1:] + tokens[:k])
+        fns[f"verify{k + 1}"] = lambda x=x: target(x, pos)
+
+        def round_(k=k):
+            drafted = tokens[:k]
+            p = decode.verify(target, tokens[pos:] + drafted, pos, k + 1, temperature)
+            return rule.accept_reject(p, q_uniform[:k], drafted, rng)
+
+        fns[f"round{k}"] = round_
+    return fns
+
+
+def _costs(us: dict[str, np.ndarray], terms: dict[tuple[str, int], np.ndarray], drafts: list[str], ks: list[int],
+           sim_ks: list[int], draft_k: int, threads: int, device: str, extra: dict[str, np.ndarray]) -> Costs:
+    """The Costs of the round-robin's samples: `us` the timed calls' (µs), `terms` each (draft, k)'s loop-sampler
+    rows, `extra` the caller's quantities."""
     med = {n: float(np.median(t)) for n, t in us.items()}
     target_samples = us["target"]
     char = {n: terms[n, draft_k][:, 1] for n in drafts}
@@ -391,7 +450,7 @@ def measure_costs(
         target_range=(float(target_samples.min()), float(target_samples.max())),
         samples=len(target_samples),
         draft_k=draft_k,
-        threads=threads_used or torch.get_num_threads(),
-        device=str(device),
+        threads=threads,
+        device=device,
         extra_samples=extra,
     )

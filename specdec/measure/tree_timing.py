@@ -15,7 +15,6 @@ table times in the same round-robin as the single pass, so T(N)/T(1) is a per-sa
 
 from __future__ import annotations
 
-import time
 from typing import Callable
 
 import numpy as np
@@ -25,7 +24,7 @@ from specdec.model import corpus
 from specdec.decoding import generate as decode, trees
 from specdec.decoding.drafts import Draft
 from specdec.model.gpt import GPT
-from specdec.measure.timing import COST_PROMPT, WARM_ROUNDS, WARM_SECONDS, _first_sampler, _terms_sampler, _texts, fill_cache, sync, warm_up
+from specdec.measure.timing import COST_PROMPT, Round, _first_sampler, _terms_sampler, _texts, round_sampler
 
 TREE_POSITIONS = (2, 5, 9, 17, 33, 65)  # N: the pending token and N - 1 nodes (1..64)
 
@@ -74,7 +73,7 @@ def tree_loop_sampler(target: GPT, draft: Draft, spec: trees.TreeSpec, temperatu
     context = text[: position + 1]
     shape = spec.limit(target.config.context - len(context), spec.depth)  # a round must fit the context
     rng = np.random.default_rng(1)
-    rounds = _tree_round_sampler(target, draft, context, shape, rng, temperature, device)
+    rounds = round_sampler(target, tree_round(target, draft, context, shape, rng, temperature), device)
     first_shape = spec.limit(target.config.context - len(prompt), spec.depth)
     stats = _tree_stats(spec.depth)
 
@@ -91,30 +90,20 @@ def _tree_stats(depth: int) -> decode.GenerationStats:
                                   accepted_per_depth=[0] * depth)
 
 
-def _tree_round_sampler(target, draft, context, spec, rng, temperature, device):
-    """Steady-state tree rounds at `context`, timed in two parts: drafting the tree, and
-    `decode.settle_tree_round` (mask, verify pass over the pending token + nodes, p, the walk, keep_path, the
-    bookkeeping) on a scratch copy of the context. Returns run(number) -> (seconds per drafted node, seconds
-    per round without the draft)."""
+def tree_round(target: GPT, draft: Draft, context: list[int], spec: trees.TreeSpec, rng: np.random.Generator,
+               temperature: float) -> Round:
+    """A steady-state tree round at `context` (`timing.chain_round`'s twin, for `timing.round_sampler`): drafting
+    the tree, then `decode.settle_tree_round` (mask, verify pass over the pending token + nodes, p, the walk,
+    keep_path, the bookkeeping). The draft is a table draft: no state to set back, nothing on the device; the
+    slots keep_path moved are overwritten by the next round's pass, so cutting the tokens back is enough."""
     pos = len(context) - 1
-    tokens = list(context)
     stats = _tree_stats(spec.depth)
 
-    def run(number: int) -> tuple[float, float]:
-        fill_cache(target, context)  # the cache holds the context again
+    def propose(tokens: list[int]) -> tuple[trees.Tree, int]:
+        tree = trees.draft_tree(spec, draft, tokens, rng, temperature)
+        return tree, len(tree.tokens)
 
-        def one_round() -> tuple[float, float, int]:  # (seconds drafting, seconds for the rest, nodes)
-            del tokens[pos + 1 :]  # the scratch sequence is the context again (moved slots: harmless)
-            sync(device)
-            t0 = time.perf_counter()
-            tree = trees.draft_tree(spec, draft, tokens, rng, temperature)
-            t1 = time.perf_counter()
-            decode.settle_tree_round(target, tokens, pos, tree, rng, temperature, stats)
-            sync(device)
-            return t1 - t0, time.perf_counter() - t1, len(tree.tokens)
+    def rest(tokens: list[int], tree: trees.Tree) -> None:
+        decode.settle_tree_round(target, tokens, pos, tree, rng, temperature, stats)
 
-        warm_up(one_round, WARM_SECONDS, device, min_calls=WARM_ROUNDS)  # as in `timing._round_sampler`
-        d, r, nodes = np.sum([one_round() for _ in range(number)], axis=0)
-        return float(d) / max(nodes, 1), float(r) / number
-
-    return run
+    return Round(list(context), propose, rest, draft_on_device=False)
