@@ -2,8 +2,16 @@
 
 pyperf's lessons, at this project's scale: fix torch's intra-op and inter-op thread counts, optionally pin the
 process to chosen CPUs, keep the garbage collector out of timed regions, and write down the machine's state
-(load average at the start and the end, threads, affinity) beside the results -- with a one-line warning when
-that state says the figures will be noisy, and what to do about it.
+(the CPU time other processes took during the run, the load average at the start and the end, threads,
+affinity) beside the results -- with a one-line warning when that state says the figures will be noisy, and
+what to do about it.
+
+"Busy" is judged from what other processes took while the run ran: the busy time /proc/stat counts on the
+CPUs this process may run on, less this process's own CPU time (and its children's), over the wall time.
+The load average cannot tell: its minute-long decay still holds whatever ran just before (the `pip install`
+before a first report, or a previous report of `--repeat`), and it counts this process too.
+
+    python -c "from specdec.measure import hygiene; print(hygiene.watch(10))"   # this machine, the next 10 s
 """
 
 from __future__ import annotations
@@ -14,13 +22,20 @@ import gc
 import os
 import platform
 import subprocess
+import time
 from pathlib import Path
 
 import numpy as np
 import torch
 from threadpoolctl import threadpool_info, threadpool_limits
 
-BUSY_LOAD = 0.8  # other runnable processes (load average beyond our own) that make a machine "busy"
+BUSY_LOAD = 0.8  # without /proc/stat: other runnable processes (load average beyond our own) that make it "busy"
+# CPUs' worth of time other processes took, averaged over the run, that make a machine "busy". Measured on the
+# 2-CPU development VM (2026-12-01): a quiet minute gave 0.01-0.03 (kernel threads, the VM's agent);
+# tools/background_load.py on one CPU gave 0.95-1.0; a report shares its CPUs with it at 0.25 for a quarter
+# of its run, which moves a paired ratio by more than the A/A floor's ±2 %.
+BUSY_CPUS = 0.25
+_BUSY_FIELDS = (0, 1, 2, 5, 6, 7)  # /proc/stat's user, nice, system, irq, softirq, steal (not idle, iowait)
 WIDE_FLOOR = 0.10  # an A/A interval wider than this fraction of its median makes the noise floor "wide"
 LARGE_DRIFT = 0.05  # a drift τ (ratios' shift between stretches of the run, one sd) above this is worth a warning
 STATE_SHIFT = 0.10  # a target-only step this much faster or slower during the pairs than in the cost table
@@ -105,6 +120,59 @@ def load_average() -> float | None:
         return None
 
 
+def cpu_clock(cpus: list[int] | None = None) -> dict | None:
+    """One reading of where CPU time went so far: `busy_s`, the busy seconds /proc/stat counts on `cpus`
+    (default: the CPUs this process may run on), `own_s`, this process's CPU seconds and its finished
+    children's (os.times), and `wall_s` (a monotonic clock); `cpus`. None where there is no /proc/stat (not
+    Linux). Two readings give `others_cpus`."""
+    if cpus is None and hasattr(os, "sched_getaffinity"):
+        cpus = sorted(os.sched_getaffinity(0))
+    try:
+        stat = Path("/proc/stat").read_text()
+    except OSError:
+        return None
+    t = os.times()
+    return {"busy_s": busy_seconds(stat, cpus, os.sysconf("SC_CLK_TCK")),
+            "own_s": t.user + t.system + t.children_user + t.children_system, "wall_s": time.monotonic(),
+            "cpus": cpus}
+
+
+def busy_seconds(stat: str, cpus: list[int] | None, ticks_per_second: int) -> float:
+    """The busy seconds (user, nice, system, irq, softirq, steal: not idle, not iowait) that /proc/stat's text
+    `stat` counts on `cpus` since boot; every CPU (its "cpu" line) when `cpus` is None."""
+    ticks = 0
+    for line in stat.splitlines():
+        name, *fields = line.split() or [""]
+        if not name.startswith("cpu") or (name == "cpu") != (cpus is None):  # the total line, or per CPU
+            continue
+        if cpus is None or int(name[3:]) in cpus:
+            ticks += sum(int(fields[i]) for i in _BUSY_FIELDS if i < len(fields))
+    return ticks / ticks_per_second
+
+
+def others_cpus(start: dict | None, end: dict | None) -> float | None:
+    """How many CPUs other processes kept busy between two `cpu_clock` readings, on average: the CPUs' busy
+    seconds less our own, over the wall seconds (0 when the clocks' 10 ms ticks make it come out below).
+    None when either reading is missing or no time passed."""
+    if start is None or end is None or end["wall_s"] <= start["wall_s"]:
+        return None
+    others = (end["busy_s"] - start["busy_s"]) - (end["own_s"] - start["own_s"])
+    return round(max(0.0, others) / (end["wall_s"] - start["wall_s"]), 3)
+
+
+def end_of_run(machine: dict) -> dict:
+    """Close the run's CPU account that `machine_info` opened: `others_cpus` (see `others_cpus`) over the
+    time since, and `load_end`, the load average now (unless the caller recorded it). Takes the start
+    reading (`cpu_start`) out of `machine`, so the document keeps the figure, not raw counters; a second call
+    changes nothing."""
+    if "cpu_start" in machine:
+        start = machine.pop("cpu_start")
+        machine["others_cpus"] = others_cpus(start, cpu_clock(start["cpus"]) if start else None)
+        if machine.get("load_end") is None:
+            machine["load_end"] = load_average()
+    return machine
+
+
 def git_commit() -> str | None:
     """The project's git commit when running from a checkout (with '-dirty' if it has changes)."""
     here = Path(__file__).resolve().parent
@@ -119,7 +187,8 @@ def git_commit() -> str | None:
 
 
 def machine_info(threads: dict, device: str, cpus: list[int] | None) -> dict:
-    """Where and on what the numbers were measured: enough to line reports up with asv's history."""
+    """Where and on what the numbers were measured: enough to line reports up with asv's history. It opens
+    the run's CPU account (`cpu_start`), which `end_of_run` closes into `others_cpus`."""
     cpu = platform.processor() or platform.machine()
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -143,7 +212,22 @@ def machine_info(threads: dict, device: str, cpus: list[int] | None) -> dict:
         "commit": git_commit(),
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "load_start": load_average(),
+        "cpu_start": cpu_clock(),  # taken out by `end_of_run`, which leaves `others_cpus` in its place
     }
+
+
+def _busy(machine: dict, after_own_run: bool) -> str | None:
+    """What says the machine was busy, in words for the warning; None when nothing does."""
+    others = machine.get("others_cpus")
+    if others is not None:
+        return (f"other processes kept {others:.2f} CPUs busy during the run, beyond {BUSY_CPUS}"
+                if others > BUSY_CPUS else None)
+    # our own process counts 1 in the load average at the end (it was running); at the start it had not yet
+    start, end = machine.get("load_start"), machine.get("load_end")
+    start_others = (start - 1.0 if after_own_run else start) if start is not None else 0.0
+    if max(start_others, (end - 1.0) if end is not None else 0.0) > BUSY_LOAD:
+        return f"load average {start} at the start, {end} at the end"
+    return None
 
 
 def state_shift(rows: list[dict]) -> float | None:
@@ -162,18 +246,19 @@ def warnings(machine: dict, floor: dict | None, after_own_run: bool = False,
     """One-line warnings, pyperf-style, for a busy machine, a wide A/A noise floor, drift, or a machine whose
     speed changed between the cost table and the pairs (`shift`, see `state_shift`), each saying what to do.
 
-    after_own_run: this process measured right before (report --repeat), so the load average at the start
-    still holds our own ~1 and is no sign of other work.
+    Busy: other processes kept more than BUSY_CPUS CPUs busy during the run (`others_cpus`; a `machine` that
+    `machine_info` opened is closed here with `end_of_run` first). Where that figure is missing (no
+    /proc/stat), the load average beyond our own at the start or the end, more than BUSY_LOAD; after_own_run:
+    this process measured right before (report --repeat), so the load average at the start still holds our
+    own ~1 and is no sign of other work.
     """
+    end_of_run(machine)
     out = []
-    # our own process counts 1 in the load average at the end (it was running); at the start it had not yet
-    start, end = machine.get("load_start"), machine.get("load_end")
-    start_others = (start - 1.0 if after_own_run else start) if start is not None else 0.0
-    others = max(start_others, (end - 1.0) if end is not None else 0.0)
-    if others > BUSY_LOAD:
-        out.append(f"WARNING: the machine was busy (load average {start} at the start, {end} at the end, on "
-                   f"{machine.get('cores')} cores): other processes share the CPU and the figures are noisier; "
-                   f"stop them, pin a quiet CPU with --cpu N, or give a larger --budget.")
+    busy = _busy(machine, after_own_run)
+    if busy:
+        out.append(f"WARNING: the machine was busy ({busy}, on {machine.get('cores')} cores): other processes "
+                   f"share the CPU and the figures are noisier; stop them, pin a quiet CPU with --cpu N, or give "
+                   f"a larger --budget.")
     if floor and floor["median"] and (floor["ci_high"] - floor["ci_low"]) / floor["median"] > WIDE_FLOOR:
         half = (floor["ci_high"] - floor["ci_low"]) / floor["median"] / 2
         out.append(f"WARNING: the A/A noise floor is wide (target-only against itself: ±{half:.0%}): differences "
@@ -190,3 +275,16 @@ def warnings(machine: dict, floor: dict | None, after_own_run: bool = False,
                    f"cost table's speed, and the terms do not all change alike, so its errors here are partly the "
                    f"machine's; rerun when the machine is steady or pin a quiet CPU with --cpu N.")
     return out
+
+
+def watch(seconds: float = 10.0) -> str:
+    """The CPUs other processes keep busy here over the next `seconds`, and whether a report run now would call
+    the machine busy, as one line (the check for a quiet machine: nothing of ours runs meanwhile)."""
+    start = cpu_clock()
+    if start is None:
+        return "no /proc/stat here: only the load average can be read"
+    time.sleep(seconds)
+    others = others_cpus(start, cpu_clock(start["cpus"]))
+    verdict = "busy: a report would warn" if others > BUSY_CPUS else "quiet: a report would not warn"
+    return (f"other processes kept {others:.3f} CPUs busy over {seconds:g} s on CPUs "
+            f"{','.join(map(str, start['cpus']))} (threshold {BUSY_CPUS}): {verdict}")
