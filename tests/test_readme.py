@@ -1,13 +1,33 @@
-"""README.md opens with the two set-up commands, and CI runs the second one verbatim."""
+"""README.md is a short manual: it opens with the two set-up commands (CI runs the second verbatim), stays
+under 25 KB, links only docs/ pages that exist, and keeps dated runs and commit hashes out of its prose."""
 
+import argparse
 import re
 from pathlib import Path
 
+import specdec
+from specdec.cli.commands import build_parser
+
 ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
+DOCS = ROOT / "docs"
+MAX_README_BYTES = 25_000
+MAX_DOCS_BYTES = 1_500_000
+FENCE = re.compile(r"```.*?```", re.S)
+LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
 
 
-def _commands():
-    return re.findall(r"```bash\n(.+?)\n```", (ROOT / "README.md").read_text())
+def _commands() -> list[str]:
+    return re.findall(r"```bash\n(.+?)\n```", README.read_text())
+
+
+def _prose(text: str) -> str:
+    """The text outside fenced code blocks and inline code: where a reader takes a figure as a claim."""
+    return re.sub(r"`[^`\n]*`", "", FENCE.sub("", text))
+
+
+def _local_links(page: Path) -> list[str]:
+    return [m for m in LINK.findall(page.read_text()) if not re.match(r"[a-z]+:", m)]
 
 
 def test_readme_opens_with_main_job_and_test_commands():
@@ -25,3 +45,60 @@ def test_ci_runs_the_readme_test_command_verbatim():
 def test_package_torch_range_stays_open():
     pyproject = (ROOT / "pyproject.toml").read_text()
     assert '"torch>=2.2"' in pyproject and "torch==" not in pyproject
+
+
+def test_readme_is_at_most_25_kb():
+    size = len(README.read_bytes())
+    assert size <= MAX_README_BYTES, f"README.md is {size} bytes; move method details to docs/"
+
+
+def test_every_local_link_in_readme_and_docs_exists():
+    pages = [README, *sorted(DOCS.glob("*.md"))]
+    missing = [f"{page.relative_to(ROOT)} -> {link}" for page in pages for link in _local_links(page)
+               if not (page.parent / link).exists()]
+    assert not missing, f"links to files that do not exist: {missing}"
+
+
+def test_readme_links_the_docs_pages_and_the_example_report():
+    links = set(_local_links(README))
+    pages = {f"docs/{p.name}" for p in DOCS.glob("*.md")}
+    assert pages and pages <= links, f"docs pages README does not link: {sorted(pages - links)}"
+    assert "docs/example-report/report.md" in links
+
+
+def test_readme_prose_has_no_dated_runs_or_commit_hashes():
+    prose = _prose(README.read_text())
+    dates = re.findall(r"\b20\d\d-\d\d-\d\d\b|\b\d\d:\d\d(?:-\d\d:\d\d)? UTC\b", prose)
+    hashes = [w for w in re.findall(r"\b[0-9a-f]{7,40}\b", prose) if re.search(r"\d", w) and re.search(r"[a-f]", w)]
+    assert not dates and not hashes, f"run-log material in README: {dates + hashes}"
+
+
+def test_readme_documents_every_command():
+    parser = build_parser()
+    commands = next(a.choices for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    text = README.read_text()
+    missing = [name for name in commands if f"specdec {name}" not in text]
+    assert not missing, f"commands README does not show: {missing}"
+
+
+def test_readme_api_names_are_public():
+    code = "\n".join(re.findall(r"```python\n(.+?)```", README.read_text(), re.S))
+    used = set(re.findall(r"\bspecdec\.(\w+)", code))
+    assert {"load_target", "make_draft", "generate", "speculative_generate"} <= used
+    private = sorted(used - set(specdec.__all__))
+    assert not private, f"README's API block uses names specdec does not export: {private}"
+
+
+def test_readme_names_the_install_name():
+    assert "`specdec-bench`" in README.read_text()
+
+
+def test_example_headline_says_how_it_is_regenerated():
+    text = README.read_text()
+    section = text.split("## Example headline", 1)[1].split("\n## ", 1)[0]
+    assert "specdec report --out docs/example-report" in section
+
+
+def test_docs_hold_reference_not_a_run_archive():
+    size = sum(p.stat().st_size for p in DOCS.rglob("*") if p.is_file())
+    assert size <= MAX_DOCS_BYTES, f"docs/ holds {size} bytes; keep one example report and the pages' pictures"
