@@ -58,6 +58,7 @@ class TableDraft(Draft):
     """
 
     history = 1
+    vocab_size: int | None = None  # width of q: the target's vocabulary (None: the corpus's characters)
 
     def _dist(self, tokens: list[int]) -> np.ndarray:
         raise NotImplementedError
@@ -65,7 +66,7 @@ class TableDraft(Draft):
     def propose(self, tokens, k, rng, temperature):
         ctx = list(tokens[-self.history :])  # only the tail matters: no copy of the whole sequence
         out = []
-        qs = np.empty((k, len(corpus.vocabulary())))
+        qs = np.empty((k, self.vocab_size or len(corpus.vocabulary())))
         for i in range(k):
             q = sampling.temper(self._dist(ctx), temperature)
             x = sampling.sample(q, rng)
@@ -76,12 +77,22 @@ class TableDraft(Draft):
 
 
 class BigramDraft(TableDraft):
-    """q(next | previous character), counted on the training split with add-one smoothing."""
+    """q(next | previous character), counted on the training split with add-one smoothing.
+
+    Without arguments: the corpus's characters (the shipped target's vocabulary). With `token_ids` (the
+    training split as the target's token ids, see `corpus_ids`) and `vocab_size`: the same counts over
+    another target's tokens -- one row per token seen, built on first use (a dense V x V table would not fit
+    a subword vocabulary).
+    """
 
     name = "bigram"
 
-    def __init__(self):
-        self.table = _bigram_table()  # (V, V) float64, rows sum to 1
+    def __init__(self, token_ids: np.ndarray | None = None, vocab_size: int | None = None):
+        if token_ids is None:
+            self.table = _bigram_table()  # (V, V) float64, rows sum to 1
+            return
+        self.vocab_size = int(vocab_size)
+        self.table = _SparseBigram(np.asarray(token_ids, dtype=np.int64), self.vocab_size)
 
     def _dist(self, tokens):
         return self.table[tokens[-1]]
@@ -96,6 +107,47 @@ def _bigram_table() -> np.ndarray:
     V = len(corpus.vocabulary())
     counts = np.bincount(ids[:-1] * V + ids[1:], minlength=V * V).reshape(V, V) + 1.0
     return counts / counts.sum(1, keepdims=True)
+
+
+class _SparseBigram:
+    """The add-one bigram rows of a token corpus over V ids, stored as counts of the pairs that occur: row
+    a is (counts after a + 1) / (tokens after a + V), made dense only when it is looked up (and kept)."""
+
+    def __init__(self, ids: np.ndarray, V: int):
+        if ids.size and (ids.min() < 0 or ids.max() >= V):
+            raise ValueError(f"corpus ids must lie in 0..{V - 1}, got {ids.min()}..{ids.max()}")
+        pairs, counts = np.unique(ids[:-1] * V + ids[1:], return_counts=True)
+        self.V = V
+        self.starts = np.searchsorted(pairs // V, np.arange(V + 1))  # row a's pairs: starts[a]:starts[a+1]
+        self.nxt, self.counts = pairs % V, counts.astype(np.float64)
+        self.size = len(pairs) * 2  # stored: one count and one id per occurring pair
+        self._rows: dict[int, np.ndarray] = {}
+
+    def __getitem__(self, a: int) -> np.ndarray:
+        row = self._rows.get(a)
+        if row is None:
+            lo, hi = self.starts[a], self.starts[a + 1]
+            row = np.ones(self.V)
+            row[self.nxt[lo:hi]] += self.counts[lo:hi]
+            row /= row.sum()
+            self._rows[a] = row
+        return row
+
+
+def corpus_ids(target, split: str = "train") -> np.ndarray | None:
+    """The shipped corpus's `split` as `target`'s token ids, for table drafts counted in its units; None when
+    the target reads the corpus's own character ids (the shipped GPT, an exported copy of it), so the shipped
+    tables -- and every figure made with them -- serve it unchanged.
+
+    A target may provide `corpus_ids(split)` itself (the Hugging Face adapter caches its tokenization); else
+    the split's text goes through `target.tokenize` paragraph by paragraph.
+    """
+    if getattr(target, "corpus_vocabulary", False):
+        return None
+    own = getattr(target, "corpus_ids", None)
+    if own is not None:
+        return own(split)
+    return np.array(corpus.tokenize_split(split, target.tokenize), dtype=np.int64)
 
 
 class ModelDraft(Draft):

@@ -22,10 +22,10 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 import torch
 
-from specdec.model import corpus, sampling
+from specdec.model import sampling
 from specdec.decoding import trees
 from specdec.decoding.drafts import Draft, TableDraft
-from specdec.model.gpt import GPT
+from specdec.model.protocol import Target, tree_support
 from specdec.decoding import rule
 
 
@@ -75,11 +75,13 @@ class Generation:
     prompt: str = ""
 
 
-def check_request(target: GPT, prompt: str, chars: int, k: int = 0, temperature: float = 1.0) -> list[int]:
+def check_request(target: Target, prompt: str, chars: int, k: int = 0, temperature: float = 1.0) -> list[int]:
     """Validate a generation request; return the prompt's ids. Raises ValueError with a one-line message."""
     if not prompt:
         raise ValueError("the prompt is empty; give at least one character (e.g. '\\n')")
-    ids = corpus.encode(prompt)
+    ids = target.tokenize(prompt)  # characters for the shipped model, the tokenizer's tokens otherwise
+    if not ids:
+        raise ValueError(f"the prompt {prompt!r} tokenizes to no tokens; give some text")
     if chars < 1:
         raise ValueError(f"chars must be at least 1, got {chars}")
     context = target.config.context
@@ -98,7 +100,7 @@ def check_request(target: GPT, prompt: str, chars: int, k: int = 0, temperature:
 
 
 @torch.inference_mode()
-def generate(target: GPT, prompt: str, chars: int, seed: int = 0, temperature: float = 1.0) -> Generation:
+def generate(target: Target, prompt: str, chars: int, seed: int = 0, temperature: float = 1.0) -> Generation:
     """Generate `chars` characters with the target alone: one target pass per character."""
     tokens = check_request(target, prompt, chars, temperature=temperature)
     target.setup_cache(1)
@@ -112,10 +114,10 @@ def generate(target: GPT, prompt: str, chars: int, seed: int = 0, temperature: f
         tokens.append(nxt)
         stats.target_passes += 1
     stats.chars = chars
-    return Generation(corpus.decode(tokens[n_prompt:]), stats, prompt)
+    return Generation(target.detokenize(tokens[n_prompt:]), stats, prompt)
 
 
-def step(target: GPT, ids: list[int], pos: int, temperature: float, rng: np.random.Generator) -> int:
+def step(target: Target, ids: list[int], pos: int, temperature: float, rng: np.random.Generator) -> int:
     """One character of target-only generation: a pass over `ids` (the tokens from `pos` on, the cache holding
     those before) and a character drawn from the last position's distribution with one uniform from `rng`.
 
@@ -130,7 +132,7 @@ def step(target: GPT, ids: list[int], pos: int, temperature: float, rng: np.rand
     return sampling.sample(sampling.probs(logits, temperature), rng)
 
 
-def verify(target: GPT, ids: list[int], pos: int, n: int, temperature: float) -> np.ndarray:
+def verify(target: Target, ids: list[int], pos: int, n: int, temperature: float) -> np.ndarray:
     """The target's distributions (n, V) float64 at the last n positions of one pass over `ids` (the tokens
     from `pos` on: pending ones, then the drafts): what the rule reads in a speculative round.
 
@@ -145,7 +147,7 @@ def verify(target: GPT, ids: list[int], pos: int, n: int, temperature: float) ->
 
 @torch.inference_mode()
 def speculative_generate(
-    target: GPT,
+    target: Target,
     draft: Draft,
     prompt: str,
     chars: int,
@@ -187,10 +189,10 @@ def speculative_generate(
         if adaptive and kr == k:  # a round cut short by the end says nothing about k
             k = min(k + 2, k_max) if n_acc == k else max(k - 1, 1)
     stats.chars = chars
-    return Generation(corpus.decode(tokens[n_prompt:]), stats, prompt)
+    return Generation(target.detokenize(tokens[n_prompt:]), stats, prompt)
 
 
-def settle_round(target: GPT, draft: Draft, tokens: list[int], pos: int, drafted: list[int], q: np.ndarray | None,
+def settle_round(target: Target, draft: Draft, tokens: list[int], pos: int, drafted: list[int], q: np.ndarray | None,
                  rng: np.random.Generator, temperature: float, stats: GenerationStats) -> tuple[int, int]:
     """The rest of a speculative round once the draft has proposed `drafted` (q: (len, V), None if nothing was
     drafted): the target's pass over the pending tokens and the drafts, the rule, the emitted characters
@@ -212,15 +214,19 @@ def settle_round(target: GPT, draft: Draft, tokens: list[int], pos: int, drafted
     tokens.extend(drafted[:n_acc])
     tokens.append(nxt)
     pos = len(tokens) - 1  # move back: only the emitted character is not yet in the cache
+    target.rollback(pos)  # a no-op for the shipped GPT (its cache is overwritten in place); a crop elsewhere
     draft.rollback(pos)
     stats.drafted += kr
     stats.accepted += n_acc
     return pos, n_acc
 
 
-def _tree_generate(target: GPT, draft: Draft, prompt: str, chars: int, spec: trees.TreeSpec, seed: int,
+def _tree_generate(target: Target, draft: Draft, prompt: str, chars: int, spec: trees.TreeSpec, seed: int,
                    temperature: float) -> Generation:
     """Tree rounds: draft a tree, one verify pass over pending tokens + nodes, walk, move the path's K/V."""
+    reason = tree_support(target)
+    if reason:
+        raise ValueError(reason)
     if not isinstance(draft, TableDraft):
         raise ValueError(f"tree drafting needs a table draft (bigram, ngram), not {draft.name!r}")
     if spec.budget < 1:
@@ -239,10 +245,10 @@ def _tree_generate(target: GPT, draft: Draft, prompt: str, chars: int, spec: tre
         t = trees.draft_tree(shape, draft, tokens, rng, temperature) if shape.budget else None
         pos = settle_tree_round(target, tokens, pos, t, rng, temperature, stats)
     stats.chars = chars
-    return Generation(corpus.decode(tokens[n_prompt:]), stats, prompt)
+    return Generation(target.detokenize(tokens[n_prompt:]), stats, prompt)
 
 
-def settle_tree_round(target: GPT, tokens: list[int], pos: int, t: trees.Tree | None, rng: np.random.Generator,
+def settle_tree_round(target: Target, tokens: list[int], pos: int, t: trees.Tree | None, rng: np.random.Generator,
                       temperature: float, stats: GenerationStats) -> int:
     """The rest of a tree round once the tree `t` is drafted (None: nothing drafted): one verify pass over the
     pending tokens and the nodes, the walk, the accepted nodes' K/V moved into place, the emitted characters

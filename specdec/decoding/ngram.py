@@ -17,6 +17,7 @@ float32 array: a few dict probes and one row copy per drafted character, no mode
 from __future__ import annotations
 
 import functools
+import hashlib
 import os
 from pathlib import Path
 
@@ -40,14 +41,43 @@ def build_tables(order: int, min_count: int = MIN_COUNT) -> tuple[dict[int, int]
     """
     if not 1 <= order <= 10:
         raise ValueError(f"n-gram order must be between 1 and 10, got {order}")
-    path = cache_dir() / f"ngram-o{order}-m{min_count}-{corpus.CORPUS_SHA256[:12]}.npz"
+    ids = corpus.split_ids("train").astype(np.int64)
+    return _tables(order, min_count, ids, len(corpus.vocabulary()), corpus.CORPUS_SHA256[:12])
+
+
+_TOKEN_TABLES: dict[tuple, tuple[dict[int, int], np.ndarray]] = {}
+
+
+def token_tables(order: int, min_count: int, ids: np.ndarray, vocab_size: int
+                 ) -> tuple[dict[int, int], np.ndarray]:
+    """`build_tables` over another target's tokens: `ids` the training split in its ids, `vocab_size` its
+    logits width; cached on disk under a hash of the ids (a tokenizer change is a new file)."""
+    if not 1 <= order <= 10:
+        raise ValueError(f"n-gram order must be between 1 and 10, got {order}")
+    if vocab_size ** max(order - 1, 1) * 16 >= 2**63:  # a context key is base-V digits times 16
+        most = max(m for m in range(1, 11) if vocab_size ** max(m - 1, 1) * 16 < 2**63)
+        raise ValueError(f"n-gram order {order} over a {vocab_size}-token vocabulary overflows the 64-bit "
+                         f"context keys; allowed: 1 <= order <= {most}")
+    ids = np.asarray(ids, dtype=np.int64)
+    tag = f"v{vocab_size}-" + hashlib.sha256(ids.tobytes()).hexdigest()[:12]
+    key = (order, min_count, tag)
+    if key not in _TOKEN_TABLES:
+        _TOKEN_TABLES[key] = _tables(order, min_count, ids, vocab_size, tag)
+    return _TOKEN_TABLES[key]
+
+
+MAX_TABLE_BYTES = 2 << 30  # dense rows of a subword vocabulary grow fast: refuse past this instead of swapping
+
+
+def _tables(order: int, min_count: int, ids: np.ndarray, V: int, tag: str) -> tuple[dict[int, int], np.ndarray]:
+    path = cache_dir() / f"ngram-o{order}-m{min_count}-{tag}.npz"
     try:
         with np.load(path) as f:
             keys, rows = f["keys"], f["rows"]
         return dict(zip(keys.tolist(), range(len(keys)))), rows
     except (OSError, KeyError, ValueError):
         pass  # not built yet (or unreadable): count afresh
-    index, rows = _count(order, min_count)
+    index, rows = _count(order, min_count, ids, V)
     try:
         with atomic_path(path) as tmp, open(tmp, "wb") as f:
             np.savez(f, keys=np.fromiter(index, dtype=np.int64, count=len(index)), rows=rows)
@@ -56,9 +86,7 @@ def build_tables(order: int, min_count: int = MIN_COUNT) -> tuple[dict[int, int]
     return index, rows
 
 
-def _count(order: int, min_count: int) -> tuple[dict[int, int], np.ndarray]:
-    ids = corpus.split_ids("train").astype(np.int64)
-    V = len(corpus.vocabulary())
+def _count(order: int, min_count: int, ids: np.ndarray, V: int) -> tuple[dict[int, int], np.ndarray]:
     N = len(ids)
     unigram = np.bincount(ids, minlength=V) + 1.0
     rows = [(unigram / unigram.sum())[None, :]]
@@ -78,6 +106,10 @@ def _count(order: int, min_count: int) -> tuple[dict[int, int], np.ndarray]:
         sel = keep[inverse]
         r = kept_row[inverse[sel]]
         nk = int(keep.sum())
+        if (offset + nk) * V * 4 > MAX_TABLE_BYTES:
+            raise ValueError(f"the n-gram table of order {order} over {V} tokens would take "
+                             f"{(offset + nk) * V * 4 / 2**30:.1f} GiB; allowed: a lower order or a higher "
+                             f"min_count (at most {MAX_TABLE_BYTES / 2**30:.0f} GiB)")
         counts = np.bincount(r * V + nxt[sel], minlength=nk * V).reshape(nk, V).astype(np.float64)
         keys = keys[keep]
         # Every kept context's suffix was seen at least as often, so it is stored one level down.
@@ -97,10 +129,17 @@ class NgramDraft(TableDraft):
 
     name = "ngram"
 
-    def __init__(self, order: int = DEFAULT_ORDER, min_count: int = MIN_COUNT):
+    def __init__(self, order: int = DEFAULT_ORDER, min_count: int = MIN_COUNT, token_ids: np.ndarray | None = None,
+                 vocab_size: int | None = None):
+        """token_ids None: the shipped characters. Else they are the training split in a target's token ids
+        (`drafts.corpus_ids`) and `vocab_size` its logits width."""
         self.order = order
         self.history = max(1, order - 1)
-        self.index, self.rows = build_tables(order, min_count)
+        if token_ids is None:
+            self.index, self.rows = build_tables(order, min_count)
+        else:
+            self.index, self.rows = token_tables(order, min_count, token_ids, vocab_size)
+            self.vocab_size = vocab_size
         self.V = self.rows.shape[1]
         self._mods = [self.V**m for m in range(order)]
 

@@ -1,23 +1,42 @@
 """The drafts by name: `make_draft("bigram", target)`, and which drafts a device can run.
 
 The table maps each name to a factory taking the target (and options); each factory builds one of the draft
-classes in `drafts`, `ngram` or a model draft around a copy of the target.
+classes in `drafts`, `ngram`, `prompt_lookup` or a model draft around a copy of the target.
+
+`DRAFTS` holds the six shipped drafts (a report's default set). More names are found on request, in this
+order: `register_draft(name, factory)` from the Python API, then the `specdec.drafts` entry-point group of any
+installed package (each entry point loads a factory), and "hf:PATH" (a Hugging Face causal LM as the draft,
+see `model.hf`). `make_draft` also takes a `Draft` object and hands it back after the same device check.
 """
 
 from __future__ import annotations
 
+from importlib import metadata
+from typing import Callable
+
 import torch
 
-from specdec.decoding.drafts import BigramDraft, DeviceError, Draft, ModelDraft, UnknownDraftError
+from specdec.decoding.drafts import (BigramDraft, DeviceError, Draft, ModelDraft, UnknownDraftError, corpus_ids)
 from specdec.decoding.ngram import DEFAULT_ORDER, NgramDraft
+from specdec.decoding.prompt_lookup import PromptLookupDraft
 from specdec.model import quantize
 from specdec.model.backends import backend_of, to_backend
 from specdec.model.gpt import GPT
 from specdec.model.train import load_checkpoint, shipped_path
 
 
+def _needs_gpt(name: str, target) -> None:
+    """The quantized drafts are copies of the shipped GPT's weights: refuse any other target by name."""
+    if not isinstance(target, GPT):
+        raise UnknownDraftError(
+            f"draft {name!r} is a quantized copy of the shipped GPT and cannot be built from a "
+            f"{type(target).__name__} target (available for it: bigram, ngram, prompt-lookup, small when it "
+            f"reads the corpus's characters, hf:PATH)")
+
+
 def _packed(name: str, target: GPT, bits: int) -> Draft:
     """The target stored at `bits` bits; the draft computes with the float32 weights unpacked from that."""
+    _needs_gpt(name, target)
     stored = quantize.pack_model(target, bits)
     return ModelDraft(name, stored.unpack(), stored.nbytes, stored=stored)
 
@@ -31,22 +50,46 @@ def _int4(target: GPT, **_) -> Draft:
 
 
 def _int8_dynamic(target: GPT, **_) -> Draft:
+    _needs_gpt("int8-dynamic", target)
     model = quantize.dynamic_int8(target)
     return ModelDraft("int8-dynamic", model, quantize.dynamic_bytes(model), cpu_only=True)
 
 
 def _small(target: GPT, checkpoint=None, **_) -> Draft:
+    if not getattr(target, "corpus_vocabulary", False):
+        raise UnknownDraftError(f"draft 'small' reads the corpus's characters; the {type(target).__name__} "
+                                f"target's vocabulary is another (available for it: bigram, ngram, "
+                                f"prompt-lookup, hf:PATH)")
     model, _meta = load_checkpoint(checkpoint or shipped_path("small"))
-    model = to_backend(model, backend_of(target))  # not a copy of the target: give it the target's backend
+    if isinstance(target, GPT):  # not a copy of the target: give it the target's backend
+        model = to_backend(model, backend_of(target))
     return ModelDraft("small", model.to(target.device), quantize.float32_bytes(model))
 
 
 def _bigram(target: GPT, **_) -> Draft:
-    return BigramDraft()
+    ids = corpus_ids(target)  # None: the shipped characters, the shipped table
+    return BigramDraft() if ids is None else BigramDraft(ids, target.config.vocab_size)
 
 
 def _ngram(target: GPT, order: int | None = None, **_) -> Draft:
-    return NgramDraft(order or DEFAULT_ORDER)
+    ids = corpus_ids(target)
+    if ids is None:
+        return NgramDraft(order or DEFAULT_ORDER)
+    return NgramDraft(order or DEFAULT_ORDER, token_ids=ids, vocab_size=target.config.vocab_size)
+
+
+def _prompt_lookup(target, max_ngram: int | None = None, **_) -> Draft:
+    return PromptLookupDraft(target.config.vocab_size, **({"max_ngram": max_ngram} if max_ngram else {}))
+
+
+def _hf(path: str, target, device=None, dtype=None, allow_download: bool = False, **_) -> Draft:
+    """A Hugging Face causal LM as a draft (on the target's device unless `device`), checked to share the
+    target's vocabulary before any work; it proposes with its own DynamicCache, rolled back by crop."""
+    from specdec.model import hf  # transformers is the optional [hf] extra: imported only when asked for
+
+    model = hf.load_hf(path, device=device or target.device, dtype=dtype, allow_download=allow_download)
+    hf.check_same_vocabulary(target, model)
+    return ModelDraft(f"hf:{path}", model, model.weight_bytes())
 
 
 # name -> factory(target, **options). The first three are the write-up's; the rest go beyond it.
@@ -60,6 +103,54 @@ DRAFTS = {
 }
 WRITEUP_DRAFTS = ("bigram", "int8", "int4")
 CPU_ONLY = frozenset({"int8-dynamic"})  # drafts whose kernels exist on the CPU only (their `cpu_only` is True)
+# Drafts by name on request, not in a report's default set: the shipped prompt lookup, then register_draft's.
+REGISTERED: dict[str, Callable[..., Draft]] = {"prompt-lookup": _prompt_lookup}
+ENTRY_POINTS = "specdec.drafts"  # an installed package's entry point here names a factory(target, **options)
+HF_PREFIX = "hf:"
+
+
+def register_draft(name: str, factory: Callable[..., Draft], replace: bool = False) -> None:
+    """Make `make_draft(name, target, **options)` call `factory(target, **options)` (which returns a Draft).
+
+    A name already taken (a shipped draft, or registered before without replace=True) is a ValueError naming
+    it; so is a name that is not a non-empty string without spaces or the "hf:" prefix.
+    """
+    if not isinstance(name, str) or not name or any(c.isspace() for c in name) or name.startswith(HF_PREFIX):
+        raise ValueError(f"a draft name must be a non-empty string without spaces or the {HF_PREFIX!r} "
+                         f"prefix, got {name!r}")
+    if not callable(factory):
+        raise ValueError(f"the factory for draft {name!r} must be callable, got {factory!r}")
+    if name in DRAFTS or (name in REGISTERED and not replace):
+        raise ValueError(f"draft name {name!r} is taken (taken: {', '.join(draft_names())}); "
+                         f"pass replace=True to replace a registered one")
+    REGISTERED[name] = factory
+
+
+def draft_names() -> list[str]:
+    """Every name make_draft knows now: the shipped drafts, the registered ones, installed entry points."""
+    names = list(DRAFTS) + list(REGISTERED)
+    return names + [n for n in _entry_points() if n not in names]
+
+
+def _entry_points() -> dict:
+    try:
+        return {ep.name: ep for ep in metadata.entry_points(group=ENTRY_POINTS)}
+    except Exception:  # a broken installed distribution must not break the shipped drafts
+        return {}
+
+
+def _factory(name: str) -> Callable[..., Draft]:
+    if name in DRAFTS:
+        return DRAFTS[name]
+    if name in REGISTERED:
+        return REGISTERED[name]
+    ep = _entry_points().get(name)
+    if ep is not None:
+        return ep.load()
+    if name.startswith(HF_PREFIX) and len(name) > len(HF_PREFIX):
+        path = name[len(HF_PREFIX):]
+        return lambda target, **options: _hf(path, target, **options)
+    raise UnknownDraftError(f"unknown draft {name!r} (available: {', '.join(draft_names())}, hf:PATH)")
 
 
 def available_on(device: str | torch.device) -> list[str]:
@@ -68,17 +159,26 @@ def available_on(device: str | torch.device) -> list[str]:
     return [n for n in DRAFTS if on_cpu or n not in CPU_ONLY]
 
 
-def make_draft(name: str, target: GPT, **options) -> Draft:
-    """A fresh draft by name for `target`, on the target's device; options: `order` for ngram, `checkpoint`
-    for small. A CPU-only draft beside a target elsewhere is a DeviceError."""
-    try:
-        factory = DRAFTS[name]
-    except KeyError:
-        raise UnknownDraftError(
-            f"unknown draft {name!r} (available: {', '.join(DRAFTS)})"
-        ) from None
+def make_draft(name: str | Draft, target: GPT, **options) -> Draft:
+    """A fresh draft by name for `target` (any `model.protocol.Target`), on the target's device; options:
+    `order` for ngram, `checkpoint` for small, `max_ngram` for prompt-lookup, `device`/`dtype`/
+    `allow_download` for hf:PATH. A Draft object is returned as it is. A CPU-only draft beside a target
+    elsewhere is a DeviceError."""
     device = target.device
-    if name not in available_on(device):
-        raise DeviceError(f"draft {name!r} runs on the CPU only, the target is on {device.type} "
+    if isinstance(name, Draft):
+        _check_device(name.name, name.cpu_only, device)
+        return name
+    factory = _factory(name)
+    _check_device(name, name in CPU_ONLY, device)
+    draft = factory(target, **options)
+    if not isinstance(draft, Draft):
+        raise UnknownDraftError(f"the factory of draft {name!r} returned a {type(draft).__name__}, not a Draft")
+    if name not in CPU_ONLY:
+        _check_device(name, draft.cpu_only, device)
+    return draft
+
+
+def _check_device(name: str, cpu_only: bool, device: torch.device) -> None:
+    if cpu_only and torch.device(device).type != "cpu":
+        raise DeviceError(f"draft {name!r} runs on the CPU only, the target is on {torch.device(device).type} "
                           f"(available there: {', '.join(available_on(device))})")
-    return factory(target, **options)

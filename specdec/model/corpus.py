@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import gzip
 import hashlib
+import re
 from importlib import resources
 
 import numpy as np
@@ -80,3 +81,25 @@ def _all_ids() -> np.ndarray:
     for i, ch in enumerate(vocabulary()):
         table[ord(ch)] = i
     return table[np.frombuffer(load_text().encode("ascii"), dtype=np.uint8)]
+
+
+def split_text(split: str) -> str:
+    """The text of the 'train' or 'val' split: the same cut as `split_ids`, as characters."""
+    ids = split_ids(split)  # checks the name
+    text = load_text()
+    return text[: len(ids)] if split == "train" else text[len(text) - len(ids) :]
+
+
+def paragraphs(split: str) -> list[str]:
+    """The split's text in pieces ending at a blank line (each keeps its "\\n\\n"): what another target's
+    tokenizer reads one at a time, so that no piece is megabytes long and no token straddles two speeches."""
+    return re.split(r"(?<=\n\n)", split_text(split))
+
+
+def tokenize_split(split: str, tokenize) -> list[int]:
+    """The split as the ids `tokenize(text) -> list[int]` gives, paragraph by paragraph."""
+    out: list[int] = []
+    for piece in paragraphs(split):
+        if piece:
+            out.extend(tokenize(piece))
+    return out

@@ -16,6 +16,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from specdec.model import corpus
+
 
 @dataclass(frozen=True)
 class GPTConfig:
@@ -115,6 +117,31 @@ class GPT(nn.Module):
     @property
     def device(self) -> torch.device:
         return self.wte.weight.device
+
+    # --- the target protocol (model.protocol.Target) beyond forward/ids/setup_cache ---------------------
+
+    @property
+    def vocab_size(self) -> int:
+        return self.config.vocab_size
+
+    @property
+    def context(self) -> int:
+        return self.config.context
+
+    corpus_vocabulary = True  # its ids are the corpus's characters: the shipped table drafts fit it as they are
+
+    @staticmethod
+    def tokenize(text: str) -> list[int]:
+        """The corpus's character ids (a VocabularyError names a character outside it)."""
+        return corpus.encode(text)
+
+    @staticmethod
+    def detokenize(ids) -> str:
+        return corpus.decode(ids)
+
+    def rollback(self, n_valid: int) -> None:
+        """Nothing to do: the cache has no length, and entries past n_valid are overwritten by the next pass
+        before anything reads them (see the module docstring)."""
 
     def ids(self, tokens: list[int]) -> torch.Tensor:
         """Token ids as a (1, T) input on this model's device.

@@ -1,0 +1,98 @@
+"""The target protocol: what generation, exactness and timing call on a target model.
+
+The shipped `GPT` is one implementation (the embedded default); `model.hf.HFTarget` wraps a Hugging Face
+transformers causal LM. Anything else that implements these members can be passed wherever a target goes
+(`generate`, `speculative_generate`, `make_draft`, `verify`, `report.measure`).
+
+The calling convention is the shipped model's, so the measuring code needs no branch per kind of target:
+
+- `target(idx, pos)`: logits (B, T, vocab_size) for the new tokens `idx` (B, T) at positions pos..pos+T-1,
+  every position < pos already in the target's own cache. The call may move the cache back first: a pos below
+  what the cache holds means the entries from pos on are dropped (rejected drafts), never re-run.
+- `target(idx)` (pos None): a window from position 0 without the cache (batched scoring: acceptance, laws).
+- `target(idx, pos, (position_ids, mask))`: a token tree's verify pass (trees only; see `TreeTarget`).
+- `rollback(n_valid)`: only the first n_valid tokens of the sequence stay valid. The generation loop calls it
+  after every round; a cache that is overwritten in place (the shipped GPT's) has nothing to do.
+
+Units follow the target: `tokenize` gives characters for the shipped model and tokens for a subword model;
+`chars` in the generation API then counts tokens.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Protocol, runtime_checkable
+
+import torch
+
+
+@dataclass(frozen=True)
+class TargetConfig:
+    """The two sizes every target reports (the shipped `GPTConfig` has these fields and more)."""
+
+    vocab_size: int  # width of the logits: every id a draft may propose is below it
+    context: int  # positions the model can hold: prompt + generated tokens must fit
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@runtime_checkable
+class Target(Protocol):
+    """A target model (see the module docstring for the calling convention)."""
+
+    config: TargetConfig  # .vocab_size and .context, at least
+
+    @property
+    def device(self) -> torch.device:
+        """Where its weights and cache live; inputs come from `ids` on this device."""
+
+    @property
+    def vocab_size(self) -> int:
+        """Logits width (config.vocab_size)."""
+
+    @property
+    def context(self) -> int:
+        """Most positions one sequence may reach (config.context)."""
+
+    def tokenize(self, text: str) -> list[int]:
+        """Ids of `text`; a one-line ValueError for text it cannot represent."""
+
+    def detokenize(self, ids) -> str:
+        """Text of a sequence of ids."""
+
+    def ids(self, tokens: list[int]) -> torch.Tensor:
+        """Token ids as a (1, T) long tensor on `device`: the one way the pipeline builds a model input."""
+
+    def setup_cache(self, batch: int = 1) -> None:
+        """Make the cache ready for `batch` sequences (cheap when it already is)."""
+
+    def rollback(self, n_valid: int) -> None:
+        """Only the first n_valid tokens of the current sequence remain valid in the cache."""
+
+    def __call__(self, idx: torch.Tensor, pos: int | None = None, tree=None) -> torch.Tensor:
+        """Logits (B, T, vocab_size) for idx (B, T) at positions pos.. (see the module docstring)."""
+
+
+@runtime_checkable
+class TreeTarget(Target, Protocol):
+    """A target that verifies token trees: its forward takes (position ids, attention mask) and it moves the
+    accepted path's cache entries into place afterwards."""
+
+    def keep_path(self, pos: int, slots) -> None:
+        """Move the cache entries at increasing positions `slots` to pos..pos+len(slots)-1."""
+
+
+def is_target(obj) -> bool:
+    """obj implements the target protocol (a structural check: the members exist)."""
+    return isinstance(obj, Target)
+
+
+def tree_support(target) -> str | None:
+    """None when `target` can verify token trees; otherwise a one-line reason (what trees need)."""
+    reason = getattr(target, "tree_unsupported", None)
+    if reason:
+        return reason
+    if not isinstance(target, TreeTarget):
+        return f"token trees need a target with keep_path and a tree forward; {type(target).__name__} has none"
+    return None
