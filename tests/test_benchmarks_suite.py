@@ -189,12 +189,47 @@ def test_overhead_share_is_empty_without_the_floor_api(monkeypatch):
     assert harness.overhead_shares() == {}
 
 
-def test_the_clock_is_thread_cpu_time_with_one_thread_where_it_ticks_finely():
-    import time
+class _FakeTime:
+    """A stand-in for common's `time` module: each thread_time() read advances by `step` seconds."""
 
-    assert common.CLOCK in (time.thread_time, time.perf_counter)
-    if common.THREADS != 1:
-        assert common.CLOCK is time.perf_counter
+    def __init__(self, step):
+        self.step, self.now = step, 0.0
+
+    def thread_time(self):
+        self.now += self.step
+        return self.now
+
+    def perf_counter(self):
+        return -1.0
+
+
+@pytest.mark.parametrize("threads,step,chosen", [
+    (1, 1e-6, "thread_time"),  # one thread, a fine thread clock: the thread's CPU time
+    (1, 0.004, "perf_counter"),  # one thread, a clock in 4 ms scheduler ticks: too coarse, the wall clock
+    (2, 1e-6, "perf_counter"),  # work spread over threads: the wall clock, however fine the thread clock
+])
+def test_the_clock_is_thread_cpu_time_with_one_thread_where_it_ticks_finely(monkeypatch, threads, step, chosen):
+    fake = _FakeTime(step)
+    monkeypatch.setattr(common, "time", fake)
+    monkeypatch.setattr(common, "THREADS", threads)
+    assert common._clock() == getattr(fake, chosen)
+
+
+def test_the_harness_times_with_common_clock(monkeypatch):
+    """A fake CLOCK that only the calls move (a advances it 1 s, b 3 s): the harness's seconds and ratios are
+    exactly those, where any other clock would give microseconds."""
+    now = [0.0]
+
+    def call(seconds):
+        def fn():
+            now[0] += seconds
+        return fn
+
+    monkeypatch.setattr(common, "CLOCK", lambda: now[0])
+    a, b = call(1.0), call(3.0)
+    assert harness.pair(a, b) == 3.0 and harness.pair(a, b, b_first=True) == 3.0
+    out = harness.round_robin({"a": a, "b": b}, samples=2, number=2, warmup=1)
+    assert {name: v.tolist() for name, v in out.items()} == {"a": [1.0, 1.0], "b": [3.0, 3.0]}
 
 
 def test_round_robin_rotates_and_keeps_per_call_seconds():
