@@ -15,8 +15,8 @@ The method, in four rules:
     by the caller (`common.fix_threads`). The clock is `common.CLOCK`: the thread's CPU time with one torch
     thread (the default), the wall clock with more.
   * Nothing is tracked as a lone absolute time. asv compares runs made minutes apart in separate processes, and
-    on a shared host the same pass took 1.5-1.85x longer from one such run to the next (docs/
-    regression-demo-2.txt, a no-op): a time is tracked relative to the suite's reference kernel (`reference`),
+    on a shared host the same pass can take 1.5-2x longer from one such run to the next (the no-op case of
+    `python tools/regression_demo.py` shows it): a time is tracked relative to the suite's reference kernel (`reference`),
     which takes its turn in the same round-robin, so that load which slows both cancels in each sample. And
     every figure goes to asv with its samples (`sampled`): asv then merges them over rounds, reports the median
     with its spread, and flags a change only beyond `--factor` *and* significant by its Mann-Whitney test --

@@ -1,6 +1,6 @@
-"""Publish the asv dashboard, serve it offline, and screenshot the c and speedup-family graphs into docs/.
+"""Publish the asv dashboard, serve it offline, and screenshot the c and speedup-family graphs into a folder.
 
-    python tools/dashboard.py [--out docs] [--skip-publish]
+    python tools/dashboard.py [--out .asv/screenshots] [--skip-publish]
 
 Needs recorded results (`asv run ...` over some commits of main: see README) and Debian's chromium
 (`apt-get update && apt-get install -y chromium`). `asv publish` writes .asv/html, whose page loads jQuery, flot,
@@ -138,7 +138,8 @@ def screenshot(browser: str, url: str, out: Path) -> None:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", default=str(ROOT / "docs"), help="folder for the PNGs (default: docs/)")
+    ap.add_argument("--out", default=str(ROOT / ".asv" / "screenshots"),
+                    help="folder for the PNGs (default: .asv/screenshots, beside the dashboard; not docs/)")
     ap.add_argument("--skip-publish", action="store_true", help="use .asv/html as it is")
     args = ap.parse_args()
     browser = _chromium()

@@ -4,7 +4,7 @@ A report's re-run interval is built from its own pairs (block bootstrap, the A/A
 between the halves of its own run. Neither can see a change of the machine's state that happens *between* two
 runs: on the shared development VM, two back-to-back full reports in a noisy stretch differed by 7 % on
 average over the rows (run 1 higher on 30 of 35) while neither run's halves moved, and 5 rows fell outside
-the other run's interval (issue 10, docs/calibration-noisy/).
+the other run's interval (`specdec report --repeat 2` shows such a pair in its calibration.md).
 
 Such a spread can only be learnt from earlier runs on the same machine, the way metrology adds a type B
 uncertainty known from earlier calibrations of an instrument. `specdec report --repeat N` and
