@@ -31,9 +31,10 @@ from threadpoolctl import threadpool_info, threadpool_limits
 
 BUSY_LOAD = 0.8  # without /proc/stat: other runnable processes (load average beyond our own) that make it "busy"
 # CPUs' worth of time other processes took, averaged over the run, that make a machine "busy". Measured on the
-# 2-CPU development VM (2026-12-01): a quiet minute gave 0.01-0.03 (kernel threads, the VM's agent);
-# tools/background_load.py on one CPU gave 0.95-1.0; a report shares its CPUs with it at 0.25 for a quarter
-# of its run, which moves a paired ratio by more than the A/A floor's ±2 %.
+# shared 2-CPU development VM (2026-12-01, 1 s windows): quiet seconds between other people's runs read 0.00,
+# 0.01 and 0.12 (kernel threads, the VM's agent, a shell starting); with tools/background_load.py on one CPU
+# every second read 1.98-2.00 (its CPU's worth, and other people's work on the other). A quarter of a CPU sits
+# above the quiet figures and far below one competing process.
 BUSY_CPUS = 0.25
 _BUSY_FIELDS = (0, 1, 2, 5, 6, 7)  # /proc/stat's user, nice, system, irq, softirq, steal (not idle, iowait)
 WIDE_FLOOR = 0.10  # an A/A interval wider than this fraction of its median makes the noise floor "wide"
