@@ -6,7 +6,7 @@ import pytest
 
 import specdec
 from specdec.model import corpus
-from specdec.measure import workload
+from specdec.measure import acceptance, workload
 from specdec.measure.workload import WorkloadError, load_workload
 
 from .test_decode import PROMPT, _greedy_script, _ScriptDraft
@@ -165,7 +165,7 @@ def test_describe_by_hand():
 def test_acceptance_over_matches_direct_generation(target, draft_factory, shipped):
     two = workload.Workload("two", shipped.items[5:7], (0, 3))
     bigram = draft_factory("bigram")
-    got = workload.acceptance_over(target, bigram, 4, two, chars=60)
+    got = acceptance.acceptance_over(target, bigram, 4, two, chars=60)
     direct = [specdec.speculative_generate(target, bigram, item.prompt, 60, 4, seed).stats
               for item, seed in two.runs()]
     assert got["per_item"] == [{"prompt_id": item.id, "seed": seed, "acceptance": st.acceptance,
@@ -181,9 +181,27 @@ def test_acceptance_over_matches_direct_generation(target, draft_factory, shippe
     assert got["position_reached"][0] == sum(hist) and got["position_acceptance"][0] == sum(hist[1:]) / sum(hist)
 
 
+def test_acceptance_over_a_tree_matches_direct_tree_generation(target, draft_factory, shipped):
+    from specdec.decoding import trees
+
+    two = workload.Workload("two", shipped.items[5:7], (0, 3))
+    bigram, spec = draft_factory("bigram"), trees.TreeSpec.parse("2x2")
+    got = acceptance.acceptance_over(target, bigram, 99, two, chars=40, tree=spec)  # k is ignored for trees
+    direct = [specdec.speculative_generate(target, bigram, item.prompt, 40, 1, seed, tree=spec).stats
+              for item, seed in two.runs()]
+    assert [r["target_passes"] for r in got["per_item"]] == [st.target_passes for st in direct]
+    for key in ("accepted_per_position", "tried_per_depth", "accepted_per_depth"):
+        assert got[key] == np.sum([getattr(st, key) for st in direct], axis=0).tolist(), key
+    assert got["depth_acceptance"] == [a / t if t else None for a, t in zip(got["accepted_per_depth"],
+                                                                             got["tried_per_depth"])]
+    assert got["totals"]["draft_calls"] == sum(st.draft_calls for st in direct)
+    assert got["totals"]["chars"] == 160 and got["runs"] == 4
+    assert "k" not in got and "position_acceptance" not in got  # a chain's keys only
+
+
 @pytest.mark.parametrize("draft,k,passes,accepted", [("bigram", 1, 136, 64), ("bigram", 8, 114, 86)])
 def test_single_romeo_reproduces_the_writeup_counts(target, draft_factory, draft, k, passes, accepted):
-    got = workload.acceptance_over(target, draft_factory(draft), k, workload.single("ROMEO:", 0))
+    got = acceptance.acceptance_over(target, draft_factory(draft), k, workload.single("ROMEO:", 0))
     assert (got["totals"]["target_passes"], got["totals"]["accepted"]) == (passes, accepted)
     assert got["per_item"][0]["target_passes"] == passes and got["runs"] == 1
 
@@ -193,7 +211,7 @@ def test_position_acceptance_does_not_count_a_short_last_round_as_a_rejection(ta
     # the 2 still needed and keeps them. The histogram [0, 0, 1, 0, 1] alone would say position 3 was
     # rejected once; the round log knows round two never drafted it.
     draft = _ScriptDraft(_greedy_script(target, 8), len(PROMPT))
-    got = workload.acceptance_over(target, draft, 4, workload.single(PROMPT, 0), chars=8, temperature=0)
+    got = acceptance.acceptance_over(target, draft, 4, workload.single(PROMPT, 0), chars=8, temperature=0)
     assert got["accepted_per_position"] == [0, 0, 1, 0, 1]
     assert got["position_reached"] == [2, 2, 1, 1] and got["position_acceptance"] == [1.0] * 4
 
@@ -201,7 +219,7 @@ def test_position_acceptance_does_not_count_a_short_last_round_as_a_rejection(ta
 def test_position_acceptance_is_none_where_no_round_reached(target):
     never = corpus.encode("@")[0]
     draft = _ScriptDraft([], len(PROMPT), always=never)
-    got = workload.acceptance_over(target, draft, 2, workload.single(PROMPT, 0), chars=10, temperature=0)
+    got = acceptance.acceptance_over(target, draft, 2, workload.single(PROMPT, 0), chars=10, temperature=0)
     assert got["position_reached"] == [9, 0] and got["position_acceptance"] == [0.0, None]
 
 

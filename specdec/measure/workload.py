@@ -35,9 +35,7 @@ from pathlib import Path
 import numpy as np
 
 from specdec.model import corpus
-from specdec.decoding.generate import speculative_generate
-from specdec.decoding.drafts import Draft
-from specdec.model.gpt import GPT, GPTConfig
+from specdec.model.gpt import GPTConfig
 from specdec.measure.stats import ratio_of_totals
 
 DEFAULT_WORKLOAD = "shakespeare24"
@@ -259,36 +257,7 @@ def _check_prompt(where: str, item: WorkloadItem, chars: int, context: int, max_
                             f"{chars} generated and k up to {max_k} it must be at most {limit} (context {context})")
 
 
-# ---- acceptance over a workload ----
-
-class _RoundLog(Draft):
-    """A draft that delegates and records every round as (drafted, accepted).
-
-    The loop calls rollback(n) after each round with n = the sequence's length before the round plus the
-    accepted drafts. The summed histogram cannot give per-position acceptance exactly: a final round cut short
-    (it drafts only what is still needed) and fully accepted would count as a rejection after its last draft.
-    """
-
-    def __init__(self, draft: Draft):
-        self.draft, self.name, self.rounds, self._pending = draft, draft.name, [], None
-
-    def reset(self) -> None:
-        self.draft.reset()
-        self._pending = None
-
-    def propose(self, tokens, k, rng, temperature):
-        self._pending = (len(tokens), k)
-        return self.draft.propose(tokens, k, rng, temperature)
-
-    def rollback(self, n_valid: int) -> None:
-        self.draft.rollback(n_valid)
-        if self._pending is not None:
-            self.rounds.append((self._pending[1], n_valid - self._pending[0]))
-            self._pending = None
-
-    def weight_bytes(self) -> int:
-        return self.draft.weight_bytes()
-
+# ---- summaries over a workload ----
 
 def describe(values: Sequence[float]) -> dict:
     """mean, median, min, max and the quartiles q1, q3 (numpy's linear interpolation) of the values."""
@@ -297,44 +266,6 @@ def describe(values: Sequence[float]) -> dict:
     return {"mean": float(x.mean()), "median": float(med), "min": float(x.min()), "max": float(x.max()),
             "q1": float(q1), "q3": float(q3)}
 
-
-def acceptance_over(target: GPT, draft: Draft, k: int, workload: Workload, chars: int = CHARS,
-                    temperature: float = 1.0, runs: Sequence[tuple[WorkloadItem, int]] | None = None) -> dict:
-    """Speculative generation of `chars` characters for every (item, seed) of the workload, summarised.
-
-    per_item: one entry per run, {prompt_id, seed, acceptance, chars_per_pass, target_passes}, exactly the
-    stats `speculative_generate` gives. acceptance and chars_per_pass: `describe` over those runs (each seed
-    of an item is one run). accepted_per_position: the runs' histograms summed (rounds by accepted count,
-    0..k). position_acceptance[i - 1]: P(draft i accepted | drafts 1..i-1 accepted), pooled over every round
-    that drafted at least i (None if none did). totals: pooled counts, and acceptance and chars per pass
-    from them. runs: the (item, seed) pairs to run, workload.runs() by default (the report passes cycled()).
-    """
-    log = _RoundLog(draft)
-    per_item, hist, totals = [], np.zeros(k + 1, dtype=int), dict.fromkeys(("accepted", "drafted",
-                                                                              "target_passes", "chars"), 0)
-    for item, seed in workload.runs() if runs is None else runs:
-        st = speculative_generate(target, log, item.prompt, chars, k, seed, temperature).stats
-        per_item.append({"prompt_id": item.id, "seed": seed, "acceptance": st.acceptance,
-                         "chars_per_pass": st.chars_per_pass, "target_passes": st.target_passes})
-        hist += st.accepted_per_position
-        for key in totals:
-            totals[key] += getattr(st, key)
-    drafted, accepted = np.array(log.rounds).reshape(-1, 2).T
-    if accepted.sum() != totals["accepted"] or drafted.sum() != totals["drafted"]:
-        raise RuntimeError("the generation loop no longer calls rollback after every round as the draft "
-                           "interface documents; per-position acceptance cannot be counted")
-    reached = [int(((drafted >= i) & (accepted >= i - 1)).sum()) for i in range(1, k + 1)]
-    kept = [int((accepted >= i).sum()) for i in range(1, k + 1)]
-    return {
-        "k": k, "runs": len(per_item), "per_item": per_item,
-        "acceptance": describe([r["acceptance"] for r in per_item]),
-        "chars_per_pass": describe([r["chars_per_pass"] for r in per_item]),
-        "accepted_per_position": hist.tolist(),
-        "position_reached": reached,
-        "position_acceptance": [a / n if n else None for a, n in zip(kept, reached)],
-        "totals": {**totals, "acceptance": totals["accepted"] / totals["drafted"] if totals["drafted"] else 0.0,
-                   "chars_per_pass": totals["chars"] / totals["target_passes"]},
-    }
 
 
 # ---- speedup over a workload ----
@@ -377,7 +308,7 @@ def workload_interval(per_item_values, summary=ratio_of_totals, confidence: floa
 
 def best_k_per_item(rows: Sequence[dict], key: str = "chars_per_pass") -> dict[int, int]:
     """How many items each k is best for: rows are one draft's {"k", "per_item": [{"prompt_id", key, ...}]}
-    (e.g. `acceptance_over` results, or per-item predicted speedups under `key`). An item's value at a k is
+    (e.g. `acceptance.acceptance_over` results, or per-item predicted speedups under `key`). An item's value at a k is
     the mean over its entries (its seeds); the best k is the largest value, the smallest k on ties."""
     means = {}
     for row in rows:

@@ -20,6 +20,7 @@ import numpy as np
 from specdec.measure import exactness, stats, timing
 from specdec.report import tree_sections as ts
 from specdec.measure import workload as wl
+from specdec.measure.acceptance import acceptance_over
 from specdec.decoding.generate import generate, speculative_generate
 from specdec.decoding.registry import make_draft
 from specdec.model.gpt import GPT
@@ -45,7 +46,7 @@ class ReportRun:
     runs: list  # (WorkloadItem, seed) pairs
     log: object
     objs: dict = field(default_factory=dict)
-    acc: dict = field(default_factory=dict)  # (draft, k) -> acceptance_over result
+    acc: dict = field(default_factory=dict)  # (draft, k) -> `acceptance.acceptance_over`'s result
     samplers: dict = field(default_factory=dict)
     costs: timing.Costs | None = None
     floor: dict | None = None  # the A/A noise floor's figures, once measured
@@ -100,7 +101,7 @@ def acceptance(run: ReportRun) -> dict:
     rows = []
     for name in run.drafts:
         for k in run.ks:
-            a = wl.acceptance_over(run.target, run.objs[name], k, None, run.chars, run.temperature, runs=run.runs)
+            a = acceptance_over(run.target, run.objs[name], k, None, run.chars, run.temperature, runs=run.runs)
             run.acc[name, k] = a
             tot = a["totals"]
             fit = stats.acceptance_alpha(a["accepted_per_position"], k)

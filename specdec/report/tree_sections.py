@@ -14,11 +14,9 @@ import numpy as np
 
 from specdec.measure import exactness, timing
 from specdec.decoding import trees
-from specdec.measure import workload as wl
-from specdec.decoding.generate import speculative_generate
 from specdec.decoding.drafts import TableDraft
 from specdec.measure.tree_timing import TREE_POSITIONS, tree_loop_sampler, verify_fns
-from specdec.measure.acceptance import measure_child_acceptance
+from specdec.measure.acceptance import acceptance_over, measure_child_acceptance
 
 DEFAULT_TREES = ("4x2x2x1", "budget 32")  # two shapes per table draft: the report's time budget is fixed
 CHILD_WIDTH = 8  # children per node whose acceptance is measured (the DP never needs more at budget 32)
@@ -79,33 +77,12 @@ def setup(run) -> dict:
     return {"child_acceptance": out}
 
 
-def acceptance_over_tree(target, draft, spec: trees.TreeSpec, runs, chars: int, temperature: float) -> dict:
-    """`workload.acceptance_over`'s tree twin: every run generated with `tree=spec`, pooled and per run."""
-    per_item, sts = [], []
-    for item, seed in runs:
-        st = speculative_generate(target, draft, item.prompt, chars, 1, seed, temperature, tree=spec).stats
-        sts.append(st)
-        per_item.append({"prompt_id": item.id, "seed": seed, "acceptance": st.acceptance,
-                         "chars_per_pass": st.chars_per_pass, "target_passes": st.target_passes})
-    total = lambda key: int(sum(getattr(s, key) for s in sts))
-    vec = lambda key: np.sum([getattr(s, key) for s in sts], axis=0).astype(int).tolist()
-    t = {key: total(key) for key in ("accepted", "drafted", "target_passes", "chars", "draft_calls")}
-    tried, accepted = vec("tried_per_depth"), vec("accepted_per_depth")
-    return {"runs": len(per_item), "per_item": per_item,
-            "acceptance": wl.describe([r["acceptance"] for r in per_item]),
-            "chars_per_pass": wl.describe([r["chars_per_pass"] for r in per_item]),
-            "accepted_per_position": vec("accepted_per_position"),
-            "tried_per_depth": tried, "accepted_per_depth": accepted,
-            "depth_acceptance": [a / n if n else None for a, n in zip(accepted, tried)],
-            "totals": {**t, "acceptance": t["accepted"] / t["drafted"] if t["drafted"] else 0.0,
-                       "chars_per_pass": t["chars"] / t["target_passes"]}}
-
-
 def acceptance_rows(run, child: dict) -> list[dict]:
     """Table 2's tree rows (deterministic, every workload run); fills run.acc[(draft, label)]."""
     rows = []
     for (name, label), spec in run.trees.items():
-        a = acceptance_over_tree(run.target, run.objs[name], spec, run.runs, run.chars, run.temperature)
+        a = acceptance_over(run.target, run.objs[name], spec.depth, None, run.chars, run.temperature, run.runs,
+                            tree=spec)
         run.acc[name, label] = a
         t = a["totals"]
         rows.append({"draft": name, "k": spec.depth, "tree": tree_key(spec), "acceptance": t["acceptance"],
