@@ -14,10 +14,14 @@ _IMPORTED = _time.perf_counter()  # before torch is imported: `specdec report`'s
 from specdec.model.backends import BACKENDS, UnknownBackendError
 from specdec.model.corpus import VocabularyError, encode, vocabulary
 from specdec.decoding.generate import Generation, GenerationStats, generate, speculative_generate
-from specdec.decoding.registry import DRAFTS, WRITEUP_DRAFTS, make_draft
+from specdec.decoding.registry import DRAFTS, WRITEUP_DRAFTS, draft_names, make_draft, register_draft
 from specdec.decoding.drafts import Draft, UnknownDraftError
 from specdec.measure.exactness import verify
 from specdec.model.gpt import GPT, ContextOverflowError, GPTConfig
+from specdec.model.protocol import Target, TargetConfig
+# The Hugging Face adapter and export import transformers (the optional [hf] extra) only when called.
+from specdec.model.hf import HFModelError, HFTarget, load_hf
+from specdec.model.export_hf import export_hf
 from specdec.measure.overhead import attribution, measure_machine, overhead_table, pass_bytes, pass_flops
 from specdec.decoding.rule import accept_reject
 from specdec.measure.stats import expected_length, optimal_k, predicted_speedup, refined_speedup, summarize
@@ -39,6 +43,10 @@ __all__ = [
     "GPTConfig",
     "Generation",
     "GenerationStats",
+    "HFModelError",
+    "HFTarget",
+    "Target",
+    "TargetConfig",
     "TreeSpec",
     "UnknownBackendError",
     "UnknownDraftError",
@@ -49,10 +57,13 @@ __all__ = [
     "WorkloadError",
     "accept_reject",
     "attribution",
+    "draft_names",
     "encode",
     "expected_length",
+    "export_hf",
     "generate",
     "load_checkpoint",
+    "load_hf",
     "load_target",
     "load_workload",
     "make_draft",
@@ -63,6 +74,7 @@ __all__ = [
     "pass_flops",
     "predicted_speedup",
     "refined_speedup",
+    "register_draft",
     "save_checkpoint",
     "speculative_generate",
     "summarize",

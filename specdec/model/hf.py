@@ -106,9 +106,8 @@ def load_hf(path: str | os.PathLike, device: str | torch.device = "cpu", dtype=N
     source = resolve(path, allow_download)
     offline = not allow_download
     from transformers import AutoModelForCausalLM, AutoTokenizer
-    from transformers.utils import logging as hf_logging
 
-    hf_logging.disable_progress_bar()  # diagnostics belong on stderr, and a progress bar per load is noise
+    quiet()
     try:
         tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=offline)
     except Exception as exc:
@@ -123,6 +122,13 @@ def load_hf(path: str | os.PathLike, device: str | torch.device = "cpu", dtype=N
         raise HFModelError(f"{str(path)!r}: cannot move the model to device {str(device)!r}: "
                            f"{_first_line(exc)}") from None
     return HFTarget(model, tokenizer, name=str(path))
+
+
+def quiet() -> None:
+    """No transformers progress bars: a bar per load or save is noise among specdec's own diagnostics."""
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
 
 
 def _context(config, tokenizer) -> int:
