@@ -6,7 +6,7 @@ import sys
 import numpy as np
 import pytest
 
-from specdec.report import calibrate, render, build as report, sections
+from specdec.report import calibrate, figures, render, build as report, sections
 from specdec.measure import stats
 
 from .conftest import REPORT_BUDGET as BUDGET
@@ -28,7 +28,10 @@ def test_report_document_has_the_documented_schema(doc):
     assert m["threads"] == 1 and m["device"] == "cpu" and m["backend"] == "eager"
     assert doc["settings"]["budget"] == BUDGET and doc["settings"]["min_pairs"] == 3
     assert [r["draft"] for r in _chains(doc["exactness"])] == ["target", "bigram", "int8"]  # quick: one context
-    assert all(r["verdict"] in ("exact", "CHECK") for r in doc["exactness"])
+    for r in doc["exactness"]:  # exactness.verdicts' rule on each row's own p-value
+        assert r["verdict"] == ("exact" if r["p_value"] is None or r["p_value"] > r["p_threshold"] else "CHECK")
+    # the draws are seeded (seed 0 at every context), so the shipped drafts' verdicts are fixed: exact
+    assert [r["verdict"] for r in doc["exactness"]] == ["exact"] * len(doc["exactness"])
     tested = [r for r in doc["exactness"] if r["p_value"] is not None]  # chains and trees, every context
     assert {r["p_threshold"] for r in doc["exactness"]} == {0.001 / len(tested)}  # Bonferroni over the table
     assert {(r["draft"], r["k"]) for r in _chains(doc["acceptance"])} == {(d, k) for d in ("bigram", "int8")
@@ -188,6 +191,31 @@ def test_tables_render_everything_with_the_noise_floor_first(doc):
     assert table3.splitlines()[4].startswith("| noise floor: target-only / target-only (A/A)")
 
 
+def test_the_report_opens_with_the_headline_and_report_json_keeps_its_facts(doc):
+    text = render.tables(doc)
+    assert text.startswith(render.headline(doc) + "\n\n## Setup\n")
+    assert doc["headline"] == render.headline_facts(doc)
+    # every exactness row passes, so each draft's best configuration is its fastest row
+    for d in doc["headline"]["drafts"]:
+        best = max((r for r in doc["speedup"] if r["draft"] == d["draft"]), key=lambda r: r["measured"])
+        assert (d["measured"], d["ci"]) == (best["measured"], [best["ci_low"], best["ci_high"]])
+    assert [d["draft"] for d in doc["headline"]["drafts"]] == ["bigram", "int8"]
+    assert doc["headline"]["warnings"] == doc["warnings"]
+    for w in doc["warnings"]:
+        assert text.index(f"**{w}**") < text.index("## Setup")  # the warnings open the report, not the tables
+
+
+def test_the_exactness_table_has_one_row_per_configuration(doc):
+    table1 = render.tables(doc).split("## 1. Exactness")[1].split("\n## ")[0]
+    rows = [line for line in table1.splitlines() if line.startswith("| ") and "verdict" not in line]
+    # the target, bigram and int8 at k = 2, bigram's two trees, once each (quick checks at one context;
+    # test_render folds several contexts into one row)
+    assert [[c.strip() for c in r.strip("|").split("|")][:2] for r in rows] == [
+        ["target, sampled directly (baseline)", ""], ["bigram", "k=2"], ["int8", "k=2"],
+        ["bigram", "tree 4x2x2x1"], ["bigram", "tree budget 32"]]
+    assert len(doc["exactness"]) == 5 * doc["settings"]["contexts"]  # the per-context rows stay in the document
+
+
 def test_a_row_is_noisy_by_its_interval_against_the_floor_never_by_its_range(doc):
     floor = {**doc["noise_floor"], "width": 0.02}
     row = {**doc["speedup"][0], "pairs": 10, "timing_width": 0.10, "width": 0.14, "noisy": True, "measured_min": 0.1,
@@ -210,7 +238,7 @@ def test_write_is_all_or_nothing(doc, tmp_path, monkeypatch):
     def interrupted(*a, **k):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(render, "plot", interrupted)
+    monkeypatch.setattr(figures, "plot_speedup", interrupted)
     with pytest.raises(KeyboardInterrupt):
         report.write({**doc, "wall_seconds": -1}, tmp_path, "new")
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before  # earlier report intact, no temp

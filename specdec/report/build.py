@@ -24,7 +24,7 @@ import torch
 
 from specdec.model import backends
 from specdec.measure import hygiene, machine_record
-from specdec.report import figures as overhead_plot, overhead_section, render, sections
+from specdec.report import figures, overhead_section, render, sections
 from specdec.report import tree_sections as ts
 from specdec.measure import workload as wl
 from specdec.decoding.registry import DRAFTS, available_on
@@ -100,22 +100,9 @@ def measure(
     drafts = [n for n in drafts if n not in skipped]
     if not drafts:
         raise ValueError(f"no draft to measure on {device} (CPU only: {', '.join(skipped)})")
-    knobs = dict(QUICK if quick else FULL)
-    if budget is not None:
-        knobs["budget"] = float(budget)
-    if pairs is not None:
-        knobs["min_pairs"] = pairs
+    knobs = _knobs(quick, budget, pairs, trees)
     ks = sorted(set(ks or DEFAULT_KS))
-    knobs["trees"] = list(ts.DEFAULT_TREES if trees is None else trees)
-    for text in knobs["trees"]:
-        parse_tree(text)  # a bad shape fails before anything is measured
-    if prompt is not None:
-        work = wl.single(prompt, 0 if seed is None else seed)
-        runs = work.runs()
-    else:
-        work = wl.load_workload(workload or wl.DEFAULT_WORKLOAD, seeds=None if seed is None else [seed],
-                                chars=chars, max_k=max(ks))
-        runs = work.cycled(knobs["every"])
+    work, runs = _runs(workload, prompt, seed, chars, ks, knobs["every"])
     clock = Budget(knobs["budget"], reserve=WRITE_RESERVE + 0.02 * knobs["budget"], start=started)
     startup = clock.elapsed() if started is not None else None
     affinity = hygiene.pin(cpus)
@@ -124,24 +111,7 @@ def measure(
     machine = {**hygiene.machine_info(thread_info, device, affinity), "pinned": cpus is not None,
                "backend": backends.backend_of(target)}
     knobs["between_run"] = machine_record.resolve(between_run, machine)
-    run = sections.ReportRun(target.to(device), list(drafts or DRAFTS), ks, knobs, device, chars, temperature,
-                             runs, log)
-    contexts = min(knobs["contexts"], len(runs))
-    todo = [
-        Section("drafts", lambda s: sections.setup(run)),
-        Section("trees: child acceptance and shapes (deterministic)", lambda s: _trees(run)),
-        Section(f"exactness: {knobs['samples']} draws per draft at {contexts} context(s)",
-                lambda s: sections.exactness_rows(run, contexts)),
-        Section(f"acceptance over {len(runs)} run(s) (deterministic)", lambda s: sections.acceptance(run)),
-        Section(f"overhead: the {machine['backend']} target pass against its floor, and where the time goes",
-                lambda s: overhead_section.measure(run, s), SHARES["overhead"]),
-        Section("costs: round-robin samples", lambda s: sections.costs(run, s), SHARES["costs"]),
-        Section("speedup: alternated pairs, rows interleaved", lambda s: sections.speedup(run, s), SHARES["speedup"]),
-        Section("adaptive k: rotated triples", lambda s: sections.adaptive(run, s), SHARES["adaptive"]),
-        Section("greedy (temperature 0)", lambda s: sections.greedy(run, s), SHARES["greedy"]),
-    ]
-    if prompt is None:  # the write-up's table too, exactly as published (a few seconds)
-        todo.insert(4, Section("acceptance, the write-up's prompt and seed", lambda s: sections.writeup_acceptance(run)))
+    run = sections.ReportRun(target.to(device), drafts, ks, knobs, device, chars, temperature, runs, log)
     doc = {"machine": machine, "settings": {
         "workload": {"name": work.name, "items": len(runs), "seeds": sorted({s for _, s in runs}),
                      "runs": [[item.id, s] for item, s in runs]},
@@ -150,21 +120,75 @@ def measure(
     if skipped:
         doc["skipped"] = {name: f"runs on the CPU only, not on {device}" for name in skipped}
     try:
-        parts, spent = run_sections(todo, clock, log)
+        parts, spent = run_sections(_sections(run, machine["backend"], with_writeup=prompt is None), clock, log)
     finally:
         torch.set_num_threads(threads_before)  # a library call leaves the caller's setting as it found it
         hygiene.set_blas_threads(blas_before)
     doc.update(parts)
-    doc["recommendations"] = recommend(doc["speedup"])
-    doc["machine"]["load_end"] = hygiene.load_average()
     if startup is not None:
         spent.insert(0, {"section": STARTUP, "seconds": round(startup, 2), "allotted": None})
+    return _conclude(doc, spent, clock.elapsed(), after_own_run, log)
+
+
+def _knobs(quick: bool, budget: float | None, pairs: int | None, trees: list[str] | None) -> dict:
+    """QUICK or FULL with the caller's budget, minimum pairs and tree configurations (each checked now, so a
+    bad shape fails before anything is measured)."""
+    knobs = dict(QUICK if quick else FULL)
+    if budget is not None:
+        knobs["budget"] = float(budget)
+    if pairs is not None:
+        knobs["min_pairs"] = pairs
+    knobs["trees"] = list(ts.DEFAULT_TREES if trees is None else trees)
+    for text in knobs["trees"]:
+        parse_tree(text)
+    return knobs
+
+
+def _runs(workload, prompt: str | None, seed: int | None, chars: int, ks: list[int], every: int):
+    """The workload and the (item, seed) runs the report measures: one prompt and seed, or every `every`-th
+    run of the workload."""
+    if prompt is not None:
+        work = wl.single(prompt, 0 if seed is None else seed)
+        return work, work.runs()
+    work = wl.load_workload(workload or wl.DEFAULT_WORKLOAD, seeds=None if seed is None else [seed], chars=chars,
+                            max_k=max(ks))
+    return work, work.cycled(every)
+
+
+def _sections(run: sections.ReportRun, backend: str, with_writeup: bool) -> list[Section]:
+    """The report's sections in order: the fixed work, then the timed ones with their shares."""
+    knobs = run.knobs
+    contexts = min(knobs["contexts"], len(run.runs))
+    todo = [
+        Section("drafts", lambda s: sections.setup(run)),
+        Section("trees: child acceptance and shapes (deterministic)", lambda s: _trees(run)),
+        Section(f"exactness: {knobs['samples']} draws per draft at {contexts} context(s)",
+                lambda s: sections.exactness_rows(run, contexts)),
+        Section(f"acceptance over {len(run.runs)} run(s) (deterministic)", lambda s: sections.acceptance(run)),
+        Section(f"overhead: the {backend} target pass against its floor, and where the time goes",
+                lambda s: overhead_section.measure(run, s), SHARES["overhead"]),
+        Section("costs: round-robin samples", lambda s: sections.costs(run, s), SHARES["costs"]),
+        Section("speedup: alternated pairs, rows interleaved", lambda s: sections.speedup(run, s), SHARES["speedup"]),
+        Section("adaptive k: rotated triples", lambda s: sections.adaptive(run, s), SHARES["adaptive"]),
+        Section("greedy (temperature 0)", lambda s: sections.greedy(run, s), SHARES["greedy"]),
+    ]
+    if with_writeup:  # the write-up's table too, exactly as published (a few seconds)
+        todo.insert(4, Section("acceptance, the write-up's prompt and seed", lambda s: sections.writeup_acceptance(run)))
+    return todo
+
+
+def _conclude(doc: dict, spent: list[dict], wall: float, after_own_run: bool, log) -> dict:
+    """What follows from the measured sections: recommendations, the end's load average, the time spent, the
+    machine's state shift and warnings (logged), and the headline the report opens with."""
+    doc["recommendations"] = recommend(doc["speedup"])
+    doc["machine"]["load_end"] = hygiene.load_average()
     doc["sections"] = spent
-    doc["wall_seconds"] = clock.elapsed()
+    doc["wall_seconds"] = wall
     doc["state_shift"] = hygiene.state_shift(doc.get("speedup", []))
     doc["warnings"] = hygiene.warnings(doc["machine"], doc.get("noise_floor"), after_own_run, doc["state_shift"])
     for w in doc["warnings"]:
         log(w)
+    doc["headline"] = render.headline_facts(doc)
     return doc
 
 
@@ -229,11 +253,11 @@ def write(doc: dict, out_dir: str | os.PathLike, markdown: str) -> list[Path]:
     try:
         (tmp / "report.md").write_text(markdown)
         names = ["report.md"]
-        if render.plot(doc, tmp / "speedup.png"):
+        if figures.plot_speedup(doc, tmp / "speedup.png"):
             names.append("speedup.png")
-        if render.plot_items(doc, tmp / "per-prompt.png"):
+        if figures.plot_per_prompt(doc, tmp / "per-prompt.png"):
             names.append("per-prompt.png")
-        if overhead_plot.plot_attribution(doc.get("attribution") or {}, tmp / "attribution.png",
+        if figures.plot_attribution(doc.get("attribution") or {}, tmp / "attribution.png",
                                           f"where the time goes ({doc['machine'].get('backend', 'eager')} backend)"):
             names.append("attribution.png")
         (tmp / "report.json").write_text(json.dumps(doc, indent=2) + "\n")

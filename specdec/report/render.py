@@ -1,4 +1,5 @@
-"""Rendering a report document: the Markdown tables (also what the terminal shows), the findings, the figure.
+"""Rendering a report document: the headline (the answer first), the Markdown tables (also what the terminal
+shows) and the findings. The figures are drawn by `figures`.
 
 Everything here reads only the JSON document that `report.measure` returns, so any saved `report.json`
 renders again, on any machine.
@@ -6,119 +7,166 @@ renders again, on any machine.
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from specdec.report.render_trees import _chains, _median, best_exact, tree_acceptance, tree_costs
-from specdec.report.markdown import config_cell, spread, table, verdict
+from specdec.report.render_trees import _chains, _median, best_exact, passes_exactness, tree_acceptance, tree_costs
+from specdec.report.markdown import config_cell, config_label, row_name, spread, table, verdict
 
 PREDICTION_TOLERANCE = 0.05  # the refined model, before the run and as accounting, is held to 5 %
 WRITEUP_TOLERANCE = 0.10  # the write-up's formula is judged at 10 %
+FASTER, SLOWER, NOISE = "faster", "slower", "not distinguishable from the noise floor"
+TARGET_ONLY = "target-only"  # the recommendation when no exact configuration is faster
+CHECK_ADVICE = ("rerun `specdec verify` for it with more --samples: an exact draft gives a CHECK in at most 0.1 % "
+                "of reports, so a CHECK that comes back means the draft or the rule is broken; until then, do not "
+                "use it")
 
 
-def plot(doc: dict, path: Path) -> bool:
-    """Measured speedup against k per draft (band: the re-run interval), the write-up's formula dashed, the
-    prediction made before the run dotted with crosses, a line at 1.0."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return False
-    fig, ax = plt.subplots(figsize=(7.5, 4.8), dpi=120)
-    rows = _chains(doc["speedup"])  # against k: the tree rows are in the tables and the per-prompt figure
-    for i, name in enumerate(dict.fromkeys(r["draft"] for r in rows)):
-        mine = sorted((r for r in rows if r["draft"] == name), key=lambda r: r["k"])
-        ks = [r["k"] for r in mine]
-        color = f"C{i}"
-        ax.plot(ks, [r["measured"] for r in mine], "o-", color=color, label=name)
-        ax.fill_between(ks, [r["ci_low"] for r in mine], [r["ci_high"] for r in mine], color=color, alpha=0.15)
-        ax.plot(ks, [r["predicted"] for r in mine], "--", color=color, alpha=0.7)
-        ax.plot(ks, [r["predicted_before"] for r in mine], ":", marker="x", color=color, alpha=0.9)
-    ax.axhline(1.0, color="black", lw=0.8)
-    drafts_legend = ax.legend(fontsize=7, loc="upper left", title="draft", title_fontsize=7)
-    ax.add_artist(drafts_legend)
-    styles = [plt.Line2D([], [], color="gray", marker="o", ls="-", label="measured median (band: 95 % re-run interval)"),
-              plt.Line2D([], [], color="gray", ls="--", label="predicted: cpp / (1 + k·c)"),
-              plt.Line2D([], [], color="gray", ls=":", marker="x", label="predicted before the run: refined model")]
-    ax.legend(handles=styles, fontsize=7, loc="upper center")
-    ax.set_xscale("log", base=2)
-    ax.set_xticks(sorted({r["k"] for r in rows}), [str(k) for k in sorted({r["k"] for r in rows})])
-    ax.set_xlabel("k (characters drafted per round)")
-    ax.set_ylabel("speedup over target-only (x)")
-    m = doc["machine"]
-    ax.set_title(f"speculative decoding, {m['threads']} thread(s), {m['device']}", fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
-    return True
+def timing_verdict(r: dict, floor: dict) -> str:
+    """A speedup row against target-only: FASTER when its re-run interval lies above the A/A noise floor's
+    interval and above 1, SLOWER when below both, else NOISE (the machine's noise alone could give it)."""
+    if r["ci_low"] > max(floor["ci_high"], 1.0):
+        return FASTER
+    if r["ci_high"] < min(floor["ci_low"], 1.0):
+        return SLOWER
+    return NOISE
 
 
-def plot_items(doc: dict, path: Path) -> bool:
-    """Per draft, the per-prompt speedups at each k as a box (whiskers: min-max), the row's figure (the ratio
-    of total times) as a diamond, and the noise floor's interval as a grey band around 1.0."""
-    rows = doc["speedup"]
-    if max(r["items"] for r in rows) < 2:
-        return False  # one prompt: nothing to spread
-    try:
-        import matplotlib
+def headline_facts(doc: dict) -> dict:
+    """The answer the report opens with, from the document's rows (report.json keeps it as `headline`).
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return False
-    drafts = list(dict.fromkeys(r["draft"] for r in rows))
-    cols = min(3, len(drafts))
-    nrows = -(-len(drafts) // cols)
-    fig, axes = plt.subplots(nrows, cols, figsize=(3.4 * cols, 2.8 * nrows), dpi=110, squeeze=False)
-    f = doc["noise_floor"]
-    for ax, name in zip(axes.flat, drafts):
-        mine = sorted((r for r in rows if r["draft"] == name), key=lambda r: (r.get("tree") is not None, r["k"]))
-        data = [[e["ratio"] for e in r["per_item_ratios"]] for r in mine]
-        ax.axhspan(f["ci_low"], f["ci_high"], color="gray", alpha=0.2, lw=0)
-        ax.boxplot(data, whis=(0, 100), widths=0.5)
-        ax.plot(range(1, len(mine) + 1), [r["measured"] for r in mine], "D", color="C3", ms=5)
-        ax.axhline(1.0, color="black", lw=0.7)
-        ax.set_xticks(range(1, len(mine) + 1), [f"k={r['k']}" if r.get("tree") is None else r["tree"]["shape"].replace("budget ", "b")
-                                                  for r in mine])
-        ax.set_title(name, fontsize=9)
-        ax.tick_params(labelsize=7)
-    for ax in list(axes.flat)[len(drafts):]:
-        ax.axis("off")
-    fig.suptitle(f"speedup per prompt ({doc['settings']['workload']['name']}); diamond: the workload's "
-                 f"(Σ target-only / Σ speculative); grey: A/A noise floor", fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
-    return True
+    run: what was measured (machine, backend, threads, workload, budget). noise_floor: the A/A figure and its
+    re-run interval. drafts: per draft, its best measured configuration among those whose exactness rows all
+    pass, with its interval, pairs and `timing_verdict` (config None when no configuration passed).
+    recommendation: the best FASTER configuration over every draft, or TARGET_ONLY. warnings: the run's machine
+    warnings (each says what to do), then one per configuration whose exactness gave a CHECK.
+    """
+    m, s, floor = doc["machine"], doc["settings"], doc["noise_floor"]
+    w = s["workload"]
+    drafts = []
+    for name in dict.fromkeys(r["draft"] for r in doc["speedup"]):
+        exact = [r for r in doc["speedup"] if r["draft"] == name and passes_exactness(r, doc["exactness"])]
+        if not exact:
+            drafts.append({"draft": name, "config": None, "verdict": "no configuration passed exactness"})
+            continue
+        b = max(exact, key=lambda r: r["measured"])
+        drafts.append({"draft": name, "config": config_label(b), "measured": b["measured"],
+                       "ci": [b["ci_low"], b["ci_high"]], "pairs": b["pairs"], "verdict": timing_verdict(b, floor)})
+    faster = [d for d in drafts if d["verdict"] == FASTER]
+    best = max(faster, key=lambda d: d["measured"]) if faster else None
+    checks = [f"WARNING: exactness gave a CHECK for {row_name(r)} at context {r['context']} (chi-square p = "
+              f"{r['p_value']:.2g}); it is left out of the answer above; {CHECK_ADVICE}."
+              for r in doc["exactness"] if verdict(r) == "CHECK"]
+    return {
+        "run": {"machine": m["cpu"], "device": m["device"], "backend": m.get("backend", "eager"),
+                "threads": m["threads"], "workload": w["name"] if s.get("prompt") is None else None,
+                "prompt": s.get("prompt"), "runs": w["items"], "chars": s["chars"], "budget": s["budget"],
+                "wall_seconds": doc["wall_seconds"]},
+        "noise_floor": {"measured": floor["measured"], "ci": [floor["ci_low"], floor["ci_high"]],
+                        "pairs": floor["pairs"]},
+        "drafts": drafts,
+        "recommendation": TARGET_ONLY if best is None else f"{best['draft']} {best['config']}",
+        "warnings": list(doc.get("warnings", [])) + checks,
+    }
+
+
+def headline(doc: dict) -> str:
+    """The report's opening: title, what was run, the noise floor, per draft its best exact configuration and
+    verdict, the recommendation, and every warning with what to do. Rendered from `headline_facts`."""
+    h = headline_facts(doc)
+    run, f = h["run"], h["noise_floor"]
+    what = (f"workload {run['workload']!r}" if run["prompt"] is None else f"prompt {run['prompt']!r}")
+    out = [f"# specdec report\n\n{run['machine']} ({run['device']}), {run['backend']} backend, {run['threads']} "
+           f"thread(s); {what}, {run['runs']} run(s) of {run['chars']} characters; budget {run['budget']:.0f} s, "
+           f"measured in {run['wall_seconds']:.0f} s.",
+           f"\nNoise floor (target-only against itself, A/A): {f['measured']:.3f}x, 95 % re-run interval "
+           f"{f['ci'][0]:.3f}-{f['ci'][1]:.3f} over {f['pairs']} pairs. A configuration is faster (slower) when its "
+           f"whole re-run interval lies above (below) both that interval and 1.\n",
+           table(["draft", "best exact configuration", "speedup", "95% re-run interval", "verdict"], [
+               [d["draft"], d["config"] or "-", "" if d["config"] is None else f"{d['measured']:.2f}",
+                "" if d["config"] is None else f"{d['ci'][0]:.2f}-{d['ci'][1]:.2f}", d["verdict"]]
+               for d in h["drafts"]])]
+    if h["recommendation"] == TARGET_ONLY:
+        out.append("\n**Recommendation: target-only.** No exact configuration is faster than target-only beyond "
+                   "the noise floor on this machine.")
+    else:
+        d = next(d for d in h["drafts"] if f"{d['draft']} {d['config']}" == h["recommendation"])
+        out.append(f"\n**Recommendation: {h['recommendation']}**, {d['measured']:.2f}x (95 % re-run interval "
+                   f"{d['ci'][0]:.2f}-{d['ci'][1]:.2f}): the fastest exact configuration that is faster than "
+                   f"target-only beyond the noise floor.")
+    out += [f"\n**{x}**" for x in h["warnings"]] or ["\nNo warnings."]
+    return "\n".join(out)
 
 
 def tables(doc: dict) -> str:
-    """Every table of the report as Markdown (also what the terminal shows)."""
+    """The report as Markdown (also what the terminal shows): the headline, then every table and the findings."""
+    out = [headline(doc)]
+    for part in (_setup, _exactness, _acceptance, _speedup, _costs, _predicted, _recommended, _adaptive_greedy):
+        out += part(doc)
+    out.append("\n## Findings\n")
+    out += [f"- {line}" for line in findings(doc)]
+    out += _time_spent(doc)
+    return "\n".join(out) + "\n"
+
+
+def _setup(doc: dict) -> list[str]:
+    """What was run, in full: the machine, the workload, the budget; and the drafts skipped."""
     m, s = doc["machine"], doc["settings"]
     w = s["workload"]
     pinned = f", pinned to CPU {','.join(map(str, m['cpu_affinity']))}" if m.get("pinned") else ""
     what = (f"Prompt {s['prompt']!r}, seed {w['seeds'][0]}" if s.get("prompt") is not None else
             f"Workload {w['name']!r}: {w['items']} prompt(s), seeds {', '.join(map(str, w['seeds']))} "
             f"(one run per prompt)")
-    out = [f"# specdec report\n\n{m['cpu']}, {m['threads']} thread(s) ({m.get('interop_threads')} inter-op){pinned}, "
+    out = [f"\n## Setup\n\n{m['cpu']}, {m['threads']} thread(s) ({m.get('interop_threads')} inter-op){pinned}, "
            f"{m['device']}, torch {m['torch_version']}, commit {m.get('commit') or 'n/a'}, {m['date']}; load average "
            f"{m.get('load_start')} at the start, {m.get('load_end')} at the end. {what}; {s['chars']} characters, "
            f"temperature {s['temperature']}. Budget {s['budget']:.0f} s, measured in {doc['wall_seconds']:.0f} s."]
-    out += [f"\n**{x}**" for x in doc.get("warnings", [])]
     if doc.get("skipped"):
         out.append("\nSkipped: " + "; ".join(f"{n} ({why})" for n, why in doc["skipped"].items()) + ".")
+    return out
+
+
+def exactness_configs(rows: list[dict]) -> list[dict]:
+    """The exactness rows folded to one per configuration (the target sampled directly; a draft's chain; each
+    tree shape), in the rows' order: how many contexts it was tested at, its worst context's row (the smallest
+    p-value; for the target, which has none, the largest TV) and the verdict, CHECK if any context's is."""
+    groups: dict[tuple, list[dict]] = {}
+    for r in rows:
+        groups.setdefault((r["draft"], (r.get("tree") or {}).get("shape")), []).append(r)
+    out = []
+    for mine in groups.values():
+        tested = [r for r in mine if r["p_value"] is not None]
+        worst = min(tested, key=lambda r: r["p_value"]) if tested else max(mine, key=lambda r: r["tv"])
+        verdicts = [verdict(r) for r in mine]
+        out.append({"row": worst, "contexts": len(mine), "verdict": "CHECK" if "CHECK" in verdicts else verdict(worst)})
+    return out
+
+
+def _exactness(doc: dict) -> list[str]:
+    """Table 1: one row per configuration at its worst context; each context's row stays in report.json."""
     ex = doc["exactness"]
     contexts = list(dict.fromkeys(r["context"] for r in ex))
-    out.append(f"\n## 1. Exactness (first generated character, {ex[0]['samples']} draws, k = {_chains(ex)[-1]['k']} "
-               f"and every tree configuration, at "
-               f"{len(contexts)} workload context(s))\n")
-    out.append(table(["context", "draft", "total variation", "baseline TV (median, range)", "chi-square p",
-                       "verdict"], [
-        [r["context"], (r["draft"] if r.get("tree") is None else f"{r['draft']} {config_cell(r)}")
-         if r["draft"] != "target" else "target, sampled directly (baseline)",
-         f"{r['tv']:.4f}", f"{r['baseline_tv']:.4f} ({r['baseline_tv_min']:.4f}-{r['baseline_tv_max']:.4f})",
-         "" if r["p_value"] is None else f"{r['p_value']:.3f}", verdict(r)] for r in ex]))
+    tested = [r for r in ex if r["p_value"] is not None]
+    threshold = f"{tested[0]['p_threshold']:.2g}" if tested and "p_threshold" in tested[0] else "the threshold"
+    out = [f"\n## 1. Exactness (first generated character, {ex[0]['samples']} draws, k = {_chains(ex)[-1]['k']} "
+           f"and every tree configuration, at {len(contexts)} workload context(s))\n"]
+    out.append(table(["draft", "configuration", "contexts", "worst context", "chi-square p", "total variation",
+                       "baseline TV (median, range)", "verdict"], [
+        ["target, sampled directly (baseline)" if r["draft"] == "target" else r["draft"],
+         "" if r["draft"] == "target" else config_label(r), g["contexts"], r["context"],
+         "" if r["p_value"] is None else f"{r['p_value']:.3f}", f"{r['tv']:.4f}",
+         f"{r['baseline_tv']:.4f} ({r['baseline_tv_min']:.4f}-{r['baseline_tv_max']:.4f})", g["verdict"]]
+        for g in exactness_configs(ex) for r in [g["row"]]]))
+    out.append(f"\nOne row per configuration, at the context where its chi-square p-value is smallest (the "
+               f"target's: where its TV is largest). A configuration is CHECK when any context's p-value is at or "
+               f"below {threshold} (0.001 over the {len(tested)} tests, Bonferroni), else exact; TV beside the "
+               f"range sampling the target directly gives is information, not a verdict. Every context's row is "
+               f"in report.json (`exactness`).")
+    return out
+
+
+def _acceptance(doc: dict) -> list[str]:
+    """Table 2 (chains; the trees' 2a) and 2b, the write-up's own table."""
+    s = doc["settings"]
+    w = s["workload"]
+    out = []
     out.append(f"\n## 2. Acceptance over the workload ({w['items']} run(s) of {s['chars']} characters; pooled, and "
                f"spread across runs)\n")
     out.append(table(["draft", "k", "acceptance", "α (per position)", "chars per target pass", "E(α,k)",
@@ -138,6 +186,12 @@ def tables(doc: dict) -> str:
         out.append(table(["draft", "k", "acceptance", "chars per target pass", "target passes"], [
             [r["draft"], r["k"], f"{r['acceptance']:.3f}", f"{r['chars_per_pass']:.2f}", r["target_passes"]]
             for r in aw["rows"]]))
+    return out
+
+
+def _speedup(doc: dict) -> list[str]:
+    """Table 3: the noise floor first, then every configuration."""
+    out = []
     f = doc["noise_floor"]
     out.append("\n## 3. Measured speedup (Σ target-only time / Σ speculative time over the workload's runs; "
                "alternated pairs, rows interleaved)\n")
@@ -162,6 +216,13 @@ def tables(doc: dict) -> str:
                "prompt mix does to each pair taken out by its run's pass count) is more than twice as wide as the "
                "floor's. The per-pair range is shown as the write-up shows it; it carries no "
                "verdict.")
+    return out
+
+
+def _costs(doc: dict) -> list[str]:
+    """Table 4 and the refined model's terms (chains, then trees), then the overhead tables."""
+    m = doc["machine"]
+    out = []
     c = doc["costs"]
     out.append(f"\n## 4. Costs ({m['threads']} thread(s); medians of round-robin samples)\n")
     t1 = c["target_pass_us"]
@@ -191,6 +252,12 @@ def tables(doc: dict) -> str:
                f"reset and its first k characters.")
     out += tree_costs(c)
     out += overhead_tables(doc)
+    return out
+
+
+def _predicted(doc: dict) -> list[str]:
+    """Table 5: the write-up's formula, the prediction before the run and the cost accounting against the measured figure."""
+    out = []
     out.append("\n## 5. Predicted against measured\n")
     out.append(table(["draft", "k", "write-up formula", "predicted before the run", "error",
                        "cost accounting", "error", "measured", "note"], [
@@ -206,6 +273,12 @@ def tables(doc: dict) -> str:
                "with terms sampled right after each pair: it checks that the costs add up, and predicts nothing. "
                "For a tree, k is its nodes per round and the drafted character a drafted node; the round is the "
                "verify pass over every node plus the walk.")
+    return out
+
+
+def _recommended(doc: dict) -> list[str]:
+    """The best k per draft, and the best configuration over chains and trees."""
+    out = []
     out.append("\n## Recommended k\n")
     out.append(table(["draft", "best k (predicted before the run)", "predicted", "best k (measured)", "measured",
                        "best k per prompt (k: prompts)"], [
@@ -219,6 +292,12 @@ def tables(doc: dict) -> str:
          f"{v['best_config_measured_speedup']:.2f}", "-".join(f"{x:.2f}" for x in v["best_config_measured_ci"]),
          " ".join(f"{k}: {c}" for k, c in v["best_config_per_item"].items()) + f" of {v['configs_items_compared']}"]
         for n, v in doc["recommendations"].items()]))
+    return out
+
+
+def _adaptive_greedy(doc: dict) -> list[str]:
+    """Adaptive k and greedy decoding, where the report measured them."""
+    out = []
     if doc.get("adaptive"):
         a0 = doc["adaptive"][0]
         out.append(f"\n## Adaptive k (+2 after a fully accepted round, -1 after a rejection; from k = {a0['start_k']},"
@@ -238,13 +317,18 @@ def tables(doc: dict) -> str:
             g["draft"], g["k"], f"{g['acceptance']:.3f}", f"{g['chars_per_pass']:.2f}", g["target_passes"],
             f"{g['measured']:.2f}", f"{g['ci_low']:.2f}-{g['ci_high']:.2f}",
             f"{g['measured_min']:.2f}-{g['measured_max']:.2f}", g["pairs"]]]))
-    out.append("\n## Findings\n")
-    out += [f"- {line}" for line in findings(doc)]
+    return out
+
+
+def _time_spent(doc: dict) -> list[str]:
+    """The sections' seconds against their allotments."""
+    s = doc["settings"]
+    out = []
     out.append(f"\n## Time spent (budget {s['budget']:.0f} s)\n")
     out.append(table(["section", "seconds", "allotted"], [
         [x["section"], f"{x['seconds']:.1f}", "" if x["allotted"] is None else f"{x['allotted']:.1f}"]
         for x in doc["sections"]] + [["all (measured)", f"{doc['wall_seconds']:.1f}", f"{s['budget']:.0f}"]]))
-    return "\n".join(out) + "\n"
+    return out
 
 
 def overhead_tables(doc: dict) -> list[str]:
@@ -353,15 +437,25 @@ def _miss_note(r: dict) -> str:
 
 
 def findings(doc: dict) -> list[str]:
-    """What the figures say, in sentences computed from them (nothing here is written by hand)."""
-    every, acc_rows, costs = doc["speedup"], _chains(doc["acceptance"]), doc["costs"]
-    sp = _chains(every)  # the chain findings; the trees' come last
-    acc = {(r["draft"], r["k"]): r for r in acc_rows}
+    """What the figures say, in sentences computed from them (nothing here is written by hand): the chains'
+    drafts, the write-up's three drafts, how well each prediction held, adaptive k, then the trees'."""
+    sp = _chains(doc["speedup"])  # the chain findings; the trees' come last
     drafts = list(dict.fromkeys(r["draft"] for r in sp))
     ks = sorted({r["k"] for r in sp})
-    k1, kmax = ks[0], ks[-1]
-    c = {d: costs["drafts"][d]["c"] for d in drafts}
+    c = {d: doc["costs"]["drafts"][d]["c"] for d in drafts}
     best = {d: max((r for r in sp if r["draft"] == d), key=lambda r: r["measured"]) for d in drafts}
+    acc = {(r["draft"], r["k"]): r for r in _chains(doc["acceptance"])}
+    out = _draft_findings(drafts, ks[0], acc, c, best)
+    out += _writeup_draft_findings(doc["costs"], drafts, acc, ks[-1], c, best)
+    out += _formula_finding(doc["costs"], sp, ks)
+    out += _prediction_findings(doc)
+    if doc.get("adaptive"):
+        out.append(_adaptive_finding(doc["adaptive"]))
+    return out + best_exact(doc)
+
+
+def _draft_findings(drafts: list[str], k1: int, acc: dict, c: dict, best: dict) -> list[str]:
+    """The best and worst acceptance at the smallest k, the drafts faster than target-only, the slowest."""
     out = []
     ranked = sorted(drafts, key=lambda d: acc[d, k1]["acceptance"], reverse=True)
     for label, d in (("Best", ranked[0]), ("Worst", ranked[-1])):
@@ -374,6 +468,13 @@ def findings(doc: dict) -> list[str]:
     slowest = min(drafts, key=lambda d: best[d]["measured"])
     out.append(f"Slowest: {slowest}, {best[slowest]['measured']:.2f}x at its best k ({best[slowest]['k']}), "
                f"c = {c[slowest]:.3f}.")
+    return out
+
+
+def _writeup_draft_findings(costs: dict, drafts: list[str], acc: dict, kmax: int, c: dict, best: dict) -> list[str]:
+    """The write-up's three drafts (bigram, int8, int4) against what it found, and int8's storage against its
+    time; the real int8 kernel against rounded float32."""
+    out = []
     if {"int8", "int4", "bigram"} <= set(drafts):
         a8, a4 = acc["int8", kmax], acc["int4", kmax]
         trio = ("bigram", "int8", "int4")
@@ -401,15 +502,26 @@ def findings(doc: dict) -> list[str]:
         out.append(f"The real int8 kernel (torch dynamic quantization) costs {dyn:.0f} µs per drafted character "
                    f"against {rnd:.0f} µs for rounded float32 (c {c['int8-dynamic']:.2f} vs {c['int8']:.2f}): on this "
                    f"machine it {lowers} c.")
+    return out
+
+
+def _formula_finding(costs: dict, sp: list[dict], ks: list[int]) -> list[str]:
+    """How often the write-up's formula lands within its tolerance, and the round cost it leaves out."""
     errs = [(r["predicted"] / r["measured"] - 1, r) for r in sp]
     ok = sum(abs(e) <= WRITEUP_TOLERANCE for e, _ in errs)
     e, r = max(errs, key=lambda t: abs(t[0]))
     alone = [costs["round_us"][str(k)] / costs["target_pass_us"] for k in ks]
     after = max(v["round_us"] / costs["round_us"][k] for per in costs["loop"].values() for k, v in per.items())
-    out.append(f"The write-up's formula is within {WRITEUP_TOLERANCE:.0%} of the measured figure on {ok}/{len(errs)} "
-               f"rows (worst {e:+.0%}: {r['draft']} k={r['k']}). It prices a round at one target pass; a round here "
-               f"costs {alone[0]:.2f}-{alone[-1]:.2f} passes alone (k={k1}..{kmax}), and up to {after:.2f}x that "
-               f"right after a transformer draft, whose weights evict the target's from cache.")
+    return [f"The write-up's formula is within {WRITEUP_TOLERANCE:.0%} of the measured figure on {ok}/{len(errs)} "
+            f"rows (worst {e:+.0%}: {r['draft']} k={r['k']}). It prices a round at one target pass; a round here "
+            f"costs {alone[0]:.2f}-{alone[-1]:.2f} passes alone (k={ks[0]}..{ks[-1]}), and up to {after:.2f}x that "
+            f"right after a transformer draft, whose weights evict the target's from cache."]
+
+
+def _prediction_findings(doc: dict) -> list[str]:
+    """The prediction made before the run and the cost accounting: how many rows each lands within 5 % and
+    10 % of, its largest error, how often inside the re-run interval; and how far the machine's state moved."""
+    every, out = doc["speedup"], []
     for key, label in (("predicted_before", "The prediction made before the run"),
                        ("predicted_refined", "The cost accounting (terms sampled beside the pairs)")):
         ref = [(x[key] / x["measured"] - 1, x) for x in every]
@@ -425,12 +537,12 @@ def findings(doc: dict) -> list[str]:
                    f"and within {2 * PREDICTION_TOLERANCE:.0%} on {ok2}/{len(ref)}, chains and trees (largest error "
                    f"{e:+.1%}: {r['draft']} {config_cell(r)}), and inside the measured figure's re-run interval on "
                    f"{inside}/{len(ref)}.{moved}")
-    if doc.get("adaptive"):
-        ad = doc["adaptive"]
-        side = lambda r: ("faster" if r["vs_fixed_ci_low"] > 1 else "slower" if r["vs_fixed_ci_high"] < 1
-                             else "no different")
-        out.append("Adaptive k against the best fixed k (95 % CI of the ratio): " + "; ".join(
-            f"{r['draft']} {side(r)} ({r['vs_fixed_measured']:.2f}x, mean k {r['mean_k']:.1f} vs {r['best_fixed_k']})"
-            for r in ad) + ".")
-    out += best_exact(doc)
     return out
+
+
+def _adaptive_finding(rows: list[dict]) -> str:
+    side = lambda r: ("faster" if r["vs_fixed_ci_low"] > 1 else "slower" if r["vs_fixed_ci_high"] < 1
+                      else "no different")
+    return "Adaptive k against the best fixed k (95 % CI of the ratio): " + "; ".join(
+        f"{r['draft']} {side(r)} ({r['vs_fixed_measured']:.2f}x, mean k {r['mean_k']:.1f} vs {r['best_fixed_k']})"
+        for r in rows) + "."
