@@ -7,12 +7,13 @@ no result is lost to a bad `--out`.
 
 from __future__ import annotations
 
-import argparse
+import os
 import sys
 
 from specdec.model import train as _train
-from specdec.model.backends import BACKENDS, KNOWN
-from specdec.cli.checks import Parser, UsageError, at_least, device_arg, temperature_arg, writable_dir, writable_file
+from specdec.model.backends import BACKENDS
+from specdec.cli.checks import UsageError, at_least, device_arg, temperature_arg, writable_dir, writable_file
+from specdec.cli.parser import build_parser
 from specdec.util.files import write_atomic
 
 
@@ -142,12 +143,16 @@ def _cmd_generate(args) -> int:
         draft = make_draft(_drafts_arg([args.draft], device)[0], target)
         out = speculative_generate(target, draft, args.prompt, args.chars, k, args.seed, args.temperature,
                                    adaptive=args.adaptive)
-    st = out.stats
     if args.json:
-        print(json.dumps({"prompt": args.prompt, "text": out.text, "draft": args.draft, **st.to_dict()}))
+        print(json.dumps({"prompt": args.prompt, "text": out.text, "draft": args.draft, **out.stats.to_dict()}))
         return 0
-    print(args.prompt + out.text)
-    print("---")
+    print(args.prompt + out.text)  # the text alone on stdout: `specdec generate > out.txt` keeps just that
+    _log(_generation_line(args, out.stats))
+    return 0
+
+
+def _generation_line(args, st) -> str:
+    """One line of a generation's statistics (what --json gives as fields)."""
     line = f"chars {st.chars}  target passes {st.target_passes}  chars per pass {st.chars_per_pass:.2f}"
     if st.tree:
         line += (f"  draft {args.draft} tree {st.tree} ({st.drafted // max(st.draft_calls, 1)} nodes)"
@@ -158,8 +163,7 @@ def _cmd_generate(args) -> int:
                  + f"  acceptance {st.acceptance:.3f}  drafted {st.drafted}"
                  f"  accepted {st.accepted}  draft calls {st.draft_calls}"
                  f"  accepted per round (0..k) {st.accepted_per_position}")
-    print(line)
-    return 0
+    return line
 
 
 def _cmd_verify(args) -> int:
@@ -496,125 +500,26 @@ def _cmd_overhead(args) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = Parser(prog="specdec", description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="command", required=True)
+COMMANDS = {"train": _cmd_train, "info": _cmd_info, "generate": _cmd_generate, "verify": _cmd_verify,
+            "report": _cmd_report, "calibrate": _cmd_calibrate, "compare": _cmd_compare, "overhead": _cmd_overhead}
 
-    p = sub.add_parser("train", help="train the target (or the small draft) deterministically")
-    p.add_argument("--steps", type=int, default=_train.TrainConfig.steps)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--batch", type=int, default=_train.TrainConfig.batch)
-    p.add_argument("--threads", type=int, default=_train.TrainConfig.threads)
-    p.add_argument("--out", default=None, help="checkpoint path (default: the package's shipped one)")
-    p.add_argument("--draft", choices=["small"], default=None, help="train a draft instead of the target")
-    p.add_argument("--teacher", default=None, help="target checkpoint to distil the draft from")
-    p.set_defaults(func=_cmd_train)
 
-    def with_checkpoint(p):
-        p.add_argument("--checkpoint", default=None, help="target checkpoint (default: the shipped one)")
-        return p
+def quiet_runtime_logs() -> None:
+    """Keep the runtimes' own log lines off the terminal, unless the user set their own level.
 
-    def with_backend(p, all_=False):
-        p.add_argument("--backend", choices=KNOWN + ("auto",) + (("all",) if all_ else ()), default="auto",
-                       help="how the target's forward runs: eager (the plain modules), fused (hand-fused, "
-                       "preallocated), numpy (numpy calls on folded weights), onnx (ONNX Runtime, needs the onnx extra); "
-                       "auto (default): the fastest installed on the device (onnx, else numpy, on a CPU)" + ("; all: one full report per backend and what moved" if all_
-                                                    else "") + ". Drafts copied from the target run the same")
-        return p
-
-    p = with_checkpoint(sub.add_parser("info", help="the target: parameters, bytes, validation loss, checkpoint"))
-    p.add_argument("--json", action="store_true", help="one JSON object")
-    p.set_defaults(func=_cmd_info)
-
-    p = with_checkpoint(sub.add_parser("generate", help="generate text, target-only or speculative"))
-    p.add_argument("--prompt", default="ROMEO:")
-    p.add_argument("--chars", type=int, default=200)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--temperature", type=float, default=1.0, help="0 is greedy")
-    p.add_argument("--draft", default=None, help="speculative decoding with this draft")
-    p.add_argument("-k", type=int, default=None, help="characters drafted per round (default 4)")
-    p.add_argument("--adaptive", action="store_true", help="adapt k: +2 after a fully accepted round, -1 after "
-                   "a rejection (from -k, at most 16)")
-    p.add_argument("--threads", type=int, default=1)
-    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
-    with_backend(p)
-    p.add_argument("--json", action="store_true")
-    p.add_argument("--tree", default=None, metavar="SHAPE", help="draft a token tree: widths per depth (4x2x2x1) "
-                   "or a node budget (32) shaped by the dynamic program; bigram or ngram")
-    p.set_defaults(func=_cmd_generate)
-
-    p = with_checkpoint(sub.add_parser("verify", help="exactness: chi-square of speculative draws, with a verdict"))
-    p.add_argument("--draft", action="append", default=None, help="a draft (repeatable; default all)")
-    p.add_argument("-k", type=int, default=4)
-    p.add_argument("--samples", type=int, default=None,
-                   help="draws (default 20000), or generations per side with --joint (default 2000)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--temperature", type=float, default=1.0)
-    p.add_argument("--joint", action="store_true", help="the first 3 characters of whole generations against "
-                   "target-only generation (positions 2..k, the bonus, the rollback)")
-    p.add_argument("--adaptive", action="store_true", help="with --joint: adaptive k from -k")
-    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
-    with_backend(p)
-    p.add_argument("--json", action="store_true", help="a JSON list of rows")
-    p.add_argument("--tree", default=None, metavar="SHAPE", help="verify tree rounds of this shape (4x2x2x1, or a "
-                   "node budget like 32) for bigram and ngram (with --joint: the first three characters too)")
-    p.set_defaults(func=_cmd_verify)
-
-    p = with_backend(with_checkpoint(sub.add_parser("report", help="measure everything here; tables, report.json, "
-                                                    "figure")), all_=True)
-    p.add_argument("--quick", action="store_true", help="a one-minute look: budget 60 s, fewer draws")
-    p.add_argument("--budget", type=float, default=None, help="seconds the whole report may take (default 300, "
-                   "quick 60); pairs go to the rows whose intervals are widest until it is spent")
-    p.add_argument("--repeat", type=int, default=1, help="measure N reports back to back and check that each "
-                   "one's intervals contain the other's medians (calibration; exit 1 if not)")
-    p.add_argument("--between-run", choices=["auto", "off"], default="auto", help="auto: add this machine's "
-                   "recorded between-run spread (from earlier --repeat / calibrate runs) to the speedup intervals; "
-                   "off: leave it out")
-    p.add_argument("--cpu", default=None, help="pin the process to these CPUs (e.g. 1 or 0,1; recorded)")
-    p.add_argument("--out", default="specdec-report", help="folder for report.md, report.json, speedup.png")
-    p.add_argument("--threads", type=int, default=1, help="torch threads while timing (recorded)")
-    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
-    p.add_argument("--drafts", nargs="+", default=None, help="drafts to measure (default all)")
-    p.add_argument("--ks", nargs="+", type=int, default=None, help="k values (default 1 2 4 8)")
-    p.add_argument("--pairs", type=int, default=None, help="alternated pairs every speedup row gets at least "
-                   "(default 5, quick 3)")
-    p.add_argument("--chars", type=int, default=200)
-    p.add_argument("--workload", default=None, help="a shipped workload (default shakespeare24) or a prompts file "
-                   "(.txt: one prompt a line; .json)")
-    p.add_argument("--prompt", default=None, help="one prompt instead of a workload (the write-up's: ROMEO:)")
-    p.add_argument("--seed", type=int, default=None, help="with --prompt its seed (default 0); with a workload, "
-                   "one seed for every prompt")
-    p.add_argument("--trees", nargs="*", default=None, help="tree configurations for each table draft: shapes "
-                   "like 4x2x2x1 and node budgets like 32 (shape from measured child acceptance); default "
-                   "4x2x2x1 32; give --trees alone for none")
-    p.set_defaults(func=_cmd_report)
-
-    p = sub.add_parser("calibrate", help="coverage of a `report --repeat N` folder's reports, and record this "
-                       "machine's between-run spread from them; exit 1 if calibration does not hold")
-    p.add_argument("folder", help="a folder written by `specdec report --repeat N --out FOLDER`")
-    p.add_argument("--no-record", action="store_true", help="print and write calibration.md only")
-    p.set_defaults(func=_cmd_calibrate)
-
-    p = sub.add_parser("compare", help="compare two report.json files; exit 1 if anything got worse")
-    p.add_argument("a", help="the baseline report.json")
-    p.add_argument("b", help="the new report.json")
-    p.set_defaults(func=_cmd_compare)
-
-    p = with_backend(with_checkpoint(sub.add_parser("overhead", help="the target pass against its roofline floor, "
-                                                    "and where the time goes")), all_=True)
-    p.add_argument("--threads", type=int, default=1, help="torch threads while measuring (recorded)")
-    p.add_argument("--seconds", type=float, default=2.0, help="seconds for the machine's figures and again for "
-                   "the pass times (the profiled attribution takes its own few seconds)")
-    p.add_argument("--out", default=None, help="also write overhead.json into this folder")
-    p.set_defaults(func=_cmd_overhead)
-    return parser
+    torch.profiler's kineto logs `USDT: ... profiler_start` and `profiler_stop` at its highest severity each
+    time a profile starts and stops (the overhead attribution starts dozens): only a level above every
+    severity (6) silences them. It reads KINETO_LOG_LEVEL when the first profile starts, so this must run
+    before anything is measured. ONNX Runtime's sessions log at `backend_onnx`'s options (errors only)."""
+    os.environ.setdefault("KINETO_LOG_LEVEL", "6")
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    quiet_runtime_logs()
     try:
-        return args.func(args)
+        return COMMANDS[args.command](args)
     except (UsageError, ValueError, _train.CheckpointError) as exc:
         parser.exit(2, f"specdec {args.command}: error: {exc}\n")
     except KeyboardInterrupt:

@@ -78,51 +78,7 @@ def graph(model: GPT, kind: str = "pass") -> "onnx.ModelProto":
     if kind not in ("pass", "step", "tree"):
         raise ValueError(f"unknown graph kind {kind!r} (allowed: pass, step, tree)")
     cfg = model.config
-    C, H, ctx = cfg.n_embd, cfg.n_head, cfg.context
-    hs = C // H
-    inits, nodes, consts = [], [], set()
-
-    def init(name: str, t: torch.Tensor, transpose: bool = False) -> str:
-        a = t.detach().to(torch.float32).cpu().numpy()
-        inits.append(numpy_helper.from_array(np.ascontiguousarray(a.T if transpose else a), name))
-        return name
-
-    def const(name: str, value, dtype=np.int64) -> str:  # shared by every block: added once
-        if name not in consts:
-            consts.add(name)
-            inits.append(numpy_helper.from_array(np.asarray(value, dtype=dtype), name))
-        return name
-
-    def node(op: str, inputs: list[str], n_out: int = 1, domain: str = "", **attrs) -> str | list[str]:
-        outs = [f"{op}_{len(nodes)}_{j}" for j in range(n_out)]
-        nodes.append(helper.make_node(op, inputs, outs, name=outs[0], domain=domain, **attrs))
-        return outs[0] if n_out == 1 else outs
-
-    def layer_norm(x: str, ln: nn.LayerNorm, name: str) -> str:
-        return node("LayerNormalization", [x, init(f"{name}.w", ln.weight), init(f"{name}.b", ln.bias)],
-                    axis=-1, epsilon=ln.eps)
-
-    def linear(x: str, lin: nn.Linear, name: str) -> str:
-        return node("MatMul", [x, init(f"{name}.wT", lin.weight, transpose=True)])  # (.., in) @ (in, out)
-
-    def masked_attention(qkv: str, i: int) -> str:
-        """softmax(q kᵀ / sqrt(hs) + mask) v over the past P positions and the T new ones: (1, T, C)."""
-        heads = []
-        for j, part in enumerate(node("Split", [qkv, const("split3", [C, C, C])], n_out=3, axis=2)):
-            # (1, T, C) -> (1, H, T, hs)
-            heads.append(node("Transpose", [node("Reshape", [part, const("heads", [1, -1, H, hs])])],
-                              perm=[0, 2, 1, 3]))
-        q, k_new, v_new = heads
-        nodes.append(helper.make_node("Identity", [k_new], [f"new_key_{i}"]))
-        nodes.append(helper.make_node("Identity", [v_new], [f"new_value_{i}"]))
-        k = node("Concat", [f"past_key_{i}", k_new], axis=2)  # (1, H, P + T, hs)
-        v = node("Concat", [f"past_value_{i}", v_new], axis=2)
-        att = node("MatMul", [q, node("Transpose", [k], perm=[0, 1, 3, 2])])  # (1, H, T, P + T)
-        att = node("Softmax", [node("Add", [node("Mul", [att, const("scale", 1 / hs**0.5, np.float32)]), "mask"])],
-                   axis=-1)
-        y = node("Transpose", [node("MatMul", [att, v])], perm=[0, 2, 1, 3])  # (1, T, H, hs)
-        return node("Reshape", [y, const("rows", [1, -1, C])])
-
+    g = _Builder(cfg)
     f32 = TensorProto.FLOAT
     inputs = [helper.make_tensor_value_info("ids", TensorProto.INT64, [1, "T"]),
               helper.make_tensor_value_info("positions", TensorProto.INT64, [1, "T"])]
@@ -132,40 +88,101 @@ def graph(model: GPT, kind: str = "pass") -> "onnx.ModelProto":
         inputs += [helper.make_tensor_value_info("seqlens_k", TensorProto.INT32, [1]),
                    helper.make_tensor_value_info("total_len", TensorProto.INT32, [])]
     outputs = [helper.make_tensor_value_info("logits", f32, [1, "T", cfg.vocab_size])]
-    x = node("Add", [node("Gather", [init("wte", model.wte.weight), "ids"]),
-                     node("Gather", [init("wpe", model.wpe.weight), "positions"])])  # (1, T, C)
+    x = g.node("Add", [g.node("Gather", [g.init("wte", model.wte.weight), "ids"]),
+                       g.node("Gather", [g.init("wpe", model.wpe.weight), "positions"])])  # (1, T, C)
     for i, b in enumerate(model.blocks):
-        qkv = linear(layer_norm(x, b.ln1, f"ln1.{i}"), b.attn.qkv, f"qkv.{i}")  # (1, T, 3C) packed q, k, v
-        if kind == "tree":
-            for which in ("key", "value"):
-                inputs.append(helper.make_tensor_value_info(f"past_{which}_{i}", f32, [1, H, "P", hs]))
-                outputs.append(helper.make_tensor_value_info(f"new_{which}_{i}", f32, [1, H, "T", hs]))
-            y = masked_attention(qkv, i)
-        else:
-            for which in ("key", "value"):
-                inputs.append(helper.make_tensor_value_info(f"past_{which}_{i}", f32, [1, H, ctx, hs]))
-                outputs.append(helper.make_tensor_value_info(f"present_{which}_{i}", f32, [1, H, ctx, hs]))
-            y = f"attn_{i}"
-            nodes.append(helper.make_node(  # causal over the cache and the T new positions; scale 1/sqrt(hs)
-                "GroupQueryAttention", [qkv, "", "", f"past_key_{i}", f"past_value_{i}", "seqlens_k", "total_len"],
-                [y, f"present_key_{i}", f"present_value_{i}"], domain="com.microsoft", num_heads=H, kv_num_heads=H))
-        x = node("Add", [x, linear(y, b.attn.proj, f"proj.{i}")])
-        h = node("Gelu", [linear(layer_norm(x, b.ln2, f"ln2.{i}"), b.mlp.fc, f"fc.{i}")], approximate="tanh")
-        x = node("Add", [x, linear(h, b.mlp.proj, f"mlp_proj.{i}")])
-    nodes.append(helper.make_node("MatMul", [layer_norm(x, model.ln_f, "ln_f"),
-                                             init("lm_head.wT", model.lm_head.weight, transpose=True)], ["logits"]))
+        x = _block(g, x, b, i, kind, inputs, outputs)
+    g.nodes.append(helper.make_node("MatMul", [g.layer_norm(x, model.ln_f, "ln_f"),
+                                               g.init("lm_head.wT", model.lm_head.weight, transpose=True)],
+                                    ["logits"]))
     if kind != "tree":
         inputs.append(helper.make_tensor_value_info("inv_temp", f32, []))
     if kind == "step":
         inputs.append(helper.make_tensor_value_info("u", f32, []))
         outputs.append(helper.make_tensor_value_info("next", TensorProto.INT64, []))
-        _sample_tail(nodes, inits, cfg.vocab_size)
+        _sample_tail(g.nodes, g.inits, cfg.vocab_size)
     elif kind == "pass":
         outputs.append(helper.make_tensor_value_info("probs", f32, [1, "T", cfg.vocab_size]))
-        nodes.append(helper.make_node("Mul", ["logits", "inv_temp"], ["probs/z"], name="probs/mul"))
-        nodes.append(helper.make_node("Softmax", ["probs/z"], ["probs"], name="probs/softmax", axis=-1))
-    g = helper.make_graph(nodes, f"specdec_target_{kind}", inputs, outputs, inits)
-    return helper.make_model(g, opset_imports=[helper.make_opsetid("", OPSET), helper.make_opsetid("com.microsoft", 1)])
+        g.nodes.append(helper.make_node("Mul", ["logits", "inv_temp"], ["probs/z"], name="probs/mul"))
+        g.nodes.append(helper.make_node("Softmax", ["probs/z"], ["probs"], name="probs/softmax", axis=-1))
+    model_graph = helper.make_graph(g.nodes, f"specdec_target_{kind}", inputs, outputs, g.inits)
+    return helper.make_model(model_graph, opset_imports=[helper.make_opsetid("", OPSET),
+                                                         helper.make_opsetid("com.microsoft", 1)])
+
+
+class _Builder:
+    """One graph's nodes and initializers as `graph` adds them, and the helpers that add them."""
+
+    def __init__(self, cfg):
+        self.C, self.H, self.ctx = cfg.n_embd, cfg.n_head, cfg.context
+        self.hs = cfg.n_embd // cfg.n_head
+        self.inits, self.nodes, self.consts = [], [], set()
+
+    def init(self, name: str, t: torch.Tensor, transpose: bool = False) -> str:
+        a = t.detach().to(torch.float32).cpu().numpy()
+        self.inits.append(numpy_helper.from_array(np.ascontiguousarray(a.T if transpose else a), name))
+        return name
+
+    def const(self, name: str, value, dtype=np.int64) -> str:  # shared by every block: added once
+        if name not in self.consts:
+            self.consts.add(name)
+            self.inits.append(numpy_helper.from_array(np.asarray(value, dtype=dtype), name))
+        return name
+
+    def node(self, op: str, inputs: list[str], n_out: int = 1, domain: str = "", **attrs) -> str | list[str]:
+        outs = [f"{op}_{len(self.nodes)}_{j}" for j in range(n_out)]
+        self.nodes.append(helper.make_node(op, inputs, outs, name=outs[0], domain=domain, **attrs))
+        return outs[0] if n_out == 1 else outs
+
+    def layer_norm(self, x: str, ln: nn.LayerNorm, name: str) -> str:
+        return self.node("LayerNormalization", [x, self.init(f"{name}.w", ln.weight), self.init(f"{name}.b", ln.bias)],
+                         axis=-1, epsilon=ln.eps)
+
+    def linear(self, x: str, lin: nn.Linear, name: str) -> str:
+        return self.node("MatMul", [x, self.init(f"{name}.wT", lin.weight, transpose=True)])  # (.., in) @ (in, out)
+
+
+def _block(g: _Builder, x: str, b: nn.Module, i: int, kind: str, inputs: list, outputs: list) -> str:
+    """Transformer block i on x, (1, T, C): its cache inputs and outputs appended to `inputs` and `outputs`
+    (the whole cache buffer for GQA; for "tree" the past P positions in, the T new ones out)."""
+    f32, H, hs = TensorProto.FLOAT, g.H, g.hs
+    qkv = g.linear(g.layer_norm(x, b.ln1, f"ln1.{i}"), b.attn.qkv, f"qkv.{i}")  # (1, T, 3C) packed q, k, v
+    if kind == "tree":
+        for which in ("key", "value"):
+            inputs.append(helper.make_tensor_value_info(f"past_{which}_{i}", f32, [1, H, "P", hs]))
+            outputs.append(helper.make_tensor_value_info(f"new_{which}_{i}", f32, [1, H, "T", hs]))
+        y = _masked_attention(g, qkv, i)
+    else:
+        for which in ("key", "value"):
+            inputs.append(helper.make_tensor_value_info(f"past_{which}_{i}", f32, [1, H, g.ctx, hs]))
+            outputs.append(helper.make_tensor_value_info(f"present_{which}_{i}", f32, [1, H, g.ctx, hs]))
+        y = f"attn_{i}"
+        g.nodes.append(helper.make_node(  # causal over the cache and the T new positions; scale 1/sqrt(hs)
+            "GroupQueryAttention", [qkv, "", "", f"past_key_{i}", f"past_value_{i}", "seqlens_k", "total_len"],
+            [y, f"present_key_{i}", f"present_value_{i}"], domain="com.microsoft", num_heads=H, kv_num_heads=H))
+    x = g.node("Add", [x, g.linear(y, b.attn.proj, f"proj.{i}")])
+    h = g.node("Gelu", [g.linear(g.layer_norm(x, b.ln2, f"ln2.{i}"), b.mlp.fc, f"fc.{i}")], approximate="tanh")
+    return g.node("Add", [x, g.linear(h, b.mlp.proj, f"mlp_proj.{i}")])
+
+
+def _masked_attention(g: _Builder, qkv: str, i: int) -> str:
+    """softmax(q kᵀ / sqrt(hs) + mask) v over the past P positions and the T new ones: (1, T, C)."""
+    C, H, hs = g.C, g.H, g.hs
+    heads = []
+    for part in g.node("Split", [qkv, g.const("split3", [C, C, C])], n_out=3, axis=2):
+        # (1, T, C) -> (1, H, T, hs)
+        heads.append(g.node("Transpose", [g.node("Reshape", [part, g.const("heads", [1, -1, H, hs])])],
+                            perm=[0, 2, 1, 3]))
+    q, k_new, v_new = heads
+    g.nodes.append(helper.make_node("Identity", [k_new], [f"new_key_{i}"]))
+    g.nodes.append(helper.make_node("Identity", [v_new], [f"new_value_{i}"]))
+    k = g.node("Concat", [f"past_key_{i}", k_new], axis=2)  # (1, H, P + T, hs)
+    v = g.node("Concat", [f"past_value_{i}", v_new], axis=2)
+    att = g.node("MatMul", [q, g.node("Transpose", [k], perm=[0, 1, 3, 2])])  # (1, H, T, P + T)
+    att = g.node("Softmax", [g.node("Add", [g.node("Mul", [att, g.const("scale", 1 / hs**0.5, np.float32)]),
+                                            "mask"])], axis=-1)
+    y = g.node("Transpose", [g.node("MatMul", [att, v])], perm=[0, 2, 1, 3])  # (1, T, H, hs)
+    return g.node("Reshape", [y, g.const("rows", [1, -1, C])])
 
 
 def _sample_tail(nodes: list, inits: list, vocab: int) -> None:

@@ -1,0 +1,156 @@
+"""The `specdec` command's arguments: one function per subcommand, and the options several of them share.
+
+Only the arguments live here; what each subcommand does with them is `commands`, which dispatches on
+`args.command`.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from specdec.cli.checks import Parser
+from specdec.model import train as _train
+from specdec.model.backends import KNOWN
+
+DESCRIPTION = "The `specdec` command: train, info, generate, verify, report, calibrate, compare, overhead."
+
+
+def _checkpoint(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    p.add_argument("--checkpoint", default=None, help="target checkpoint (default: the shipped one)")
+    return p
+
+
+def _backend(p: argparse.ArgumentParser, all_: bool = False) -> argparse.ArgumentParser:
+    p.add_argument("--backend", choices=KNOWN + ("auto",) + (("all",) if all_ else ()), default="auto",
+                   help="how the target's forward runs: eager (the plain modules), fused (hand-fused, "
+                   "preallocated), numpy (numpy calls on folded weights), onnx (ONNX Runtime, needs the onnx "
+                   "extra); auto (default): the fastest installed on the device (onnx, else numpy, on a CPU)"
+                   + ("; all: one full report per backend and what moved" if all_ else "")
+                   + ". Drafts copied from the target run the same")
+    return p
+
+
+def _device(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+
+
+def _train_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--steps", type=int, default=_train.TrainConfig.steps)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--batch", type=int, default=_train.TrainConfig.batch)
+    p.add_argument("--threads", type=int, default=_train.TrainConfig.threads)
+    p.add_argument("--out", default=None, help="checkpoint path (default: the package's shipped one)")
+    p.add_argument("--draft", choices=["small"], default=None, help="train a draft instead of the target")
+    p.add_argument("--teacher", default=None, help="target checkpoint to distil the draft from")
+
+
+def _info_args(p: argparse.ArgumentParser) -> None:
+    _checkpoint(p)
+    p.add_argument("--json", action="store_true", help="one JSON object")
+
+
+def _generate_args(p: argparse.ArgumentParser) -> None:
+    _checkpoint(p)
+    p.add_argument("--prompt", default="ROMEO:")
+    p.add_argument("--chars", type=int, default=200)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--temperature", type=float, default=1.0, help="0 is greedy")
+    p.add_argument("--draft", default=None, help="speculative decoding with this draft")
+    p.add_argument("-k", type=int, default=None, help="characters drafted per round (default 4)")
+    p.add_argument("--adaptive", action="store_true", help="adapt k: +2 after a fully accepted round, -1 after "
+                   "a rejection (from -k, at most 16)")
+    p.add_argument("--threads", type=int, default=1)
+    _device(p)
+    _backend(p)
+    p.add_argument("--json", action="store_true", help="the text and the statistics as one JSON object on stdout "
+                   "(without it: the prompt and the text on stdout, the statistics on stderr)")
+    p.add_argument("--tree", default=None, metavar="SHAPE", help="draft a token tree: widths per depth (4x2x2x1) "
+                   "or a node budget (32) shaped by the dynamic program; bigram or ngram")
+
+
+def _verify_args(p: argparse.ArgumentParser) -> None:
+    _checkpoint(p)
+    p.add_argument("--draft", action="append", default=None, help="a draft (repeatable; default all)")
+    p.add_argument("-k", type=int, default=4)
+    p.add_argument("--samples", type=int, default=None,
+                   help="draws (default 20000), or generations per side with --joint (default 2000)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--temperature", type=float, default=1.0)
+    p.add_argument("--joint", action="store_true", help="the first 3 characters of whole generations against "
+                   "target-only generation (positions 2..k, the bonus, the rollback)")
+    p.add_argument("--adaptive", action="store_true", help="with --joint: adaptive k from -k")
+    _device(p)
+    _backend(p)
+    p.add_argument("--json", action="store_true", help="a JSON list of rows")
+    p.add_argument("--tree", default=None, metavar="SHAPE", help="verify tree rounds of this shape (4x2x2x1, or a "
+                   "node budget like 32) for bigram and ngram (with --joint: the first three characters too)")
+
+
+def _report_args(p: argparse.ArgumentParser) -> None:
+    _backend(_checkpoint(p), all_=True)
+    p.add_argument("--quick", action="store_true", help="a one-minute look: budget 60 s, fewer draws")
+    p.add_argument("--budget", type=float, default=None, help="seconds the whole report may take (default 300, "
+                   "quick 60); pairs go to the rows whose intervals are widest until it is spent")
+    p.add_argument("--repeat", type=int, default=1, help="measure N reports back to back and check that each "
+                   "one's intervals contain the other's medians (calibration; exit 1 if not)")
+    p.add_argument("--between-run", choices=["auto", "off"], default="auto", help="auto: add this machine's "
+                   "recorded between-run spread (from earlier --repeat / calibrate runs) to the speedup intervals; "
+                   "off: leave it out")
+    p.add_argument("--cpu", default=None, help="pin the process to these CPUs (e.g. 1 or 0,1; recorded)")
+    p.add_argument("--out", default="specdec-report", help="folder for report.md, report.json, speedup.png")
+    p.add_argument("--threads", type=int, default=1, help="torch threads while timing (recorded)")
+    _device(p)
+    p.add_argument("--drafts", nargs="+", default=None, help="drafts to measure (default all)")
+    p.add_argument("--ks", nargs="+", type=int, default=None, help="k values (default 1 2 4 8)")
+    p.add_argument("--pairs", type=int, default=None, help="alternated pairs every speedup row gets at least "
+                   "(default 5, quick 3)")
+    p.add_argument("--chars", type=int, default=200)
+    p.add_argument("--workload", default=None, help="a shipped workload (default shakespeare24) or a prompts file "
+                   "(.txt: one prompt a line; .json)")
+    p.add_argument("--prompt", default=None, help="one prompt instead of a workload (the write-up's: ROMEO:)")
+    p.add_argument("--seed", type=int, default=None, help="with --prompt its seed (default 0); with a workload, "
+                   "one seed for every prompt")
+    p.add_argument("--trees", nargs="*", default=None, help="tree configurations for each table draft: shapes "
+                   "like 4x2x2x1 and node budgets like 32 (shape from measured child acceptance); default "
+                   "4x2x2x1 32; give --trees alone for none")
+
+
+def _calibrate_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("folder", help="a folder written by `specdec report --repeat N --out FOLDER`")
+    p.add_argument("--no-record", action="store_true", help="print and write calibration.md only")
+
+
+def _compare_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("a", help="the baseline report.json")
+    p.add_argument("b", help="the new report.json")
+
+
+def _overhead_args(p: argparse.ArgumentParser) -> None:
+    _backend(_checkpoint(p), all_=True)
+    p.add_argument("--threads", type=int, default=1, help="torch threads while measuring (recorded)")
+    p.add_argument("--seconds", type=float, default=2.0, help="seconds for the machine's figures and again for "
+                   "the pass times (the profiled attribution takes its own few seconds)")
+    p.add_argument("--out", default=None, help="also write overhead.json into this folder")
+
+
+# (name, one-line help, the function adding its arguments), in the order `specdec --help` lists them
+SUBCOMMANDS = [
+    ("train", "train the target (or the small draft) deterministically", _train_args),
+    ("info", "the target: parameters, bytes, validation loss, checkpoint", _info_args),
+    ("generate", "generate text, target-only or speculative", _generate_args),
+    ("verify", "exactness: chi-square of speculative draws, with a verdict", _verify_args),
+    ("report", "measure everything here; tables, report.json, figure", _report_args),
+    ("calibrate", "coverage of a `report --repeat N` folder's reports, and record this machine's between-run "
+     "spread from them; exit 1 if calibration does not hold", _calibrate_args),
+    ("compare", "compare two report.json files; exit 1 if anything got worse", _compare_args),
+    ("overhead", "the target pass against its roofline floor, and where the time goes", _overhead_args),
+]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Every subcommand's arguments; the chosen one's name is `args.command`."""
+    parser = Parser(prog="specdec", description=DESCRIPTION)
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name, help_, add in SUBCOMMANDS:
+        add(sub.add_parser(name, help=help_))
+    return parser
