@@ -134,6 +134,11 @@ def test_too_few_samples_are_said_and_not_judged(tmp_path, capsys):
     (lambda d: d["settings"].update(ks=[1, 4, 8]), "ks [1, 4] vs [1, 4, 8]"),
     (lambda d: d["machine"].update(threads=2), "threads 1 vs 2"),
     (lambda d: d["settings"].update(drafts=["bigram"]), "drafts ['bigram', 'int8'] vs ['bigram']"),
+    (lambda d: d["settings"].update(target={**compare.SHIPPED_TARGET, "name": "hf:/models/llama"}),
+     "target name 'shipped' vs 'hf:/models/llama'"),
+    (lambda d: d["settings"].update(target={**compare.SHIPPED_TARGET, "tokenizer": "LlamaTokenizerFast",
+                                            "vocab_size": 32000}),
+     "target vocab_size 84 vs 32000; target tokenizer 'corpus characters' vs 'LlamaTokenizerFast'"),
     (lambda d: d["costs"]["drafts"]["int8"].pop("c_samples"), "report B lacks costs.drafts.int8.c_samples"),
     (lambda d: d["costs"].pop("verify_ratio_samples"), "report B lacks costs.verify_ratio_samples"),
     (lambda d: d["speedup"][0].pop("ratios"), "report B lacks speedup[].ratios for bigram k=1"),
@@ -205,3 +210,19 @@ def test_the_detectable_change_matches_the_real_test_at_every_size(n):
     assert 0 < d < 0.5
     assert max(p(1 + d * 1.0001)) < 0.01
     assert max(p(1 + d * 0.999)) >= 0.01
+
+
+def test_a_report_without_a_target_record_is_the_shipped_model(tmp_path, capsys):
+    """Reports made before targets were recorded measured the shipped model: they still compare with new ones."""
+    b = _doc(2)
+    b["settings"]["target"] = dict(compare.SHIPPED_TARGET, context=256, units="characters")
+    code, out, _ = _cli(tmp_path, _doc(1), b, capsys)
+    assert code == 0, out
+
+
+def test_the_shipped_default_is_what_the_shipped_target_describes(target):
+    from specdec.model.protocol import describe
+
+    d = describe(target)
+    assert {k: d[k] for k in compare.TARGET_KEYS} == compare.SHIPPED_TARGET
+    assert d["units"] == "characters" and d["context"] == 256

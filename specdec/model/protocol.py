@@ -96,3 +96,25 @@ def tree_support(target) -> str | None:
     if not isinstance(target, TreeTarget):
         return f"token trees need a target with keep_path and a tree forward; {type(target).__name__} has none"
     return None
+
+
+def units(target) -> str:
+    """What one generated position is, for every figure's label: "characters" where the target reads the shipped
+    corpus one character a token (the shipped GPT, or it exported), else "tokens"."""
+    return "characters" if getattr(target, "corpus_vocabulary", False) else "tokens"
+
+
+def describe(target) -> dict:
+    """Who the target is, as report.json records it and `compare` checks it: two reports of different targets
+    or tokenizers never compare. name: "shipped" for the package's checkpoint, else where it was loaded from."""
+    tokenizer = getattr(target, "tokenizer", None)
+    name = getattr(target, "name", None)
+    return {
+        "name": "shipped" if name is None else str(name),
+        "architecture": (getattr(getattr(getattr(target, "model", None), "config", None), "model_type", None)
+                         or "specdec-gpt"),
+        "vocab_size": int(target.vocab_size),
+        "context": int(target.context),
+        "tokenizer": "corpus characters" if tokenizer is None else type(tokenizer).__name__,
+        "units": units(target),
+    }

@@ -184,12 +184,29 @@ def load_checkpoint(path: str | os.PathLike) -> tuple[GPT, dict]:
     return model, meta
 
 
-def load_target(path: str | os.PathLike | None = None, backend: str = "eager") -> GPT:
+HF_PREFIX = "hf:"  # a target or draft spec naming a transformers model: hf:FOLDER or hf:MODEL-ID (cached)
+
+
+def load_target(path: str | os.PathLike | None = None, backend: str = "eager", *, device=None, dtype=None,
+                allow_download: bool = False):
     """The trained target: the checkpoint shipped in the package unless `path` names another, run by
     `backend` (one of `backends.BACKENDS`; an unknown name is a one-line `UnknownBackendError`, raised before
-    the checkpoint is read)."""
+    the checkpoint is read). `path` "hf:FOLDER" (or "hf:MODEL-ID" already in the local cache) loads a Hugging
+    Face transformers causal LM instead (`model.hf.load_hf`: the [hf] extra), on `device` in `dtype`; it runs
+    as transformers runs it, so only the default backend applies to it. `device` moves a shipped target too."""
     from specdec.model import backends
 
     backends.check_backend(backend)
+    if str(path or "").startswith(HF_PREFIX):
+        if backend != "eager":
+            raise backends.UnknownBackendError(f"backend {backend!r} is for the shipped model; a Hugging Face "
+                                               "target runs as transformers runs it (allowed: eager)")
+        from specdec.model.hf import load_hf
+
+        return load_hf(str(path)[len(HF_PREFIX):], device=device or "cpu", dtype=dtype,
+                       allow_download=allow_download)
+    if dtype not in (None, "float32", torch.float32):
+        raise ValueError(f"dtype {dtype!r} is for Hugging Face targets; the shipped model computes in float32")
     model, _ = load_checkpoint(shipped_path("target") if path is None else path)
-    return backends.to_backend(model, backend)
+    model = backends.to_backend(model, backend)
+    return model if device is None else model.to(device)

@@ -59,9 +59,19 @@ def load(path: str) -> dict:
     return doc
 
 
+SHIPPED_TARGET = {"name": "shipped", "architecture": "specdec-gpt", "vocab_size": 84,
+                  "tokenizer": "corpus characters"}  # what a report made before targets were recorded measured
+TARGET_KEYS = tuple(SHIPPED_TARGET)  # what makes two targets the same (protocol.describe)
+
+
 def comparable(a: dict, b: dict) -> None:
-    """ValueError (one line) unless A and B measured the same settings, drafts and thread count."""
+    """ValueError (one line) unless A and B measured the same target and tokenizer, settings, drafts and thread
+    count."""
     diffs = []
+    ta, tb = (doc["settings"].get("target") or SHIPPED_TARGET for doc in (a, b))
+    for key in TARGET_KEYS:
+        if ta.get(key) != tb.get(key):
+            diffs.append(f"target {key} {ta.get(key)!r} vs {tb.get(key)!r}")
     for key in SETTINGS:
         va, vb = _need(a, "A", "settings", key), _need(b, "B", "settings", key)
         if va != vb:
