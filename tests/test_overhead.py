@@ -183,6 +183,32 @@ def test_attribution_of_a_step_and_a_round(target, draft_factory):
     assert out["step"]["units_per_block"] == 6 and 2 <= out["round"]["units_per_block"] <= 6
 
 
+def test_the_blocks_run_generations_own_step_and_round_and_label_only_when_asked(target, draft_factory,
+                                                                                 monkeypatch):
+    """A change in generation's step or round is attributed with no copy of it here to follow: the blocks call
+    them; the labels go in only while a labelled block runs, and generate's helpers are its own again after."""
+    from specdec.decoding import generate as decode, rule
+    from specdec.measure import timing
+    from specdec.model import sampling
+
+    calls = []
+    for name in ("step", "settle_round"):
+        real = getattr(decode, name)
+        monkeypatch.setattr(decode, name, lambda *a, real=real, name=name: calls.append(name) or real(*a))
+    prompt = decode.check_request(target, timing.COST_PROMPT, 6, k=2)
+    steps, rounds = overhead._steps(target, prompt, 6, 0), overhead._rounds(target, draft_factory("bigram"), prompt,
+                                                                            6, 2, 0)
+    overhead._SPANS.clear()
+    assert steps(False) == 6 and calls == ["step"] * 6 and overhead._SPANS == {}  # bare: no span at all
+    assert steps("time") == 6 and set(overhead._SPANS) == {"logits to sample"}
+    calls.clear()
+    overhead._SPANS.clear()
+    n = rounds("time")
+    assert 2 <= n <= 6 and calls == ["settle_round"] * n
+    assert set(overhead._SPANS) == {"draft", "logits to sample", "the rule"}
+    assert decode.sampling is sampling and decode.rule is rule
+
+
 def test_cli_prints_the_tables_and_writes_overhead_json(tmp_path, monkeypatch, capsys):
     quick = functools.partial(overhead.attribution, chars=4, repeats=1)
     monkeypatch.setattr(overhead, "attribution", quick)

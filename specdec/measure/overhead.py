@@ -25,8 +25,8 @@ import torch
 from torch.profiler import ProfilerActivity, profile, record_function
 
 from specdec.model import backend_onnx, backends, corpus, sampling
+from specdec.decoding import generate as decode
 from specdec.measure import hygiene, timing
-from specdec.decoding.generate import check_request
 from specdec.decoding.drafts import Draft
 from specdec.model.gpt import GPT, GPTConfig
 from specdec.decoding import rule
@@ -220,8 +220,23 @@ def attribute(run: Callable[[object], int], repeats: int = 9, per_event_us: floa
     """
     run(False)
     per_event = profiler_cost_us() if per_event_us is None else per_event_us
-    measured, timed, prof_wall, prof_units, outside_events, events = [], [], 0.0, 0, 0, 0
-    totals: dict[str, float] = {}
+    measured, timed = _timed_blocks(run, repeats)
+    prof = _profiled_blocks(run, repeats, inside)
+    # the median timed block, against the median bare one: a burst of load lands in one block, not in both sides
+    accounted, spans = sorted(timed, key=lambda t: t[0])[(len(timed) - 1) // 2]
+    out, profiled, own, scale = _split_rest(accounted, spans, prof, per_event)
+    _split_session(out, spans, prof)
+    ratio = float(np.median([t[0] / b for t, b in zip(timed, measured)]))  # each timed block over its bare twin
+    return {"categories": out, "measured_us": float(np.median(measured)), "accounted_us": accounted,
+            "accounted_ratio": ratio,
+            "profiled_us": profiled, "profiler_us": own, "stretch": 1 / scale if scale else 0.0,
+            "events_per_unit": prof.events / prof.units, "units_per_block": prof.units // repeats}
+
+
+def _timed_blocks(run: Callable[[object], int], repeats: int) -> tuple[list[float], list[tuple[float, dict]]]:
+    """`repeats` pairs of a bare and a timed block, in turn first: (bare µs per unit, [(timed µs per unit,
+    label -> its spans' µs per unit)])."""
+    measured, timed = [], []
     for i in range(repeats):
         with hygiene.no_gc():  # a collection would land in one block only
             for mode in (False, "time") if i % 2 == 0 else ("time", False):  # alternated: neither always first
@@ -233,51 +248,82 @@ def attribute(run: Callable[[object], int], repeats: int = 9, per_event_us: floa
                     timed.append((us, {name: sec / n * 1e6 for name, sec in _SPANS.items()}))
                 else:
                     measured.append(us)
-    # the profiled blocks only give proportions: they run after the pairs, with any inner profiler on
+    return measured, timed
+
+
+@dataclass
+class _Profile:
+    """What `repeats` profiled blocks recorded, summed over the blocks."""
+
+    wall_s: float  # their wall time
+    units: int  # units of work they did
+    events: int  # events the profiler recorded
+    outside_events: int  # ... of which outside every label
+    totals: dict[str, float]  # category or label -> µs (`_aggregate`)
+    kernels: dict | None  # what `inside()` yielded: ONNX Runtime's kernels by category (None: no session)
+
+
+def _profiled_blocks(run: Callable[[object], int], repeats: int,
+                     inside: Callable[[], contextlib.AbstractContextManager] | None) -> _Profile:
+    """`repeats` blocks under torch.profiler, with any inner profiler on: they only give proportions, so they
+    run after the timed pairs."""
+    prof = _Profile(0.0, 0, 0, 0, {}, None)
     with inside() if inside is not None else contextlib.nullcontext() as kernels:
         for _ in range(repeats):
-            with hygiene.no_gc(), profile(activities=[ProfilerActivity.CPU]) as prof:
+            with hygiene.no_gc(), profile(activities=[ProfilerActivity.CPU]) as torch_prof:
                 t0 = time.perf_counter()
-                prof_units += run(True)
-                prof_wall += time.perf_counter() - t0
-            evs = prof.events()
-            events += len(evs)
+                prof.units += run(True)
+                prof.wall_s += time.perf_counter() - t0
+            evs = torch_prof.events()
+            prof.events += len(evs)
             got, outside = _aggregate(evs)
-            outside_events += outside
+            prof.outside_events += outside
             for name, us in got.items():
-                totals[name] = totals.get(name, 0.0) + us
-    # the median timed block, against the median bare one: a burst of load lands in one block, not in both sides
-    accounted, spans = sorted(timed, key=lambda t: t[0])[(len(timed) - 1) // 2]
+                prof.totals[name] = prof.totals.get(name, 0.0) + us
+    prof.kernels = kernels  # filled as the inner profiler closed
+    return prof
+
+
+def _split_rest(accounted: float, spans: dict[str, float], prof: _Profile,
+                per_event: float) -> tuple[dict[str, float], float, float, float]:
+    """The categories of a timed block (its wall time `accounted`, its labels' `spans`), all but a SESSION
+    span's share: the labels' spans as timed, the rest by the profiled blocks' proportions, less the profiler's
+    own cost. Returns (categories, profiled µs per unit, the profiler's own µs per unit, the scale from
+    profiled to timed rest)."""
     out = dict.fromkeys(CATEGORIES, 0.0)
     for name in LABELS:
         if name != SESSION:
             out[name] = spans.get(name, 0.0)
     rest = accounted - sum(spans.get(name, 0.0) for name in LABELS)
-    profiled = prof_wall * 1e6 / prof_units
-    own = outside_events / prof_units * per_event
-    seen = {name: us / prof_units for name, us in totals.items() if name not in LABELS}
-    unseen = max(0.0, profiled - own - sum(totals.get(n, 0.0) for n in LABELS) / prof_units - sum(seen.values()))
+    profiled = prof.wall_s * 1e6 / prof.units
+    own = prof.outside_events / prof.units * per_event
+    seen = {name: us / prof.units for name, us in prof.totals.items() if name not in LABELS}
+    in_labels = sum(prof.totals.get(n, 0.0) for n in LABELS) / prof.units
+    unseen = max(0.0, profiled - own - in_labels - sum(seen.values()))
     rest_profiled = sum(seen.values()) + unseen
     scale = rest / rest_profiled if rest_profiled > 0 else 0.0
     for name, us in seen.items():
         out[name] = us * scale
     out[RESIDUAL] = unseen * scale
-    session, session_profiled = spans.get(SESSION, 0.0), totals.get(SESSION, 0.0) / prof_units
-    if session > 0:
-        in_kernels = {name: us / prof_units for name, us in (kernels or {}).items() if name in out}
-        if session_profiled > 0 and in_kernels:  # the profiled span, less what ONNX Runtime's profiler added
-            session_profiled -= kernels.get("profiler_us", 0.0) / prof_units
-            s_scale = session / max(session_profiled, sum(in_kernels.values()))
-            for name, us in in_kernels.items():
-                out[name] += us * s_scale
-            out[RESIDUAL] += session - sum(in_kernels.values()) * s_scale
-        else:  # no kernel profile: the run counts as dispatch, which is what the profiler would call it
-            out[RESIDUAL] += session
-    ratio = float(np.median([t[0] / b for t, b in zip(timed, measured)]))  # each timed block over its bare twin
-    return {"categories": out, "measured_us": float(np.median(measured)), "accounted_us": accounted,
-            "accounted_ratio": ratio,
-            "profiled_us": profiled, "profiler_us": own, "stretch": 1 / scale if scale else 0.0,
-            "events_per_unit": events / prof_units, "units_per_block": prof_units // repeats}
+    return out, profiled, own, scale
+
+
+def _split_session(out: dict[str, float], spans: dict[str, float], prof: _Profile) -> None:
+    """Add a SESSION span's µs to `out`: by ONNX Runtime's kernels in proportion, the rest of the span to
+    RESIDUAL (all of it without a kernel profile: the run counts as dispatch, as the profiler would call it)."""
+    session, session_profiled = spans.get(SESSION, 0.0), prof.totals.get(SESSION, 0.0) / prof.units
+    if session <= 0:
+        return
+    kernels = prof.kernels
+    in_kernels = {name: us / prof.units for name, us in (kernels or {}).items() if name in out}
+    if session_profiled > 0 and in_kernels:  # the profiled span, less what ONNX Runtime's profiler added
+        session_profiled -= kernels.get("profiler_us", 0.0) / prof.units
+        s_scale = session / max(session_profiled, sum(in_kernels.values()))
+        for name, us in in_kernels.items():
+            out[name] += us * s_scale
+        out[RESIDUAL] += session - sum(in_kernels.values()) * s_scale
+    else:
+        out[RESIDUAL] += session
 
 
 def profiler_cost_us(calls: int = 2000, repeats: int = 3) -> float:
@@ -331,12 +377,13 @@ def attribution(target: GPT, draft: Draft, k: int, chars: int = 40, seed: int = 
     """Where a target-only step and a speculative round spend their time: {"step": ..., "round": ...}.
 
     Each scope is `attribute` of a block generating `chars` characters after timing.COST_PROMPT (mid-context,
-    as the cost measurements run) with the loop bodies of `generate` and `speculative_generate`, the prompt's
-    prefill done before the clock starts; µs are per step (one character) and per round. Every block starts
-    from the same state and seed, so profiled and unprofiled blocks run the same rounds. The labels are
-    this driver's own, so generation itself pays nothing for them.
+    as the cost measurements run) by generation's own code -- `decode.step` in generate's loop, the draft's
+    propose and `decode.settle_round` in speculative_generate's -- the prompt's prefill done before the clock
+    starts; µs are per step (one character) and per round. Every block starts from the same state and seed,
+    so profiled and unprofiled blocks run the same rounds. The labels are this driver's own (`_labelled`), so
+    generation itself pays nothing for them.
     """
-    prompt = check_request(target, timing.COST_PROMPT, chars, k=k)
+    prompt = decode.check_request(target, timing.COST_PROMPT, chars, k=k)
     per_event = profiler_cost_us()
     inside = functools.partial(backend_onnx.kernel_profile, target)  # onnx: ONNX Runtime's profiler splits its runs
     return {"step": attribute(_steps(target, prompt, chars, seed), repeats, per_event, inside),
@@ -375,58 +422,89 @@ def _prefill(target: GPT, prompt: list[int]) -> int:
     return len(prompt) - 1
 
 
-def _steps(target: GPT, prompt: list[int], chars: int, seed: int) -> Callable[[bool], int]:
+def _steps(target: GPT, prompt: list[int], chars: int, seed: int) -> Callable[[object], int]:
     @torch.inference_mode()
-    def run(labelled: bool) -> int:
+    def run(mode) -> int:
         tokens, pos = list(prompt), _prefill(target, prompt)
         rng = np.random.default_rng(seed)
-        fused = getattr(target, "sample_step", None)  # decode.step's two paths, its sampling labelled
-        for _ in range(chars):  # generate's loop body
-            if fused is not None:  # pass and sample in one session run (onnx): its own profiler splits it
-                with _label(labelled, SESSION):
-                    nxt = fused(tokens[pos:], pos, 1.0, rng)
-            else:
-                logits = target(target.ids(tokens[pos:]), pos)[0, -1]
-                with _label(labelled, "logits to sample"):
-                    nxt = sampling.sample(sampling.probs(logits, 1.0), rng)
-            pos = len(tokens)
-            tokens.append(nxt)
+        with _labelled(mode, target, sample="logits to sample") as t:
+            for _ in range(chars):  # generate's loop
+                nxt = decode.step(t, tokens[pos:], pos, 1.0, rng)
+                pos = len(tokens)
+                tokens.append(nxt)
         return chars
 
     return run
 
 
-def _rounds(target: GPT, draft: Draft, prompt: list[int], chars: int, k: int, seed: int) -> Callable[[bool], int]:
+def _rounds(target: GPT, draft: Draft, prompt: list[int], chars: int, k: int, seed: int) -> Callable[[object], int]:
     @torch.inference_mode()
-    def run(labelled: bool) -> int:
+    def run(mode) -> int:
         tokens, pos = list(prompt), _prefill(target, prompt)
         draft.reset()
         draft.propose(tokens[:-1], 1, np.random.default_rng(seed), 1.0)  # the draft holds the prompt too
         draft.rollback(pos)
         rng = np.random.default_rng(seed)
-        rounds = 0
-        fused = getattr(target, "pass_probs", None)  # decode.verify's two paths, the softmax labelled
-        while (left := chars - (len(tokens) - len(prompt))) > 0:  # speculative_generate's loop body
-            kr = min(k, left - 1)
-            with _label(labelled, "draft"):
-                drafted, q = draft.propose(tokens, kr, rng, 1.0) if kr > 0 else ([], None)
-            if fused is not None:  # pass and softmax in one session run (onnx): its own profiler splits it
-                with _label(labelled, SESSION):
-                    p = fused(tokens[pos:] + drafted, pos, kr + 1, 1.0)
-            else:
-                logits = target(target.ids(tokens[pos:] + drafted), pos)[0, -(kr + 1):]
-                with _label(labelled, "logits to sample"):
-                    p = sampling.probs(logits, 1.0)
-            with _label(labelled, "the rule"):
-                n_acc, nxt = rule.accept_reject(p, q, drafted, rng) if kr > 0 else (0, sampling.sample(p[0], rng))
-            tokens.extend(drafted[:n_acc])
-            tokens.append(nxt)
-            pos = len(tokens) - 1
-            draft.rollback(pos)
-            rounds += 1
-        return rounds
+        stats = decode.GenerationStats(k=k, accepted_per_position=[0] * (k + 1))
+        # in a round, `sampling.sample` runs only when nothing was drafted: it emits what the rule would have
+        with _labelled(mode, target, sample="the rule") as t:
+            while (left := chars - (len(tokens) - len(prompt))) > 0:  # speculative_generate's loop
+                kr = min(k, left - 1)
+                with _label(mode, "draft"):
+                    drafted, q = draft.propose(tokens, kr, rng, 1.0) if kr > 0 else ([], None)
+                pos, _ = decode.settle_round(t, draft, tokens, pos, drafted, q, rng, 1.0, stats)
+        return stats.target_passes  # a pass a round
 
     return run
+
+
+@contextlib.contextmanager
+def _labelled(mode, target: GPT, sample: str):
+    """Inside: generate's own calls into `sampling` and `rule` run under the labels -- `probs` "logits to
+    sample", `sample` under `sample`, `accept_reject` "the rule" -- and the target to pass runs its fused
+    session calls (onnx: `sample_step`, `pass_probs`) as SESSION spans. Mode False changes nothing: the bare
+    blocks run exactly what generation runs.
+
+    So the blocks call `decode.step` and `decode.settle_round` themselves, and a change in generation is
+    attributed without a copy of it here to follow. The labels go in through the module references generate
+    looks its helpers up by, restored on leaving: generate has no label hook of its own, and this way
+    generation pays nothing for them."""
+    if not mode:
+        yield target
+        return
+    fused = [name for name in ("sample_step", "pass_probs") if getattr(target, name, None) is not None]
+    seams = decode.sampling, decode.rule
+    decode.sampling = _Labels(sampling, mode, probs="logits to sample", sample=sample)
+    decode.rule = _Labels(rule, mode, accept_reject="the rule")
+    try:
+        yield _Labels(target, mode, **dict.fromkeys(fused, SESSION)) if fused else target
+    finally:
+        decode.sampling, decode.rule = seams
+
+
+class _Labels:
+    """`inner` as its callers see it, the functions named in `labels` (those it has) run under their label."""
+
+    def __init__(self, inner, mode, **labels: str):
+        self._inner = inner
+        for name, label in labels.items():
+            fn = getattr(inner, name, None)
+            if fn is not None:
+                setattr(self, name, _labelled_call(fn, mode, label))
+
+    def __getattr__(self, name: str):
+        return getattr(self._inner, name)
+
+    def __call__(self, *args, **kwargs):
+        return self._inner(*args, **kwargs)
+
+
+def _labelled_call(fn: Callable, mode, label: str) -> Callable:
+    def call(*args, **kwargs):
+        with _label(mode, label):
+            return fn(*args, **kwargs)
+
+    return call
 
 
 def render(machine: Machine, rows: list[dict], attr: dict, context_pos: int = 100) -> str:
