@@ -67,19 +67,24 @@ def test_measure_costs_takes_the_terms_from_the_samplers_given(target, draft_fac
     assert costs.c("bigram") == pytest.approx(10.0 / costs.target_pass_us)
 
 
+class FakeTarget:
+    """Records every pass as (ids, position) and returns uniform logits."""
+
+    ids = GPT.ids
+    device = torch.device("cpu")
+
+    def __init__(self):
+        self.seen = []
+
+    def __call__(self, idx, pos):
+        self.seen.append((idx.tolist()[0], pos))
+        return torch.zeros(1, idx.shape[1], 84)
+
+
 def test_steps_advance_the_cache_like_generate():
-    seen = []
-
-    class FakeTarget:
-        ids = GPT.ids
-        device = torch.device("cpu")
-
-        def __call__(self, idx, pos):
-            seen.append((idx.tolist(), pos))
-            return torch.zeros(1, idx.shape[1], 84)
-
-    timing._steps(FakeTarget(), list(range(100, 120)), 5, 4, 1.0, np.random.default_rng(0), "cpu")()
-    assert seen == [([[105]], 5), ([[106]], 6), ([[107]], 7), ([[108]], 8)]
+    fake = FakeTarget()
+    timing._steps(fake, list(range(100, 120)), 5, 4, 1.0, np.random.default_rng(0), "cpu")()
+    assert fake.seen == [([105], 5), ([106], 6), ([107], 7), ([108], 8)]
 
 
 @pytest.mark.parametrize("k", [1, 8])
@@ -96,18 +101,10 @@ def test_loop_sampler_gives_five_costs_and_leaves_generation_intact(target, draf
 
 @pytest.mark.parametrize("n, widths", [(1, [1]), (32, [32]), (33, [32, 1]), (70, [32, 32, 6])])
 def test_fill_cache_runs_passes_no_wider_than_fill_width(n, widths):
-    seen = []
-
-    class FakeTarget:
-        ids = GPT.ids
-        device = torch.device("cpu")
-
-        def __call__(self, idx, pos):
-            seen.append((idx.shape[1], pos))
-
-    timing.fill_cache(FakeTarget(), list(range(n)))
+    fake = FakeTarget()
+    timing.fill_cache(fake, list(range(n)))
     assert timing.FILL_WIDTH == 32
-    assert seen == [(w, 32 * i) for i, w in enumerate(widths)]
+    assert [(len(ids), pos) for ids, pos in fake.seen] == [(w, 32 * i) for i, w in enumerate(widths)]
 
 
 # The samplers run under inference mode; so do these tests: a pass with autograd on leaves the session's shared
@@ -153,19 +150,14 @@ def test_round_sampler_frames_any_round_and_divides_by_what_was_drafted(monkeypa
     monkeypatch.setattr(timing.time, "perf_counter", lambda: float(next(clock)))
     monkeypatch.setattr(timing, "WARM_SECONDS", 0.0)
 
-    class FakeTarget:
-        ids = GPT.ids
-        device = torch.device("cpu")
-
-        def __call__(self, idx, pos):
-            calls.append(("fill", idx.tolist(), pos))
-
     def rest(tokens, proposal):
         calls.append(("rest", proposal))
         tokens.append(9)  # the round emits a character: the next one must not see it
 
     round_ = timing.Round([5, 6, 7], lambda tokens: (calls.append(("draft", list(tokens))), ("p", 3))[1], rest,
                           prime=lambda: calls.append("prime"), before=calls.append)
-    assert timing.round_sampler(FakeTarget(), round_)(2) == (1 / 3, 1.0)
+    fake = FakeTarget()
+    assert timing.round_sampler(fake, round_)(2) == (1 / 3, 1.0)
+    assert fake.seen == [([5, 6, 7], 0)]  # the cache filled once, before the sample's rounds
     rounds = [[i, ("draft", [5, 6, 7]), ("rest", "p")] for i in range(timing.WARM_ROUNDS + 2)]
-    assert calls == [("fill", [[5, 6, 7]], 0), "prime"] + [c for r in rounds for c in r]
+    assert calls == ["prime"] + [c for r in rounds for c in r]
