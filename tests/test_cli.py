@@ -50,6 +50,11 @@ def test_generate_speculative_statistics_go_to_stderr():
                            f"accepted per round (0..k) {out['accepted_per_position']}\n")
 
 
+def _env_without_kineto_level() -> dict:
+    """This environment less KINETO_LOG_LEVEL (an in-process `cli.main` elsewhere in the session sets it)."""
+    return {k: v for k, v in os.environ.items() if k != "KINETO_LOG_LEVEL"}
+
+
 PROFILE = ("import torch\nfrom torch.profiler import profile, ProfilerActivity\n{quiet}"
            "with profile(activities=[ProfilerActivity.CPU]):\n    torch.ones(3) + 1\n")
 
@@ -58,10 +63,9 @@ PROFILE = ("import torch\nfrom torch.profiler import profile, ProfilerActivity\n
                                                     "quiet_runtime_logs()\n", 0)])
 def test_the_profilers_start_and_stop_lines_are_silenced_where_the_command_starts(quiet, lines):
     """Negative control and fix: a torch.profiler profile logs `profiler_start` and `profiler_stop` on stderr
-    unless the command's `quiet_runtime_logs` ran first (in a child without the user's KINETO_LOG_LEVEL)."""
-    env = {k: v for k, v in os.environ.items() if k != "KINETO_LOG_LEVEL"}
+    unless the command's `quiet_runtime_logs` ran first."""
     proc = subprocess.run([sys.executable, "-c", PROFILE.format(quiet=quiet)], capture_output=True, text=True,
-                          timeout=600, env=env)
+                          timeout=600, env=_env_without_kineto_level())
     assert proc.returncode == 0, proc.stderr
     assert sum("SyncActivityProfilerHandler" in line for line in proc.stderr.splitlines()) == lines, proc.stderr
 
@@ -69,9 +73,8 @@ def test_the_profilers_start_and_stop_lines_are_silenced_where_the_command_start
 def test_overhead_prints_no_runtime_log_lines():
     """The profiled attribution (torch.profiler around ONNX Runtime's own profiler) leaves stderr empty."""
     pytest.importorskip("onnxruntime")
-    env = {k: v for k, v in os.environ.items() if k != "KINETO_LOG_LEVEL"}
     proc = subprocess.run(CLI + ["overhead", "--seconds", "0.1", "--backend", "onnx"], capture_output=True,
-                          text=True, timeout=600, env=env)
+                          text=True, timeout=600, env=_env_without_kineto_level())
     assert proc.returncode == 0 and proc.stderr == "", proc.stderr
     assert "where the time goes" in proc.stdout
 
