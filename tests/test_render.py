@@ -52,7 +52,7 @@ def test_the_headline_facts_by_hand():
     h = render.headline_facts(_doc())
     assert h["run"] == {"machine": "Test CPU", "device": "cpu", "backend": "eager", "threads": 1,
                         "workload": "shakespeare24", "prompt": None, "runs": 3, "chars": 60, "budget": 20.0,
-                        "wall_seconds": 19.4}
+                        "wall_seconds": 19.4, "units": "characters", "target": "shipped"}
     assert h["noise_floor"] == {"measured": 1.004, "ci": [0.98, 1.03], "pairs": 5}
     assert h["drafts"] == [
         {"draft": "fast", "config": "k=2", "measured": 1.8, "ci": [1.7, 1.9], "pairs": 6, "verdict": "faster"},

@@ -13,7 +13,7 @@ from specdec.decoding.drafts import Draft
 from specdec.decoding.generate import GenerationStats, generate, speculative_generate
 from specdec.decoding.trees import TreeSpec, accept_tree, draft_tree
 from specdec.measure.workload import CHARS, Workload, WorkloadItem, describe
-from specdec.model import corpus, sampling
+from specdec.model import sampling
 from specdec.model.gpt import GPT
 
 
@@ -24,15 +24,15 @@ def measure_child_acceptance(target, draft, prompt: str = "ROMEO:", chars: int =
 
     The target generates `chars` characters; one uncached forward gives p after every prefix; at each
     position the draft samples `width` children without replacement and the rule walks that one level.
-    Deterministic given the seed.
+    Deterministic given the seed. The text is tokenized by the target, prompt and generated text apart (so the
+    prompt's tokens are the ones generation started from).
     """
-    text = prompt + generate(target, prompt, chars, seed=seed, temperature=temperature).text
-    ids = corpus.encode(text)
+    n0 = len(prompt_ids := target.tokenize(prompt))
+    ids = prompt_ids + target.tokenize(generate(target, prompt, chars, seed=seed, temperature=temperature).text)
     p_all = sampling.probs(target(target.ids(ids))[0], temperature)  # (len, V)
     rng = np.random.default_rng(seed + 1)
     spec = TreeSpec.from_widths((width,))
     counts = np.zeros(width)
-    n0 = len(corpus.encode(prompt))
     for t in range(n0, len(ids)):
         tree = draft_tree(spec, draft, ids[:t], rng, temperature)
         p = np.repeat(p_all[t - 1][None], len(tree.tokens) + 1, axis=0)  # only row 0 is read at one level
@@ -58,8 +58,9 @@ class _RoundLog(Draft):
         self._pending = None
 
     def propose(self, tokens, k, rng, temperature):
-        self._pending = (len(tokens), k)
-        return self.draft.propose(tokens, k, rng, temperature)
+        out = self.draft.propose(tokens, k, rng, temperature)
+        self._pending = (len(tokens), len(out[0]))  # what it drafted: prompt lookup may propose fewer than k
+        return out
 
     def rollback(self, n_valid: int) -> None:
         self.draft.rollback(n_valid)

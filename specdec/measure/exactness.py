@@ -25,7 +25,8 @@ import numpy as np
 import torch
 from scipy import stats as sstats
 
-from specdec.model import corpus, sampling
+from specdec.model import sampling
+from specdec.model.protocol import units
 from specdec.decoding import trees
 from specdec.decoding.generate import generate, speculative_generate
 from specdec.decoding.drafts import Draft
@@ -84,7 +85,7 @@ def baseline_tv(p: np.ndarray, samples: int, seed: int, repeats: int = BASELINE_
 def target_distribution(target: GPT, prompt: str, temperature: float = 1.0) -> np.ndarray:
     """The target's p for the first character after `prompt`, from a fresh prefill."""
     target.setup_cache(1)
-    logits = target(target.ids(corpus.encode(prompt)), 0)[0, -1]
+    logits = target(target.ids(target.tokenize(prompt)), 0)[0, -1]
     return sampling.probs(logits, temperature)
 
 
@@ -103,19 +104,25 @@ def first_char_counts(
     The draft's first proposal and its q are deterministic functions of the context and the draft's RNG, so
     one `propose` gives q₁ and each draw samples its own d₁ from q₁ exactly as `propose` does; the rest of the
     round (positions 2..k) cannot change the first character and is not repeated.
+
+    A draft that proposes nothing at this context (prompt lookup on a prompt without a repeat) leaves the round
+    to the target: as in `decode.settle_round`, each draw is then the target's own sample from p₁.
     """
-    tokens = corpus.encode(prompt)
+    tokens = target.tokenize(prompt)
     rng = np.random.default_rng(seed)
     draft.reset()
     drafted, q = draft.propose(tokens, k, rng, temperature)
     draft.reset()
-    q1 = q[:1]  # (1, V)
+    q1 = q[:1]  # (1, V), or (0, V) when nothing was proposed
     # The verify pass of round one: prompt + k drafts at offset 0; its first scored position is p₁.
     target.setup_cache(1)
     logits = target(target.ids(tokens + drafted), 0)[0, len(tokens) - 1 : len(tokens) + 1]
     p = sampling.probs(logits, temperature)  # (2, V): p₁ and the next position (bonus when d₁ accepted)
     counts = np.zeros(p.shape[-1])
     for _ in range(samples):
+        if not len(q1):
+            counts[sampling.sample(p[0], rng)] += 1
+            continue
         d1 = sampling.sample(q1[0], rng)
         n_acc, nxt = rule.accept_reject(p, q1, [d1], rng)
         counts[d1 if n_acc else nxt] += 1
@@ -179,7 +186,7 @@ def tree_first_char_counts(target: GPT, draft: Draft, spec: trees.TreeSpec, prom
     `accept_tree`; the first character is the accepted child or the root's residual sample, so deeper levels
     and the nodes' own rows of p cannot change it and are not drafted (rows past the root repeat p).
     """
-    tokens = corpus.encode(prompt)
+    tokens = target.tokenize(prompt)
     p = target_distribution(target, prompt, temperature)
     level = spec.limit(spec.budget, 1)
     rng = np.random.default_rng(seed)
@@ -198,8 +205,10 @@ def first_three_law(target: GPT, prompt: str, samples: int, min_expected: float 
     Returns (p₁ (V,), law over categories, category(text) -> index). Pairs (a, b) expected at least
     `min_expected` times in `samples` draws get one category per third character (one batched forward gives
     their p(c | a, b)); every other pair is one category, which `chi_square_p` pools where sparse.
+    Categories are read off the generated text, so the target's tokens must be characters (`_characters_only`).
     """
-    ids = corpus.encode(prompt)
+    _characters_only(target, "the first-three-characters law")
+    ids = target.tokenize(prompt)
     V = target.config.vocab_size
     p1 = target_distribution(target, prompt)
     p2 = sampling.probs(target(torch.tensor([ids + [a] for a in range(V)], device=target.device))[:, -1], 1.0)  # (V, V) p(b | a)
@@ -213,10 +222,18 @@ def first_three_law(target: GPT, prompt: str, samples: int, min_expected: float 
     law = np.concatenate([joint2[a, b] * p3[i] for i, (a, b) in enumerate(pairs)] + [rest])
 
     def category(text: str) -> int:
-        a, b, c = corpus.encode(text[:3])
+        a, b, c = target.tokenize(text[:3])
         return detail[(a, b)] * V + c if (a, b) in detail else len(pairs) * V + a * V + b
 
     return p1, law, category
+
+
+def _characters_only(target, what: str) -> None:
+    """A check that reads outcomes off generated text needs one token per character: a subword target's text
+    cannot be cut back into the tokens it was generated as (retokenizing may merge them differently)."""
+    if units(target) != "characters":
+        raise ValueError(f"{what} reads tokens off generated text and needs a target whose tokens are characters; "
+                         f"{type(target).__name__} generates {units(target)}")
 
 
 def tree_generation_p_values(target: GPT, draft: Draft, spec: trees.TreeSpec, samples: int, seed: int = 0,
@@ -229,7 +246,7 @@ def tree_generation_p_values(target: GPT, draft: Draft, spec: trees.TreeSpec, sa
     first, joint = np.zeros(len(p1)), np.zeros(len(law))
     for s in range(seed, seed + samples):
         text = speculative_generate(target, draft, prompt, 3, k=1, seed=s, tree=spec).text
-        first[corpus.encode(text[0])[0]] += 1
+        first[target.tokenize(text[0])[0]] += 1
         joint[category(text)] += 1
     return chi_square_p(first, p1), chi_square_p(joint, law)
 

@@ -24,7 +24,7 @@ import numpy as np
 import torch
 from torch.profiler import ProfilerActivity, profile, record_function
 
-from specdec.model import backend_onnx, backends, corpus, sampling
+from specdec.model import backend_onnx, backends, sampling
 from specdec.decoding import generate as decode
 from specdec.measure import hygiene, timing
 from specdec.decoding.drafts import Draft
@@ -68,31 +68,111 @@ class Machine:
         return asdict(self)
 
 
-def pass_flops(config: GPTConfig, positions: int, context_pos: int) -> int:
-    """FLOPs of one cached forward over `positions` new positions after `context_pos` cached ones.
+@dataclass(frozen=True)
+class PassShape:
+    """What a pass's work is counted from: the sizes of one decoder-only architecture's layers.
 
-    2 FLOPs per multiply-add. Per layer: the four Linear layers (qkv C→3C, proj C→C, fc C→4C, proj 4C→C, no
-    bias) 2·T·12·C²; attention QKᵀ and AV over all context_pos + T keys (the masked kernel computes every
-    score) 2·2·T·(context_pos+T)·C. Then lm_head (its own weight, not tied to wte) 2·T·C·V. LayerNorm, GELU,
-    softmax, the residual adds and the embedding sum are not counted: O(T·C) each against O(T·C²), well
-    under 1 % here, and not what a floor is made of.
+    The shipped GPT and GPT-2 have a fused or separate q|k|v of C -> 3C, an MLP C -> I -> C and learned position
+    embeddings; the Llama family (Llama, Mistral, Qwen2) has grouped key/value heads, a gated MLP (gate and up
+    C -> I, down I -> C), RMSNorm (a weight only) and rotary positions (no table to read)."""
+
+    n_layer: int
+    width: int  # C, the residual stream
+    attn_width: int  # query heads x head size: the attention scores' and output projection's width
+    kv_width: int  # key/value heads x head size: the cache's width per layer, keys and values each
+    mlp: int  # I, the MLP's inner width
+    gated: bool  # three MLP matrices (gate, up, down) instead of two
+    vocab: int
+    position_table: bool  # a learned position embedding: one row read per new position
+    norm_params: int  # floats of one norm (LayerNorm weight and bias 2C, RMSNorm C)
+    biases: int  # bias floats per layer
+    tied: bool  # lm_head is the token embedding: its rows are read once, as the head
+
+    def linear(self) -> int:
+        """Weights of one layer's matrices."""
+        C = self.width
+        return C * self.attn_width + 2 * C * self.kv_width + self.attn_width * C + (3 if self.gated else 2) * C * self.mlp
+
+
+LLAMA_FAMILY = ("llama", "mistral", "qwen2")  # model types whose shapes `pass_shape` reads (plus gpt2)
+
+
+def model_config(target):
+    """The configuration a target's pass is shaped by: a Hugging Face model's own config, else target.config."""
+    return getattr(getattr(target, "model", None), "config", None) or target.config
+
+
+def pass_shape(config) -> PassShape | None:
+    """The shapes of a pass, from the shipped GPTConfig or a Hugging Face config of a known architecture
+    (gpt2, LLAMA_FAMILY); None for anything else -- the work is then unknown, never guessed."""
+    if isinstance(config, GPTConfig):
+        C = config.n_embd
+        return PassShape(config.n_layer, C, C, C, 4 * C, False, config.vocab_size, True, 2 * C, 0, False)
+    kind = getattr(config, "model_type", None)
+    get = lambda *names: next((getattr(config, n) for n in names if getattr(config, n, None) is not None), None)
+    tied = bool(getattr(config, "tie_word_embeddings", False))
+    if kind == "gpt2":
+        C, L = config.n_embd, config.n_layer
+        inner = config.n_inner or 4 * C
+        # Conv1D biases: c_attn 3C, attn c_proj C, c_fc I, mlp c_proj C
+        return PassShape(L, C, C, C, inner, False, config.vocab_size, True, 2 * C, 3 * C + C + inner + C, tied)
+    if kind not in LLAMA_FAMILY:
+        return None
+    C, L, heads = get("hidden_size"), get("num_hidden_layers"), get("num_attention_heads")
+    if None in (C, L, heads, get("intermediate_size")):
+        return None
+    head = get("head_dim") or C // heads
+    kv = (get("num_key_value_heads") or heads) * head
+    inner = config.intermediate_size
+    attn_bias = kind == "qwen2" or bool(getattr(config, "attention_bias", False))
+    biases = (heads * head + 2 * kv if attn_bias else 0) + (C if getattr(config, "attention_bias", False) else 0)
+    biases += 2 * inner + C if getattr(config, "mlp_bias", False) else 0
+    return PassShape(L, C, heads * head, kv, inner, True, config.vocab_size, False, C, biases, tied)
+
+
+def _windowed(config, keys: int) -> bool:
+    """The pass attends over more keys than the config's sliding window: not what `pass_flops` counts."""
+    window = getattr(config, "sliding_window", None)
+    return isinstance(window, int) and getattr(config, "use_sliding_window", True) and keys > window
+
+
+def pass_flops(config, positions: int, context_pos: int) -> int | None:
+    """FLOPs of one cached forward over `positions` new positions after `context_pos` cached ones; None when the
+    config's architecture is not one `pass_shape` knows (or its sliding window would cut the keys).
+
+    2 FLOPs per multiply-add. Per layer: the Linear layers (the shipped GPT's qkv C→3C, proj C→C, fc C→4C,
+    proj 4C→C: 2·T·12·C²; in general `PassShape.linear`) and attention QKᵀ and AV over all context_pos + T keys
+    (the masked kernel computes every score) 2·2·T·(context_pos+T)·(query heads x head size). Then lm_head (the
+    shipped model's own weight, not tied to wte) 2·T·C·V. LayerNorm, GELU, softmax, rotary embeddings, the
+    residual adds and the embedding sum are not counted: O(T·C) each against O(T·C²), well under 1 % here, and
+    not what a floor is made of.
     """
-    T, S, C = positions, context_pos + positions, config.n_embd
-    per_layer = 2 * T * 12 * C * C + 2 * 2 * T * S * C
-    return config.n_layer * per_layer + 2 * T * C * config.vocab_size
+    shape = pass_shape(config)
+    T, S = positions, context_pos + positions
+    if shape is None or _windowed(config, S):
+        return None
+    per_layer = 2 * T * shape.linear() + 2 * 2 * T * S * shape.attn_width
+    return shape.n_layer * per_layer + 2 * T * shape.width * shape.vocab
 
 
-def pass_bytes(config: GPTConfig, positions: int, context_pos: int, dtype_bytes: int = 4) -> int:
-    """Bytes one such pass must read at least once: every weight it uses and the KV cache it attends over.
+def pass_bytes(config, positions: int, context_pos: int, dtype_bytes: int = 4) -> int | None:
+    """Bytes one such pass must read at least once: every weight it uses and the KV cache it attends over; None
+    where `pass_flops` is None.
 
-    Linear weights 12·C² per layer and lm_head C·V; the T rows of wte and of wpe the pass looks up (not the
-    whole tables); LayerNorm weight and bias, 2·C for each of the 2·n_layer + 1 norms; keys and values of
-    context_pos + T positions in every layer, 2·n_layer·(context_pos+T)·C. Activations (a few KB) and the
-    boolean mask are left out.
+    Linear weights (12·C² per layer for the shipped GPT) and biases, and lm_head C·V; the T rows of wte (unless
+    tied to lm_head, read whole already) and of a learned position table that the pass looks up (not the whole
+    tables); the norms' weights (and biases), 2·n_layer + 1 norms; keys and values of context_pos + T positions
+    in every layer, 2·n_layer·(context_pos+T)·(key/value width). Activations (a few KB) and the boolean mask
+    are left out.
     """
-    T, S, C, L = positions, context_pos + positions, config.n_embd, config.n_layer
-    weights = L * 12 * C * C + C * config.vocab_size + 2 * T * C + (2 * L + 1) * 2 * C
-    return (weights + 2 * L * S * C) * dtype_bytes
+    shape = pass_shape(config)
+    T, S = positions, context_pos + positions
+    if shape is None or _windowed(config, S):
+        return None
+    C, L = shape.width, shape.n_layer
+    rows = (0 if shape.tied else T * C) + (T * C if shape.position_table else 0)
+    weights = L * (shape.linear() + shape.biases) + C * shape.vocab + rows + (2 * L + 1) * shape.norm_params
+    return (weights + 2 * L * S * shape.kv_width) * dtype_bytes
 
 
 def measure_machine(seconds: float = 2.0, threads: int = 1) -> Machine:
@@ -154,11 +234,11 @@ def overhead_table(target: GPT, machine: Machine, positions: tuple[int, ...] = (
     a sample) until `seconds` have passed, so a slow moment lands on all of them, and each row keeps the
     median of its samples: the typical pass, as generation pays it.
     """
-    cfg = target.config
-    if not (0 <= context_pos and context_pos + max(positions) <= cfg.context and min(positions) >= 1):
+    context = target.config.context
+    if not (0 <= context_pos and context_pos + max(positions) <= context and min(positions) >= 1):
         raise ValueError(f"positions {min(positions)}..{max(positions)} at context_pos {context_pos} must be "
-                         f">= 1 and fit the context of {cfg.context}")
-    tokens = corpus.split_ids("val")[: context_pos + max(positions)].tolist()
+                         f">= 1 and fit the context of {context}")
+    tokens = timing.corpus_tokens(target)[: context_pos + max(positions)].tolist()
     target.setup_cache(1)
     if context_pos:
         target(target.ids(tokens[:context_pos]), 0)
@@ -168,14 +248,37 @@ def overhead_table(target: GPT, machine: Machine, positions: tuple[int, ...] = (
         timing.warm_up(fn, seconds=0.02)
     deadline = time.perf_counter() + seconds
     samples = timing.round_robin(fns, samples=100_000, number=10, deadline=deadline, min_samples=3)
-    rows, backend = [], backends.backend_of(target)
+    rows, backend = [], backend_name(target)
+    cfg, dtype_bytes = model_config(target), _dtype_bytes(target)
     for T in positions:
-        flops, nbytes = pass_flops(cfg, T, context_pos), pass_bytes(cfg, T, context_pos)
+        flops, nbytes = pass_flops(cfg, T, context_pos), pass_bytes(cfg, T, context_pos, dtype_bytes)
         measured = float(np.median(samples[T])) * 1e6
-        floor = floor_us(flops, nbytes, machine)
+        floor = None if flops is None else floor_us(flops, nbytes, machine)  # unknown work: no floor
         rows.append({"backend": backend, "positions": T, "measured_us": measured, "floor_us": floor,
-                     "share": 1 - floor / measured, "flops": flops, "bytes": nbytes})
+                     "share": None if floor is None else 1 - floor / measured, "flops": flops, "bytes": nbytes})
     return rows
+
+
+UNKNOWN = "unknown"  # how a figure that cannot be counted for this target reads (never a guess)
+
+
+def known(value, spec: str, scale: float = 1.0) -> str:
+    """value / scale formatted by `spec`, or UNKNOWN for None (work `pass_flops` cannot count)."""
+    return UNKNOWN if value is None else format(value / scale, spec)
+
+
+def backend_name(target) -> str:
+    """What runs the target's pass, as the overhead rows and the report name it: the shipped GPT's backend, or
+    "transformers" for a Hugging Face model, else the target's class."""
+    if isinstance(target, GPT):
+        return backends.backend_of(target)
+    return "transformers" if hasattr(target, "tokenizer") and hasattr(target, "model") else type(target).__name__
+
+
+def _dtype_bytes(target) -> int:
+    """Bytes of one weight as the pass reads it: the target's dtype where it has one (an HF model in bf16: 2)."""
+    dtype = getattr(target, "dtype", None)
+    return dtype.itemsize if isinstance(dtype, torch.dtype) else 4
 
 
 def category(name: str) -> str:
@@ -517,8 +620,8 @@ def render(machine: Machine, rows: list[dict], attr: dict, context_pos: int = 10
              f"floor", f"{'positions':>9} {'measured µs':>12} {'floor µs':>9} {'overhead':>9} "
              f"{'MFLOP':>7} {'KB':>7}"]
     for r in rows:
-        lines.append(f"{r['positions']:>9} {r['measured_us']:>12.1f} {r['floor_us']:>9.1f} {r['share']:>9.1%} "
-                     f"{r['flops'] / 1e6:>7.2f} {r['bytes'] / 1e3:>7.0f}")
+        lines.append(f"{r['positions']:>9} {r['measured_us']:>12.1f} {known(r['floor_us'], '.1f'):>9} "
+                     f"{known(r['share'], '.1%'):>9} {known(r['flops'], '.2f', 1e6):>7} {known(r['bytes'], '.0f', 1e3):>7}")
     lines += ["", "where the time goes (µs; labelled spans timed, the rest split by torch.profiler's self CPU "
               "time; the residual is what it cannot see)", f"{'category':32} {'step':>9} {'round':>9}"]
     for name in CATEGORIES:

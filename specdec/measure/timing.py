@@ -18,14 +18,21 @@ from typing import Callable
 import numpy as np
 import torch
 
-from specdec.model import corpus, sampling
+from specdec.model import corpus
 from specdec.decoding import generate as decode
 from specdec.measure import hygiene
-from specdec.decoding.drafts import Draft
+from specdec.decoding.drafts import Draft, corpus_ids
 from specdec.model.gpt import GPT
 from specdec.decoding import rule
 
 COST_PROMPT = "KING HENRY:\nOnce more unto the breach, dear friends, once more;\nOr close the wall up"
+
+
+def corpus_tokens(target, split: str = "val") -> np.ndarray:
+    """The shipped corpus's `split` in the target's ids: the text every cost sampler and the overhead table run
+    over (the corpus's own character ids for the shipped model, the tokenizer's tokens otherwise)."""
+    ids = corpus_ids(target, split)
+    return corpus.split_ids(split) if ids is None else ids
 
 
 def sync(device: str | torch.device) -> None:
@@ -166,7 +173,7 @@ def loop_sampler(target: GPT, draft: Draft, k: int, temperature: float = 1.0, de
     Target-only steps: 4·number per sample; one first step and one first round.
     """
     n_steps = 4 * number
-    text, position, prompt = _texts(position, n_steps, prompt_chars)
+    text, position, prompt = _texts(target, position, n_steps, prompt_chars)
     rng = np.random.default_rng(1)
     rounds = round_sampler(target, chain_round(target, draft, text[: position + 1], k, rng, temperature, all_accepted),
                            device)
@@ -182,13 +189,14 @@ def loop_sampler(target: GPT, draft: Draft, k: int, temperature: float = 1.0, de
                           temperature, rng, device)
 
 
-def _texts(position: int | None, n_steps: int, prompt_chars: int | None) -> tuple[list[int], int, list[int]]:
-    """(text, position, prompt) for a loop sampler: validation text long enough for `n_steps` steps around
-    `position` (default: the cost prompt's last) and for the prompt -- only its length matters to the clock --
-    and the first step's and round's prompt (`prompt_chars` long; default: the text up to `position`)."""
+def _texts(target, position: int | None, n_steps: int, prompt_chars: int | None) -> tuple[list[int], int, list[int]]:
+    """(text, position, prompt) for a loop sampler: validation text in the target's ids long enough for
+    `n_steps` steps around `position` (default: the cost prompt's last) and for the prompt -- only its length
+    matters to the clock -- and the first step's and round's prompt (`prompt_chars` tokens long; default: the
+    text up to `position`)."""
     if position is None:
-        position = len(corpus.encode(COST_PROMPT)) - 1
-    text = corpus.split_ids("val")[: max(position + n_steps // 2 + 1, (prompt_chars or 0) + 1)].tolist()
+        position = len(target.tokenize(COST_PROMPT)) - 1
+    text = corpus_tokens(target)[: max(position + n_steps // 2 + 1, (prompt_chars or 0) + 1)].tolist()
     return text, position, text[: prompt_chars or position + 1]
 
 
@@ -203,6 +211,8 @@ def _terms_sampler(target, text, position, n_steps, rounds, n_rounds, firsts, te
     def sample() -> tuple[float, ...]:
         char_s, round_s = rounds(n_rounds)  # primes both caches with the context first
         first_step_s, first_round_s = firsts(1)
+        if not isinstance(target, GPT):  # a cache that has a length (an HF DynamicCache) holds the prompt only
+            fill_cache(target, text[:start])  # now; the shipped GPT's holds this same text already, in place
         # Right after the draft's rounds a target step runs up to ~1.5x slower and settles over ~10 calls
         # (measured); target-only generation runs its steps back to back, so time them once settled.
         settle()
@@ -384,7 +394,7 @@ def measure_costs(
     (timed calls and self-measuring samplers; names must not clash with the built-in ones); their samples come
     back in `Costs.extra_samples`.
     """
-    tokens = corpus.encode(COST_PROMPT)
+    tokens = target.tokenize(COST_PROMPT)
     target.setup_cache(1)
     target(target.ids(tokens), 0)  # fill the cache up to the cost prompt's last position
     ks = sorted(set(ks))
@@ -395,6 +405,8 @@ def measure_costs(
                                                                         term_calls)
              for name, draft in drafts.items() for k in sim_ks}
     loops.update(extra_samplers or {})
+    if not isinstance(target, GPT):  # a cache with a length: each sampler leaves it at its own position, and
+        loops = {n: _then(s, lambda: fill_cache(target, tokens)) for n, s in loops.items()}  # the passes need it
     deadline = None if seconds is None else time.perf_counter() + seconds
     raw = round_robin(fns, samples, number, device, samplers=loops, deadline=deadline, min_samples=min_samples)
     terms = {(n, k): np.asarray(raw.pop(f"loop:{n}:{k}"), dtype=float) for n in drafts for k in sim_ks}
@@ -402,6 +414,16 @@ def measure_costs(
     extra.update({n: raw.pop(n) * 1e6 for n in (extra_fns or {})})
     return _costs({n: t * 1e6 for n, t in raw.items()}, terms, list(drafts), ks, sim_ks, draft_k,
                   threads_used or torch.get_num_threads(), str(device), extra)
+
+
+def _then(sampler: Callable[[], object], after: Callable[[], None]) -> Callable[[], object]:
+    """sampler's call, then `after` (outside what the sampler measures of itself)."""
+    def call():
+        value = sampler()
+        after()
+        return value
+
+    return call
 
 
 def _pass_fns(target: GPT, tokens: list[int], ks: list[int], temperature: float,

@@ -20,7 +20,6 @@ from typing import Callable
 import numpy as np
 import torch
 
-from specdec.model import corpus
 from specdec.decoding import generate as decode, trees
 from specdec.decoding.drafts import Draft
 from specdec.model.gpt import GPT
@@ -45,7 +44,7 @@ def verify_fns(target: GPT, positions=TREE_POSITIONS, device: str = "cpu") -> di
     """name -> a tree-masked target pass over N positions at the cost prompt's last position (the target's
     cache must hold the cost prompt, as `timing.measure_costs` leaves it). Names: tree_verify{N}, and
     tree_verify1, the single-position pass of the same rounds: T(N)/T(1) is taken per sample."""
-    tokens = corpus.encode(COST_PROMPT)
+    tokens = target.tokenize(COST_PROMPT)
     pos = len(tokens) - 1
     dev = torch.device(device)
     one = target.ids(tokens[pos:])
@@ -69,7 +68,7 @@ def tree_loop_sampler(target: GPT, draft: Draft, spec: trees.TreeSpec, temperatu
     number: rounds per sample; target-only steps: 4·number per sample (as the chain sampler's).
     """
     n_steps = 4 * number
-    text, position, prompt = _texts(position, n_steps, prompt_chars)
+    text, position, prompt = _texts(target, position, n_steps, prompt_chars)
     context = text[: position + 1]
     shape = spec.limit(target.config.context - len(context), spec.depth)  # a round must fit the context
     rng = np.random.default_rng(1)

@@ -36,6 +36,7 @@ import numpy as np
 
 from specdec.model import corpus
 from specdec.model.gpt import GPTConfig
+from specdec.model.protocol import units
 from specdec.measure.stats import ratio_of_totals
 
 DEFAULT_WORKLOAD = "shakespeare24"
@@ -176,14 +177,16 @@ def build_default() -> Workload:
 # ---- loading ----
 
 def load_workload(name_or_path: str | Path, seeds: Sequence[int] | None = None, chars: int = CHARS,
-                  context: int = GPTConfig.context, max_k: int = MAX_K) -> Workload:
+                  context: int | None = None, max_k: int = MAX_K, target=None) -> Workload:
     """A shipped workload by name (WORKLOADS) or a user's .txt or .json file, checked prompt by prompt.
 
     .txt: one prompt per non-empty line, '\n' written as backslash-n; ids p1, p2, ...; category "user".
     .json: a list of prompts (as .txt), or {"name", "seeds", "items": [{"id", "category", "prompt"}]} with
     name, seeds, id and category optional (an item may also be a bare prompt string).
     seeds overrides the file's (default DEFAULT_SEEDS). Every prompt must fit `chars` generated characters and
-    a round of max_k drafts plus one in `context` positions.
+    a round of max_k drafts plus one in `context` positions. Prompts are text: with `target`, a prompt is valid
+    when the target can tokenize it and its tokens fit (context defaults to the target's); without one, when
+    every character is in the shipped corpus's vocabulary (context: the shipped model's).
     Raises WorkloadError (a ValueError) with a one-line message naming the problem.
     """
     where = str(name_or_path)
@@ -200,12 +203,14 @@ def load_workload(name_or_path: str | Path, seeds: Sequence[int] | None = None, 
     name, file_seeds, items, recipe = _parse_json(where, raw) if suffix == ".json" else _parse_txt(raw)
     if not items:
         raise WorkloadError(f"workload {where!r} has no prompts; {_ALLOWED}")
+    if context is None:
+        context = GPTConfig.context if target is None else target.context
     ids = set()
     for item in items:
         if item.id in ids:
             raise WorkloadError(f"workload {where!r}: duplicate id {item.id!r}; every item needs its own id")
         ids.add(item.id)
-        _check_prompt(where, item, chars, context, max_k)
+        _check_prompt(where, item, chars, context, max_k, target)
     seeds = seeds if seeds is not None else file_seeds if file_seeds is not None else DEFAULT_SEEDS
     if not isinstance(seeds, (list, tuple)) or not seeds or not all(
             isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in seeds):
@@ -243,18 +248,29 @@ def _parse_json(where: str, raw: str) -> tuple[str, object, list[WorkloadItem], 
     return str(doc.get("name", "")), doc.get("seeds"), items, str(doc.get("recipe", ""))
 
 
-def _check_prompt(where: str, item: WorkloadItem, chars: int, context: int, max_k: int) -> None:
+def _check_prompt(where: str, item: WorkloadItem, chars: int, context: int, max_k: int, target=None) -> None:
     if not item.prompt:
         raise WorkloadError(f"workload {where!r}: prompt {item.id!r} is empty; give at least one character")
-    vocab = corpus.vocabulary()
-    bad = next((ch for ch in item.prompt if ch not in vocab), None)
-    if bad is not None:
-        raise WorkloadError(f"workload {where!r}: prompt {item.id!r} has the character {bad!r}, which is not in "
-                            f"the vocabulary (allowed: {vocab!r})")
+    if target is None:
+        vocab = corpus.vocabulary()
+        bad = next((ch for ch in item.prompt if ch not in vocab), None)
+        if bad is not None:
+            raise WorkloadError(f"workload {where!r}: prompt {item.id!r} has the character {bad!r}, which is not "
+                                f"in the vocabulary (allowed: {vocab!r})")
+        n, what = len(item.prompt), "characters"
+    else:
+        try:
+            n = len(target.tokenize(item.prompt))
+        except ValueError as exc:
+            raise WorkloadError(f"workload {where!r}: prompt {item.id!r} cannot be tokenized by the target: "
+                                f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
+        what = units(target)
+        if not n:
+            raise WorkloadError(f"workload {where!r}: prompt {item.id!r} tokenizes to no tokens; give some text")
     limit = context - chars - (max_k + 1)  # a round of max_k drafts plus one must still fit at the end
-    if len(item.prompt) > limit:
-        raise WorkloadError(f"workload {where!r}: prompt {item.id!r} is {len(item.prompt)} characters; with "
-                            f"{chars} generated and k up to {max_k} it must be at most {limit} (context {context})")
+    if n > limit:
+        raise WorkloadError(f"workload {where!r}: prompt {item.id!r} is {n} {what}; with {chars} generated and k "
+                            f"up to {max_k} it must be at most {limit} (context {context})")
 
 
 # ---- summaries over a workload ----

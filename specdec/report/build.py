@@ -22,12 +22,13 @@ from pathlib import Path
 
 import torch
 
-from specdec.model import backends
-from specdec.measure import hygiene, machine_record
+from specdec.model import protocol
+from specdec.measure import hygiene, machine_record, overhead
 from specdec.report import figures, overhead_section, render, sections
 from specdec.report import tree_sections as ts
 from specdec.measure import workload as wl
-from specdec.decoding.registry import DRAFTS, available_on
+from specdec.decoding.drafts import Draft
+from specdec.decoding.registry import CPU_ONLY, DRAFTS
 from specdec.decoding.trees import parse_tree
 from specdec.model.gpt import GPT
 from specdec.report.markdown import config_label
@@ -57,11 +58,19 @@ SHARES = {"overhead": 0.05, "costs": 0.17, "speedup": 0.60, "adaptive": 0.13, "g
 # interpreter's exit about 0.5 s more.
 WRITE_RESERVE = 4.0
 STARTUP = "start-up: import torch, load the target, check the inputs"  # the sections table's first row, if timed
+# The drafts that are copies of the shipped GPT's weights (make_draft refuses them for any other target), and
+# what a target other than the shipped GPT cannot have, one line each as the report prints it.
+SHIPPED_ONLY = ("int8", "int4", "int8-dynamic")
+NOT_SHIPPED = {
+    "write-up table": "needs the shipped model with its bigram/int8/int4 drafts at 'ROMEO:', seed 0",
+    "backends": "the shipped GPT only (its eager, fused, numpy and onnx forwards of the same weights)",
+    "quantized drafts": f"{', '.join(SHIPPED_ONLY)} are copies of the shipped GPT's weights",
+}
 
 
 def measure(
     target: GPT,
-    drafts: list[str] | None = None,
+    drafts: list[str | Draft] | None = None,
     ks: list[int] | None = None,
     quick: bool = False,
     pairs: int | None = None,
@@ -82,6 +91,10 @@ def measure(
 ) -> dict:
     """Run every section within `budget` seconds and return the report document (schema in README.md).
 
+    target: the shipped GPT or any `model.protocol.Target` (a Hugging Face model: `load_target("hf:PATH")`).
+    drafts: names (`make_draft`'s) or Draft objects, whose `.name` names their rows; default `default_drafts`.
+    A target other than the shipped GPT measures in its own units (settings.units: "tokens" unless its tokens
+    are the corpus's characters) and records what it cannot have in doc["unavailable"] (section -> reason).
     workload: a shipped name or a prompts file (default: the shipped one); prompt: one prompt instead (with
     `seed`, default 0) -- the single configuration, e.g. the write-up's 'ROMEO:', seed 0. seed with a workload:
     that one seed for every item. pairs: the minimum of alternated pairs per speedup row (default 5, quick 3).
@@ -93,34 +106,52 @@ def measure(
     `time.perf_counter()` reading the budget counts from (default: now); `specdec report` passes the moment the
     package was imported, so that start-up is inside `--budget` and shows as a section of its own.
     """
-    drafts = list(drafts or DRAFTS)
-    skipped = [n for n in drafts if n not in available_on(device)]
-    for name in skipped:
-        log(f"[setup] skipping draft {name}: it runs on the CPU only, not on {device}")
-    drafts = [n for n in drafts if n not in skipped]
-    if not drafts:
-        raise ValueError(f"no draft to measure on {device} (CPU only: {', '.join(skipped)})")
+    shipped = isinstance(target, GPT)
+    given = _given_drafts(target if drafts is None else drafts, drafts is None)
+    skipped = _skipped(given, target, device)
+    for name, why in skipped.items():
+        log(f"[setup] skipping draft {name}: it {why}")
+    given = {n: d for n, d in given.items() if n not in skipped}
+    if not given:
+        raise ValueError(f"no draft to measure with this target on {device} (skipped: "
+                         f"{'; '.join(f'{n}: {why}' for n, why in skipped.items())})")
+    unavailable = {} if shipped else dict(NOT_SHIPPED)
     knobs = _knobs(quick, budget, pairs, trees)
+    if protocol.tree_support(target) and knobs["trees"]:
+        unavailable["trees"] = protocol.tree_support(target)
+        knobs["trees"] = []
+    if overhead.pass_shape(overhead.model_config(target)) is None:
+        unavailable["overhead floor"] = (f"FLOPs and bytes per pass are counted for the shipped GPT, gpt2 and "
+                                         f"{', '.join(overhead.LLAMA_FAMILY)} only; "
+                                         f"{protocol.describe(target)['architecture']!r} reads unknown")
     ks = sorted(set(ks or DEFAULT_KS))
-    work, runs = _runs(workload, prompt, seed, chars, ks, knobs["every"])
+    # the shipped GPT's prompts are checked against its characters as always; any other target's by its tokenizer
+    work, runs = _runs(workload, prompt, seed, chars, ks, knobs["every"], None if shipped else target)
     clock = Budget(knobs["budget"], reserve=WRITE_RESERVE + 0.02 * knobs["budget"], start=started)
     startup = clock.elapsed() if started is not None else None
     affinity = hygiene.pin(cpus)
     threads_before, blas_before = torch.get_num_threads(), hygiene.blas_threads()
     thread_info = hygiene.set_threads(threads)
     machine = {**hygiene.machine_info(thread_info, device, affinity), "pinned": cpus is not None,
-               "backend": backends.backend_of(target)}
+               "backend": overhead.backend_name(target)}
     knobs["between_run"] = machine_record.resolve(between_run, machine)
-    run = sections.ReportRun(target.to(device), drafts, ks, knobs, device, chars, temperature, runs, log)
+    run = sections.ReportRun(target.to(device), list(given), ks, knobs, device, chars, temperature, runs, log,
+                             given={n: d for n, d in given.items() if isinstance(d, Draft)})
     doc = {"machine": machine, "settings": {
         "workload": {"name": work.name, "items": len(runs), "seeds": sorted({s for _, s in runs}),
                      "runs": [[item.id, s] for item, s in runs]},
         "prompt": prompt, "chars": chars, "seed": seed, "temperature": temperature, "ks": ks,
-        "drafts": run.drafts, "quick": quick, **knobs}}
+        "drafts": run.drafts, "quick": quick, **knobs,
+        "target": protocol.describe(target), "units": protocol.units(target)}}
     if skipped:
-        doc["skipped"] = {name: f"runs on the CPU only, not on {device}" for name in skipped}
+        doc["skipped"] = skipped
+    if unavailable:
+        doc["unavailable"] = unavailable
+        for section, why in unavailable.items():
+            log(f"[setup] unavailable for this target: {section}: {why}")
     try:
-        parts, spent = run_sections(_sections(run, machine["backend"], with_writeup=prompt is None), clock, log)
+        parts, spent = run_sections(_sections(run, machine["backend"], with_writeup=prompt is None and shipped),
+                                    clock, log)
     finally:
         torch.set_num_threads(threads_before)  # a library call leaves the caller's setting as it found it
         hygiene.set_blas_threads(blas_before)
@@ -128,6 +159,44 @@ def measure(
     if startup is not None:
         spent.insert(0, {"section": STARTUP, "seconds": round(startup, 2), "allotted": None})
     return _conclude(doc, spent, clock.elapsed(), after_own_run, log)
+
+
+def default_drafts(target) -> list[str]:
+    """The drafts a report measures when none are named: every shipped draft for the shipped GPT; for any other
+    target those `make_draft` can build for it -- bigram, ngram, small where its tokens are the corpus's
+    characters (an exported copy of the shipped model), and prompt-lookup."""
+    if isinstance(target, GPT):
+        return list(DRAFTS)
+    small = ["small"] if getattr(target, "corpus_vocabulary", False) else []
+    return ["bigram", "ngram", *small, "prompt-lookup"]
+
+
+def _given_drafts(target_or_drafts, default: bool) -> dict[str, str | Draft]:
+    """name -> the caller's name or Draft object, in order (a Draft object is named by its `.name`); the
+    default set for the target when none were named. Two drafts of one name: a one-line ValueError."""
+    items = default_drafts(target_or_drafts) if default else list(target_or_drafts)
+    out: dict[str, str | Draft] = {}
+    for d in items:
+        if not isinstance(d, (str, Draft)):
+            raise ValueError(f"a draft must be a name or a Draft object, got {d!r}")
+        name = d if isinstance(d, str) else d.name
+        if name in out:
+            raise ValueError(f"two drafts are named {name!r}; give each draft its own name")
+        out[name] = d
+    return out
+
+
+def _skipped(given: dict[str, str | Draft], target, device: str) -> dict[str, str]:
+    """The drafts this report cannot run, name -> why (as `doc["skipped"]` records it): CPU-only kernels beside
+    a target elsewhere, and the shipped GPT's quantized copies beside any other target."""
+    out = {}
+    for name, d in given.items():
+        cpu_only = d.cpu_only if isinstance(d, Draft) else name in CPU_ONLY
+        if cpu_only and torch.device(device).type != "cpu":
+            out[name] = f"runs on the CPU only, not on {device}"
+        elif isinstance(d, str) and name in SHIPPED_ONLY and not isinstance(target, GPT):
+            out[name] = f"is a quantized copy of the shipped GPT, not of a {type(target).__name__} target"
+    return out
 
 
 def _knobs(quick: bool, budget: float | None, pairs: int | None, trees: list[str] | None) -> dict:
@@ -144,14 +213,14 @@ def _knobs(quick: bool, budget: float | None, pairs: int | None, trees: list[str
     return knobs
 
 
-def _runs(workload, prompt: str | None, seed: int | None, chars: int, ks: list[int], every: int):
+def _runs(workload, prompt: str | None, seed: int | None, chars: int, ks: list[int], every: int, target=None):
     """The workload and the (item, seed) runs the report measures: one prompt and seed, or every `every`-th
-    run of the workload."""
+    run of the workload (its prompts checked against the target's tokenizer and context)."""
     if prompt is not None:
         work = wl.single(prompt, 0 if seed is None else seed)
         return work, work.runs()
     work = wl.load_workload(workload or wl.DEFAULT_WORKLOAD, seeds=None if seed is None else [seed], chars=chars,
-                            max_k=max(ks))
+                            max_k=max(ks), target=target)
     return work, work.cycled(every)
 
 

@@ -12,6 +12,7 @@ import textwrap
 from pathlib import Path
 
 from specdec.measure.overhead import CATEGORIES
+from specdec.report.markdown import words
 from specdec.report.render_trees import _chains
 from specdec.util.files import atomic_path
 
@@ -72,7 +73,7 @@ def speedup_figure(doc: dict):
     ks = sorted({r["k"] for r in rows})
     ax.set_xscale("log", base=2)
     ax.set_xticks(ks, [str(k) for k in ks])
-    ax.set_xlabel("k (characters drafted per round)")
+    ax.set_xlabel(f"k ({words(doc)['units']} drafted per round)")
     ax.set_ylabel("speedup over target-only (x)")
     m = doc["machine"]
     _fit_title(fig, fig.suptitle(f"speculative decoding, {m['threads']} thread(s), {m['device']}", fontsize=10))

@@ -37,3 +37,19 @@ def row_name(r: dict) -> str:
     """A speedup row's name where rows of several drafts share one table (calibration, backends): its draft and
     configuration, 'ngram k=8' or 'bigram tree 4x2x2x1'."""
     return f"{r['draft']} {config_label(r)}"
+
+
+def units(doc: dict) -> str:
+    """What one generated position is in this report: settings.units ("characters" for the shipped model and
+    for a report saved before targets were recorded, "tokens" for a subword target)."""
+    return (doc.get("settings") or {}).get("units") or "characters"
+
+
+def words(doc: dict) -> dict[str, str]:
+    """The report's labels in its units: unit / units ("character(s)" or "token(s)"), per_pass and
+    per_target_pass (the shipped model's "chars per pass" and "chars per target pass", word for word)."""
+    if units(doc) == "characters":
+        return {"unit": "character", "units": "characters", "per_pass": "chars per pass",
+                "per_target_pass": "chars per target pass"}
+    return {"unit": "token", "units": "tokens", "per_pass": "tokens per pass",
+            "per_target_pass": "tokens per target pass"}

@@ -7,7 +7,8 @@ machine's figures (`overhead.measure_machine`, MACHINE_SHARE) and the floor tabl
 the rest), each at least MIN_SECONDS so that every figure exists on a tiny budget. The document gets:
 
 - `overhead`: one row per width in POSITIONS: `backend`, `positions`, `measured_us`, `floor_us`,
-  `share` (1 - floor / measured), `flops`, `bytes`;
+  `share` (1 - floor / measured), `flops`, `bytes` (the last four None, rendered "unknown", for a target whose
+  architecture `overhead.pass_shape` cannot count);
 - `attribution`: backend -> {"step": category -> µs, "round": category -> µs} (`overhead.CATEGORIES`, the
   residual last; they sum to the timed blocks' wall time: `accounted_us`; see `overhead.attribute`);
 - `overhead_setup`: what those figures were measured with: the machine's figures, `context_pos`, the draft and
@@ -27,7 +28,6 @@ import time
 
 import torch
 
-from specdec.model import backends
 from specdec.measure import overhead
 from specdec.decoding.registry import make_draft
 
@@ -40,7 +40,7 @@ MIN_SECONDS = 0.3  # each of the machine's figures and the table gets at least t
 
 def measure(run, seconds: float) -> dict:
     """The overhead table and the attribution of the report's target (`run`: a `sections.ReportRun`)."""
-    backend = backends.backend_of(run.target)
+    backend = overhead.backend_name(run.target)
     if run.device != "cpu":
         return {"overhead": [], "attribution": {},
                 "overhead_setup": {"skipped": f"the floor model is the CPU's; the target runs on {run.device}"}}

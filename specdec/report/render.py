@@ -8,7 +8,8 @@ renders again, on any machine.
 from __future__ import annotations
 
 from specdec.report.render_trees import _chains, _median, best_exact, passes_exactness, tree_acceptance, tree_costs
-from specdec.report.markdown import config_cell, config_label, row_name, spread, table, verdict
+from specdec.measure.overhead import known
+from specdec.report.markdown import config_cell, config_label, row_name, spread, table, verdict, words
 
 PREDICTION_TOLERANCE = 0.05  # the refined model, before the run and as accounting, is held to 5 %
 WRITEUP_TOLERANCE = 0.10  # the write-up's formula is judged at 10 %
@@ -58,7 +59,8 @@ def headline_facts(doc: dict) -> dict:
         "run": {"machine": m["cpu"], "device": m["device"], "backend": m.get("backend", "eager"),
                 "threads": m["threads"], "workload": w["name"] if s.get("prompt") is None else None,
                 "prompt": s.get("prompt"), "runs": w["items"], "chars": s["chars"], "budget": s["budget"],
-                "wall_seconds": doc["wall_seconds"]},
+                "wall_seconds": doc["wall_seconds"], "units": words(doc)["units"],
+                "target": (s.get("target") or {}).get("name", "shipped")},
         "noise_floor": {"measured": floor["measured"], "ci": [floor["ci_low"], floor["ci_high"]],
                         "pairs": floor["pairs"]},
         "drafts": drafts,
@@ -73,9 +75,10 @@ def headline(doc: dict) -> str:
     h = headline_facts(doc)
     run, f = h["run"], h["noise_floor"]
     what = (f"workload {run['workload']!r}" if run["prompt"] is None else f"prompt {run['prompt']!r}")
-    out = [f"# specdec report\n\n{run['machine']} ({run['device']}), {run['backend']} backend, {run['threads']} "
-           f"thread(s); {what}, {run['runs']} run(s) of {run['chars']} characters; budget {run['budget']:.0f} s, "
-           f"measured in {run['wall_seconds']:.0f} s.",
+    target = "" if run.get("target", "shipped") == "shipped" else f"target {run['target']!r}; "
+    out = [f"# specdec report\n\n{target}{run['machine']} ({run['device']}), {run['backend']} backend, "
+           f"{run['threads']} thread(s); {what}, {run['runs']} run(s) of {run['chars']} "
+           f"{run.get('units', 'characters')}; budget {run['budget']:.0f} s, measured in {run['wall_seconds']:.0f} s.",
            f"\nNoise floor (target-only against itself, A/A): {f['measured']:.3f}x, 95 % re-run interval "
            f"{f['ci'][0]:.3f}-{f['ci'][1]:.3f} over {f['pairs']} pairs. A configuration is faster (slower) when its "
            f"whole re-run interval lies above (below) both that interval and 1.\n",
@@ -116,11 +119,24 @@ def _setup(doc: dict) -> list[str]:
             f"(one run per prompt)")
     out = [f"\n## Setup\n\n{m['cpu']}, {m['threads']} thread(s) ({m.get('interop_threads')} inter-op){pinned}, "
            f"{m['device']}, torch {m['torch_version']}, commit {m.get('commit') or 'n/a'}, {m['date']}; load average "
-           f"{m.get('load_start')} at the start, {m.get('load_end')} at the end. {what}; {s['chars']} characters, "
+           f"{m.get('load_start')} at the start, {m.get('load_end')} at the end. {what}; {s['chars']} {words(doc)['units']}, "
            f"temperature {s['temperature']}. Budget {s['budget']:.0f} s, measured in {doc['wall_seconds']:.0f} s."]
+    t = s.get("target")
+    if t and t.get("name") != "shipped":
+        out.append(f"\nTarget {t['name']!r}: {t['architecture']}, vocabulary {t['vocab_size']:,}, context "
+                   f"{t['context']}, tokenizer {t['tokenizer']}; figures count {t['units']}.")
     if doc.get("skipped"):
         out.append("\nSkipped: " + "; ".join(f"{n} ({why})" for n, why in doc["skipped"].items()) + ".")
+    out += unavailable_lines(doc)
     return out
+
+
+def unavailable_lines(doc: dict) -> list[str]:
+    """One line per section the report could not have for its target, and why (doc["unavailable"])."""
+    gone = doc.get("unavailable") or {}
+    if not gone:
+        return []
+    return ["\nUnavailable for this target:\n"] + [f"- {section}: {why}" for section, why in gone.items()]
 
 
 def exactness_configs(rows: list[dict]) -> list[dict]:
@@ -145,7 +161,7 @@ def _exactness(doc: dict) -> list[str]:
     contexts = list(dict.fromkeys(r["context"] for r in ex))
     tested = [r for r in ex if r["p_value"] is not None]
     threshold = f"{tested[0]['p_threshold']:.2g}" if tested and "p_threshold" in tested[0] else "the threshold"
-    out = [f"\n## 1. Exactness (first generated character, {ex[0]['samples']} draws, k = {_chains(ex)[-1]['k']} "
+    out = [f"\n## 1. Exactness (first generated {words(doc)['unit']}, {ex[0]['samples']} draws, k = {_chains(ex)[-1]['k']} "
            f"and every tree configuration, at {len(contexts)} workload context(s))\n"]
     out.append(table(["draft", "configuration", "contexts", "worst context", "chi-square p", "total variation",
                        "baseline TV (median, range)", "verdict"], [
@@ -164,26 +180,26 @@ def _exactness(doc: dict) -> list[str]:
 
 def _acceptance(doc: dict) -> list[str]:
     """Table 2 (chains; the trees' 2a) and 2b, the write-up's own table."""
-    s = doc["settings"]
+    s, u = doc["settings"], words(doc)
     w = s["workload"]
     out = []
-    out.append(f"\n## 2. Acceptance over the workload ({w['items']} run(s) of {s['chars']} characters; pooled, and "
+    out.append(f"\n## 2. Acceptance over the workload ({w['items']} run(s) of {s['chars']} {u['units']}; pooled, and "
                f"spread across runs)\n")
-    out.append(table(["draft", "k", "acceptance", "α (per position)", "chars per target pass", "E(α,k)",
+    out.append(table(["draft", "k", "acceptance", "α (per position)", u["per_target_pass"], "E(α,k)",
                        "per run: median (IQR; min-max)", "target passes", "rounds by accepted count"], [
         [r["draft"], r["k"], f"{r['acceptance']:.3f}", f"{r['alpha']:.3f}", f"{r['chars_per_pass']:.2f}",
          f"{r['expected_length']:.2f}", spread(r["summary"]["chars_per_pass"]), r["target_passes"], _bunching(r)]
         for r in _chains(doc["acceptance"])]))
-    out.append("\nacceptance and chars per target pass are pooled over the runs (totals); the spread is of each "
-               "run's chars per pass. α is the per-position acceptance probability of Leviathan's model, estimated "
-               "by maximum likelihood from the rounds' accepted counts; E(α,k) the characters per round it "
+    out.append(f"\nacceptance and {u['per_target_pass']} are pooled over the runs (totals); the spread is of each "
+               f"run's {u['per_pass']}. α is the per-position acceptance probability of Leviathan's model, estimated "
+               f"by maximum likelihood from the rounds' accepted counts; E(α,k) the {u['units']} per round it "
                "predicts. \"bunched\" marks a row whose counts reject that geometric model (chi-square p < 0.01) "
                "with more fully accepted rounds than it allows.")
     out += tree_acceptance(doc)
     if doc.get("acceptance_writeup"):
         aw = doc["acceptance_writeup"]
         out.append(f"\n### 2b. The write-up's table: prompt {aw['prompt']!r}, seed {aw['seed']}\n")
-        out.append(table(["draft", "k", "acceptance", "chars per target pass", "target passes"], [
+        out.append(table(["draft", "k", "acceptance", u["per_target_pass"], "target passes"], [
             [r["draft"], r["k"], f"{r['acceptance']:.3f}", f"{r['chars_per_pass']:.2f}", r["target_passes"]]
             for r in aw["rows"]]))
     return out
@@ -195,7 +211,7 @@ def _speedup(doc: dict) -> list[str]:
     f = doc["noise_floor"]
     out.append("\n## 3. Measured speedup (Σ target-only time / Σ speculative time over the workload's runs; "
                "alternated pairs, rows interleaved)\n")
-    out.append(table(["draft", "k", "chars per pass", "speedup", "95% re-run interval", "95% CI over prompts",
+    out.append(table(["draft", "k", words(doc)["per_pass"], "speedup", "95% re-run interval", "95% CI over prompts",
                        "per-pair range", "pairs", "note"], [
         ["noise floor: target-only / target-only (A/A)", "", "1.00", f"{f['measured']:.3f}",
          f"{f['ci_low']:.3f}-{f['ci_high']:.3f}", _workload_ci(f), f"{f['min']:.2f}-{f['max']:.2f}", f["pairs"], ""]] + [
@@ -221,7 +237,7 @@ def _speedup(doc: dict) -> list[str]:
 
 def _costs(doc: dict) -> list[str]:
     """Table 4 and the refined model's terms (chains, then trees), then the overhead tables."""
-    m = doc["machine"]
+    m, u = doc["machine"], words(doc)
     out = []
     c = doc["costs"]
     out.append(f"\n## 4. Costs ({m['threads']} thread(s); medians of round-robin samples)\n")
@@ -232,24 +248,24 @@ def _costs(doc: dict) -> list[str]:
     rows += [["target-only step (pass + sampling)", f"{c['step_us']:.0f}", f"{c['step_us'] / t1:.3f}", "", ""]]
     rows += [[f"speculative round k={k} (pass + rule)", f"{v:.0f}", f"{v / t1:.3f}", "", ""]
              for k, v in c["round_us"].items()]
-    rows += [[f"one {n} character", f"{d['char_us']:.1f}", f"{d['c']:.3f}", f"{d['weight_bytes']:,}", f"c = {d['c']:.3f}"]
+    rows += [[f"one {n} {u['unit']}", f"{d['char_us']:.1f}", f"{d['c']:.3f}", f"{d['weight_bytes']:,}", f"c = {d['c']:.3f}"]
              for n, d in c["drafts"].items()]
     rows += [[f"one tree verify pass ({n} positions: 1 + {int(n) - 1} nodes)", f"{v:.0f}",
               f"{_median(c['tree_verify_ratio_samples'][n]):.3f}", "", "median of per-sample T(N)/T(1)"]
              for n, v in c.get("tree_verify_pass_us", {}).items()]
     out.append(table(["what", "µs", "÷ target pass", "weight bytes", ""], rows))
-    out.append(f"\n{c['samples']} samples. c uses one drafted character at k = {c['draft_k']}. Inside a simulated round "
+    out.append(f"\n{c['samples']} samples. c uses one drafted {u['unit']} at k = {c['draft_k']}. Inside a simulated round "
                "at the generation's mean position (the draft proposes k, then the target verifies and the rule runs),"
                " each part pays the cache misses the other causes; with a target-only step timed once the target "
                "has settled, these are the terms of the refined model, measured before any speedup pair:\n")
-    out.append(table(["draft", "k", "drafted character (µs)", "round without the draft (µs)", "÷ round alone",
+    out.append(table(["draft", "k", f"drafted {u['unit']} (µs)", "round without the draft (µs)", "÷ round alone",
                        "target-only step (µs)", "first step (µs)", "first round (µs)"], [
         [n, k, f"{v['char_us']:.1f}", f"{v['round_us']:.0f}", f"{v['round_us'] / c['round_us'][k]:.3f}",
          f"{v['step_us']:.0f}", f"{v['first_step_us']:.0f}", f"{v['first_round_us']:.0f}"]
         for n, per_k in c["loop"].items() for k, v in per_k.items()]))
     out.append(f"\nA generation's first step and first round run over its whole prompt (the prefill; timed at the "
-               f"workload's mean prompt, {c['prompt_chars']} characters); the first round includes the draft's "
-               f"reset and its first k characters.")
+               f"workload's mean prompt, {c['prompt_chars']} {u['units']}); the first round includes the draft's "
+               f"reset and its first k {u['units']}.")
     out += tree_costs(c)
     out += overhead_tables(doc)
     return out
@@ -265,13 +281,14 @@ def _predicted(doc: dict) -> list[str]:
          f"{r['predicted_before'] / r['measured'] - 1:+.1%}", f"{r['predicted_refined']:.2f}",
          f"{r['predicted_refined'] / r['measured'] - 1:+.1%}", f"{r['measured']:.2f}", _miss_note(r)]
         for r in doc["speedup"]]))
-    out.append("\nThe write-up's formula is chars per pass / (1 + k·c). The prediction before the run is the refined "
-               "model (N·step / (passes·round + drafted·drafted character), each of the n runs' first step and "
+    u = words(doc)
+    out.append(f"\nThe write-up's formula is {u['per_pass']} / (1 + k·c). The prediction before the run is the refined "
+               f"model (N·step / (passes·round + drafted·drafted {u['unit']}), each of the n runs' first step and "
                "first round priced apart: ((N − n)·step + n·first step) / ((passes − n)·round + (drafted − n·k)·"
-               "drafted character + n·first round)) with the terms of table 4, measured before the first pair, "
+               f"drafted {u['unit']} + n·first round)) with the terms of table 4, measured before the first pair, "
                "and the run's deterministic counts. The cost accounting is the same model "
                "with terms sampled right after each pair: it checks that the costs add up, and predicts nothing. "
-               "For a tree, k is its nodes per round and the drafted character a drafted node; the round is the "
+               f"For a tree, k is its nodes per round and the drafted {u['unit']} a drafted node; the round is the "
                "verify pass over every node plus the walk.")
     return out
 
@@ -302,7 +319,7 @@ def _adaptive_greedy(doc: dict) -> list[str]:
         a0 = doc["adaptive"][0]
         out.append(f"\n## Adaptive k (+2 after a fully accepted round, -1 after a rejection; from k = {a0['start_k']},"
                    f" at most {a0['k_max']}; rotated triples, drafts interleaved)\n")
-        out.append(table(["draft", "mean k", "acceptance", "chars per pass", "target passes", "speedup median",
+        out.append(table(["draft", "mean k", "acceptance", words(doc)["per_pass"], "target passes", "speedup median",
                            "95% re-run interval", "best fixed k", "adaptive ÷ fixed", "95% re-run interval",
                            "triples"], [
             [r["draft"], f"{r['mean_k']:.2f}", f"{r['acceptance']:.3f}", f"{r['chars_per_pass']:.2f}",
@@ -312,7 +329,7 @@ def _adaptive_greedy(doc: dict) -> list[str]:
     if "greedy" in doc:
         g = doc["greedy"]
         out.append("\n## Greedy decoding (temperature 0), the best sampled configuration\n")
-        out.append(table(["draft", "k", "acceptance", "chars per pass", "target passes", "median",
+        out.append(table(["draft", "k", "acceptance", words(doc)["per_pass"], "target passes", "median",
                            "95% re-run interval", "range", "pairs"], [[
             g["draft"], g["k"], f"{g['acceptance']:.3f}", f"{g['chars_per_pass']:.2f}", g["target_passes"],
             f"{g['measured']:.2f}", f"{g['ci_low']:.2f}-{g['ci_high']:.2f}",
@@ -344,11 +361,13 @@ def overhead_tables(doc: dict) -> list[str]:
            f"({setup['context_pos']} cached positions)\n"]
     out.append(table(["positions", "measured µs", "floor µs", "overhead share (1 - floor / measured)", "MFLOP",
                        "KB read"], [
-        [r["positions"], f"{r['measured_us']:.1f}", f"{r['floor_us']:.1f}", f"{r['share']:.1%}",
-         f"{r['flops'] / 1e6:.2f}", f"{r['bytes'] / 1e3:.0f}"] for r in rows]))
+        [r["positions"], f"{r['measured_us']:.1f}", known(r["floor_us"], ".1f"), known(r["share"], ".1%"),
+         known(r["flops"], ".2f", 1e6), known(r["bytes"], ".0f", 1e3)] for r in rows]))
     out.append(f"\nThe floor is max(FLOPs / GEMM throughput, bytes / cache bandwidth), both measured here "
                f"({m['threads']} thread(s)): GEMM {m['matmul_gflops']:.1f} GFLOP/s, cache reads "
-               f"{m['cache_gbps']:.1f} GB/s (memory {m['memory_gbps']:.1f} GB/s). Measured: the median pass.")
+               f"{m['cache_gbps']:.1f} GB/s (memory {m['memory_gbps']:.1f} GB/s). Measured: the median pass."
+               + ("" if rows[0]["flops"] is not None else " The target's architecture has no counted FLOPs or bytes "
+                  "(`overhead.pass_shape`): its work, floor and share are unknown, not guessed."))
     for backend, scopes in doc["attribution"].items():
         totals = setup["totals"][backend]
         out.append(f"\n### Where the time goes, {backend} backend: a target-only step and a speculative round "

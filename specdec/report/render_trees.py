@@ -3,7 +3,7 @@ finding on the best exact configuration (chains and trees). Like `render`, reads
 
 from __future__ import annotations
 
-from specdec.report.markdown import config_cell, spread, table, verdict
+from specdec.report.markdown import config_cell, spread, table, verdict, words
 
 def _chains(rows: list[dict]) -> list[dict]:
     return [r for r in rows if r.get("tree") is None]
@@ -23,7 +23,7 @@ def tree_acceptance(doc: dict) -> list[str]:
     if not rows:
         return []
     out = ["\n### 2a. Token trees over the workload (deterministic; acceptance = accepted / drafted nodes)\n",
-           table(["draft", "tree", "nodes (per depth)", "depth", "chars per target pass", "expected (child model)",
+           table(["draft", "tree", "nodes (per depth)", "depth", words(doc)["per_target_pass"], "expected (child model)",
                    "per run: median (IQR; min-max)", "acceptance per depth", "target passes"], [
                [r["draft"], r["tree"]["shape"], f"{r['tree']['budget']} ({'-'.join(map(str, r['tree']['nodes_per_depth']))})",
                 r["tree"]["depth"], f"{r['chars_per_pass']:.2f}",

@@ -45,6 +45,7 @@ class ReportRun:
     temperature: float
     runs: list  # (WorkloadItem, seed) pairs
     log: object
+    given: dict = field(default_factory=dict)  # name -> a Draft object the caller passed (built by name otherwise)
     objs: dict = field(default_factory=dict)
     acc: dict = field(default_factory=dict)  # (draft, k) -> `acceptance.acceptance_over`'s result
     samplers: dict = field(default_factory=dict)
@@ -69,14 +70,15 @@ class ReportRun:
         return self.mean_prompt_chars() + self.chars // 2
 
     def mean_prompt_chars(self) -> int:
-        """The workload's mean prompt length: what a generation's first pass (its prefill) runs over."""
-        return round(np.mean([len(item.prompt) for item, _ in self.runs]))
+        """The workload's mean prompt length in the target's tokens (characters for the shipped model): what a
+        generation's first pass (its prefill) runs over."""
+        return round(np.mean([len(self.target.tokenize(item.prompt)) for item, _ in self.runs]))
 
 
 def setup(run: ReportRun) -> dict:
     for name in run.drafts:
-        run.log(f"    building draft {name}")
-        run.objs[name] = make_draft(name, run.target)
+        run.log(f"    building draft {name}" if name not in run.given else f"    draft {name}: the caller's object")
+        run.objs[name] = make_draft(run.given.get(name, name), run.target)  # an object: the device check only
     # The models and tables live until the end: the collector need never walk them again (the n-gram draft's
     # millions of entries make a full collection cost ~0.1 s, whenever it fires).
     gc.collect()
