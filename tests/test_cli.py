@@ -12,6 +12,8 @@ import torch
 
 from specdec import cli
 
+from .test_compare import _doc
+
 CLI = [sys.executable, "-m", "specdec.cli"]
 
 
@@ -210,6 +212,35 @@ BAD = [
     (["overhead", "--seconds", "nan"], "--seconds must be a number of seconds in (0, 600], got nan"),
     (["overhead", "--seconds", "601"], "--seconds must be a number of seconds in (0, 600], got 601.0"),
     (["overhead", "--out", "{dir}/a-file"], "--out {dir}/a-file: {dir}/a-file is not a directory"),
+    # the target by spec (issue 26): the HF-specific cases with real models are in tests/test_cli_hf.py
+    (["info", "--target", "hf:{dir}/nowhere"], "no model folder '{dir}/nowhere' here and no model id"),
+    (["info", "--dtype", "float8"], "argument --dtype: invalid choice: 'float8'"),
+    (["info", "--allow-download"], "--allow-download is for Hugging Face model ids"),
+    (["generate", "--target", "{dir}/t.pt"], "t.pt' not found; retrain it"),
+    (["generate", "--target", "{dir}/t.pt", "--checkpoint", "{dir}/t.pt"], "give --target or --checkpoint, not both"),
+    (["generate", "--dtype", "float16"], "--dtype float16 is for Hugging Face models (--target hf:PATH or --draft"),
+    (["generate", "--allow-download=1"], "argument --allow-download: ignored explicit argument '1'"),
+    (["generate", "--draft", "hf:"], "--draft hf:: name the model after the prefix (hf:FOLDER or hf:MODEL-ID)"),
+    (["verify", "--target", "hf:{dir}/a-folder"], "a-folder' is not a Hugging Face model folder: it has no config.json"),
+    (["verify", "--dtype", "bfloat16"], "--dtype bfloat16 is for Hugging Face models"),
+    (["verify", "--allow-download"], "--allow-download is for Hugging Face model ids"),
+    (["verify", "--draft", "hf:{dir}/nowhere"], "no model folder '{dir}/nowhere' here"),
+    (["report", "--target", "hf:"], "--target hf:: name the model after the prefix"),
+    (["report", "--target", "hf:{dir}/a-file", "--backend", "numpy"], "--backend numpy is for the shipped model; "
+     "a Hugging Face target runs as transformers runs it (allowed with --target hf:{dir}/a-file: auto, eager)"),
+    (["report", "--dtype", "half"], "argument --dtype: invalid choice: 'half'"),
+    (["report", "--allow-download"], "--allow-download is for Hugging Face model ids"),
+    (["overhead", "--target", "hf:{dir}/a-file"], "a-file' is a file, not a model folder"),
+    (["overhead", "--dtype", "float16"], "--dtype float16 is for Hugging Face models"),
+    (["overhead", "--allow-download=yes"], "argument --allow-download: ignored explicit argument 'yes'"),
+    (["export-hf", "{dir}/a-file"], "export-hf {dir}/a-file: {dir}/a-file is a file, not a folder"),
+    (["export-hf", "{dir}/a-file/sub"], "{dir}/a-file is not a directory"),
+    (["compare", "{dir}/t.json", "{dir}/t.json", "--min-effect", "-0.01"],
+     "--min-effect must be a fraction >= 0 and finite (0.05 is 5 %), got -0.01"),
+    (["compare", "{dir}/t.json", "{dir}/t.json", "--min-effect", "nan"], "--min-effect must be a fraction >= 0 and "
+     "finite (0.05 is 5 %), got nan"),
+    (["compare", "{dir}/t.json", "{dir}/t.json", "--min-effect", "inf"], "got inf"),
+    (["compare", "{dir}/t.json", "{dir}/t.json", "--min-effect", "five"], "argument --min-effect: invalid float value"),
     ([], "the following arguments are required: command"),
 ]
 if not torch.cuda.is_available():
@@ -293,3 +324,16 @@ def test_train_writes_a_checkpoint(tmp_path):
     out = tmp_path / "t.pt"
     proc = run("train", "--steps", "3", "--batch", "2", "--out", str(out))
     assert out.is_file() and "wrote" in proc.stdout and "step 3/3" in proc.stderr
+
+
+@pytest.mark.parametrize("argv,code", [([], 0), (["--min-effect", "0.01"], 1), (["--min-effect", "0"], 1)])
+def test_compare_min_effect_sets_the_smallest_change_worth_a_verdict(tmp_path, capsys, argv, code):
+    """bigram's c 3 % dearer in B, 60 samples a side (Mann-Whitney p = 7.5e-06): below the default 5 % it is
+    no verdict (exit 0); with --min-effect 0.01 or 0 it is named WORSE (exit 1)."""
+    a, b = _doc(1, n=60), _doc(2, n=60)
+    b["costs"]["drafts"]["bigram"]["c_samples"] = [x * 1.03 for x in b["costs"]["drafts"]["bigram"]["c_samples"]]
+    (tmp_path / "a.json").write_text(json.dumps(a))
+    (tmp_path / "b.json").write_text(json.dumps(b))
+    assert cli.main(["compare", str(tmp_path / "a.json"), str(tmp_path / "b.json"), *argv]) == code
+    worse = [line for line in capsys.readouterr().out.splitlines() if line.startswith("WORSE")]
+    assert worse == ([] if code == 0 else ["WORSE: bigram c: median 0.0199 -> 0.0205 (+3.1%), Mann-Whitney p = 7.5e-06"])

@@ -3,12 +3,14 @@ any training or measuring starts.
 
 argparse itself checks types and choices (its errors made one line by `Parser`); the rest is here: counts
 with a minimum, temperatures that must be finite numbers >= 0, output locations that must be writable
-directories (probed without leaving anything behind), and a device that must exist.
+directories (probed without leaving anything behind), a device that must exist, fractions that must be
+finite and >= 0, and the optional extra a Hugging Face model needs.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import math
 import tempfile
 from pathlib import Path
@@ -62,3 +64,15 @@ def device_arg(name: str) -> str:
     if name == "cuda" and not torch.cuda.is_available():
         raise UsageError("--device cuda: no CUDA device is available here (allowed: cpu)")
     return name
+
+
+def fraction_arg(option: str, value: float) -> float:
+    if not 0 <= value < math.inf:  # NaN fails every comparison
+        raise UsageError(f"{option} must be a fraction >= 0 and finite (0.05 is 5 %), got {value}")
+    return value
+
+
+def hf_extra(what: str) -> None:
+    """Hugging Face models need transformers (the optional hf extra): say so instead of an ImportError."""
+    if importlib.util.find_spec("transformers") is None:
+        raise UsageError(f"{what}: Hugging Face models need the hf extra (pip install 'specdec-bench[hf]')")

@@ -1,8 +1,13 @@
-"""The `specdec` command: train, info, generate, verify, report, calibrate, compare, overhead.
+"""The `specdec` command: train, info, generate, verify, report, calibrate, compare, overhead, export-hf.
 
 Every bad argument ends in one line on stderr and exit code 2 (argparse's convention), never a traceback,
 and is found before any training or measuring starts: output locations are checked to be writable first, so
 no result is lost to a bad `--out`.
+
+The target is the shipped checkpoint, another checkpoint (--checkpoint, or --target PATH), or a Hugging Face
+causal LM (--target hf:PATH); drafts are names, prompt-lookup or hf:PATH. A model that cannot load, or a draft
+that does not fit the target (another vocabulary, a quantized copy of a model that is not the shipped GPT), is
+one line and exit 2 before anything is measured or written.
 """
 
 from __future__ import annotations
@@ -12,8 +17,10 @@ import sys
 
 from specdec.model import train as _train
 from specdec.model.backends import BACKENDS
-from specdec.cli.checks import UsageError, at_least, device_arg, temperature_arg, writable_dir, writable_file
+from specdec.cli.checks import (UsageError, at_least, device_arg, fraction_arg, hf_extra, temperature_arg,
+                                writable_dir, writable_file)
 from specdec.cli.parser import build_parser
+from specdec.decoding.registry import HF_PREFIX
 from specdec.util.files import write_atomic
 
 
@@ -45,35 +52,137 @@ def _log(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
+# --- the target and the drafts by spec (issue 26): a checkpoint, or hf:PATH --------------------------------
+
+
+def _is_hf(spec) -> bool:
+    return isinstance(spec, str) and spec.startswith(HF_PREFIX)
+
+
+def _target_spec(args) -> str | None:
+    """--target or --checkpoint (None: the shipped checkpoint); both at once is an error."""
+    spec, checkpoint = getattr(args, "target", None), getattr(args, "checkpoint", None)
+    if spec is not None and checkpoint is not None:
+        raise UsageError(f"give --target or --checkpoint, not both (got --target {spec} and --checkpoint "
+                         f"{checkpoint}; --target is the general form)")
+    return checkpoint if spec is None else spec
+
+
+def _draft_specs(args) -> list[str]:
+    """Every draft the command was given (generate's one --draft, verify's repeated --draft, report's --drafts)."""
+    given = getattr(args, "drafts", None) or getattr(args, "draft", None) or []
+    return [given] if isinstance(given, str) else list(given)
+
+
+def _check_model_args(args) -> None:
+    """--target, --backend, --dtype and --allow-download agree, before anything is loaded: an hf: target runs
+    as transformers runs it (auto means eager), and the two loading options mean something only for hf: models."""
+    spec, drafts = _target_spec(args), _draft_specs(args)
+    for option, s in [("--target", spec)] + [("--draft", d) for d in drafts]:
+        if _is_hf(s):
+            if len(s) == len(HF_PREFIX):
+                raise UsageError(f"{option} {s}: name the model after the prefix (hf:FOLDER or hf:MODEL-ID)")
+            hf_extra(f"{option} {s}")
+    backend = getattr(args, "backend", "auto")
+    if _is_hf(spec) and backend not in ("auto", "eager"):
+        raise UsageError(f"--backend {backend} is for the shipped model; a Hugging Face target runs as "
+                         f"transformers runs it (allowed with --target {spec}: auto, eager)")
+    if _is_hf(spec) or any(_is_hf(d) for d in drafts):
+        return
+    if args.dtype is not None:
+        raise UsageError(f"--dtype {args.dtype} is for Hugging Face models (--target hf:PATH or --draft "
+                         "hf:PATH); the shipped model computes in float32")
+    if args.allow_download:
+        raise UsageError("--allow-download is for Hugging Face model ids (--target hf:ID or --draft hf:ID); "
+                         "nothing else is downloaded")
+
+
 def _backend(args) -> str:
-    """--backend as a name: auto is the fastest on the command's device."""
+    """--backend as a name: auto is the fastest on the command's device (eager for a Hugging Face target)."""
     from specdec.model.backends import fastest
 
+    if _is_hf(_target_spec(args)):
+        return "eager"
     name = getattr(args, "backend", "eager")
     return fastest(getattr(args, "device", "cpu")) if name == "auto" else name
 
 
 def _target(args, backend: str | None = None):
-    return _train.load_target(args.checkpoint, backend=backend or _backend(args))
+    """The target the command names. A Hugging Face model loads on --device in --dtype; every failure to load
+    is a one-line HFModelError (a ValueError: exit 2 in `main`)."""
+    spec = _target_spec(args)
+    if _is_hf(spec):
+        return _train.load_target(spec, device=getattr(args, "device", "cpu"), dtype=args.dtype,
+                                  allow_download=args.allow_download)
+    return _train.load_target(spec, backend=backend or _backend(args))
+
+
+def _check_draft_names(names: list[str], device: str = "cpu") -> None:
+    """Every name is a draft make_draft knows (or hf:PATH), and runs on `device`: checked before loading."""
+    from specdec.decoding.registry import DRAFTS, available_on, draft_names
+
+    here, known = available_on(device), draft_names()
+    for n in names:
+        if n not in known and not _is_hf(n):
+            raise UsageError(f"unknown draft {n!r} (available: {', '.join(known)}, hf:PATH)")
+        if n in DRAFTS and n not in here:
+            raise UsageError(f"draft {n!r} runs on the CPU only, not on {device} (available there: "
+                             f"{', '.join(here)})")
 
 
 def _drafts_arg(names: list[str] | None, device: str = "cpu") -> list[str]:
-    """The drafts asked for; by default every one that runs on `device` (a one-line note names the rest)."""
+    """The drafts asked for; by default every shipped one that runs on `device` (a one-line note names the rest)."""
     from specdec.decoding.registry import DRAFTS, available_on
 
+    if names:
+        _check_draft_names(names, device)
+        return names
     here = available_on(device)
-    if not names:
-        for n in DRAFTS:
-            if n not in here:
-                _log(f"note: skipping draft {n!r}: it runs on the CPU only, not on {device}")
-        return here
-    for n in names:
-        if n not in DRAFTS:
-            raise UsageError(f"unknown draft {n!r} (available: {', '.join(DRAFTS)})")
+    for n in DRAFTS:
         if n not in here:
-            raise UsageError(f"draft {n!r} runs on the CPU only, not on {device} (available there: "
-                             f"{', '.join(here)})")
-    return names
+            _log(f"note: skipping draft {n!r}: it runs on the CPU only, not on {device}")
+    return here
+
+
+def _make_draft(args, name: str, target):
+    """One draft for `target`; an hf: draft loads in --dtype (on the target's device) and must share the
+    target's vocabulary. A draft the target cannot have is a one-line ValueError naming why."""
+    from specdec.decoding.registry import make_draft
+
+    options = {"dtype": args.dtype, "allow_download": args.allow_download} if _is_hf(name) else {}
+    return make_draft(name, target, **options)
+
+
+def _drafts(args, target, names: list[str] | None) -> dict:
+    """The drafts asked for, built for `target`; by default every shipped draft that runs on the device and
+    that this target can have (a note names each one skipped, and why)."""
+    from specdec.decoding.drafts import UnknownDraftError
+
+    if names:
+        return {n: _make_draft(args, n, target) for n in names}
+    out = {}
+    for n in _drafts_arg(None, getattr(args, "device", "cpu")):
+        try:
+            out[n] = _make_draft(args, n, target)
+        except UnknownDraftError as exc:  # a quantized copy of a GPT the target is not, say
+            _log(f"note: skipping draft {n!r}: {exc}")
+    return out
+
+
+def _check_trees(option: str, target) -> None:
+    from specdec.model.protocol import tree_support
+
+    reason = tree_support(target)
+    if reason:
+        raise UsageError(f"{option}: {reason}")
+
+
+def _units(target) -> tuple[str, str]:
+    """The target's unit, plural and singular: characters for the shipped model, tokens otherwise."""
+    from specdec.model.protocol import units
+
+    plural = units(target)
+    return plural, plural[:-1]
 
 
 def _ks_arg(ks: list[int] | None, default) -> list[int]:
@@ -89,11 +198,25 @@ def _cmd_info(args) -> int:
 
     import torch
 
+    target = _target(args)
+    if _is_hf(_target_spec(args)):
+        info = _hf_info(target)
+    else:
+        info = _checkpoint_info(target)
+    info.update({"torch_version": torch.__version__, "threads": torch.get_num_threads()})
+    if args.json:
+        print(json.dumps(info))
+    else:
+        for key, value in info.items():
+            print(f"{key:22} {value}")
+    return 0
+
+
+def _checkpoint_info(target) -> dict:
     from specdec.model.quantize import float32_bytes
 
-    target = _target(args)
     meta = target.meta
-    info = {
+    return {
         "params": target.num_params(),
         "weight_bytes_float32": float32_bytes(target),
         "vocab_size": target.config.vocab_size,
@@ -104,15 +227,16 @@ def _cmd_info(args) -> int:
         "train_seconds": meta.get("train_seconds"),
         "checkpoint": meta["path"],
         "checkpoint_sha256": meta["sha256"],
-        "torch_version": torch.__version__,
-        "threads": torch.get_num_threads(),
     }
-    if args.json:
-        print(json.dumps(info))
-    else:
-        for key, value in info.items():
-            print(f"{key:22} {value}")
-    return 0
+
+
+def _hf_info(target) -> dict:
+    """A Hugging Face target: who it is (as report.json records it), its size, and how it was loaded."""
+    from specdec.model.protocol import describe
+
+    return {**describe(target), "params": sum(p.numel() for p in target.parameters()),
+            "weight_bytes": target.weight_bytes(), "dtype": str(target.dtype).removeprefix("torch."),
+            "device": str(target.device)}
 
 
 def _cmd_generate(args) -> int:
@@ -121,7 +245,6 @@ def _cmd_generate(args) -> int:
     import torch
 
     from specdec.decoding.generate import generate, speculative_generate
-    from specdec.decoding.registry import make_draft
 
     _check_tree_args(args)
     if args.draft is None and (args.k is not None or args.adaptive):
@@ -131,29 +254,32 @@ def _cmd_generate(args) -> int:
     at_least("--threads", args.threads, 1)
     at_least("--seed", args.seed, 0)
     device = device_arg(args.device)
+    if args.draft is not None:
+        _check_draft_names([args.draft], device)
+    k = 4 if args.k is None else args.k
+    at_least("-k", k, 1)
     torch.set_num_threads(args.threads)
     target = _target(args).to(device)
     if args.tree is not None:
+        _check_trees("--tree", target)
         out = _tree_generate(args, target)
     elif args.draft is None:
         out = generate(target, args.prompt, args.chars, args.seed, args.temperature)
     else:
-        k = 4 if args.k is None else args.k
-        at_least("-k", k, 1)
-        draft = make_draft(_drafts_arg([args.draft], device)[0], target)
+        draft = _make_draft(args, args.draft, target)
         out = speculative_generate(target, draft, args.prompt, args.chars, k, args.seed, args.temperature,
                                    adaptive=args.adaptive)
     if args.json:
         print(json.dumps({"prompt": args.prompt, "text": out.text, "draft": args.draft, **out.stats.to_dict()}))
         return 0
     print(args.prompt + out.text)  # the text alone on stdout: `specdec generate > out.txt` keeps just that
-    _log(_generation_line(args, out.stats))
+    _log(_generation_line(args, out.stats, "chars" if _units(target)[0] == "characters" else "tokens"))
     return 0
 
 
-def _generation_line(args, st) -> str:
-    """One line of a generation's statistics (what --json gives as fields)."""
-    line = f"chars {st.chars}  target passes {st.target_passes}  chars per pass {st.chars_per_pass:.2f}"
+def _generation_line(args, st, unit: str = "chars") -> str:
+    """One line of a generation's statistics (what --json gives as fields), counted in the target's `unit`."""
+    line = f"{unit} {st.chars}  target passes {st.target_passes}  {unit} per pass {st.chars_per_pass:.2f}"
     if st.tree:
         line += (f"  draft {args.draft} tree {st.tree} ({st.drafted // max(st.draft_calls, 1)} nodes)"
                  f"  accepted {st.accepted}  acceptance per depth "
@@ -171,7 +297,6 @@ def _cmd_verify(args) -> int:
 
     from specdec.measure import exactness
     from specdec.decoding.generate import check_request
-    from specdec.decoding.registry import make_draft
 
     _check_tree_args(args)
     at_least("-k", args.k, 1)
@@ -183,13 +308,15 @@ def _cmd_verify(args) -> int:
     if args.adaptive and not args.joint:
         raise UsageError("--adaptive needs --joint (the first-character check runs one round, where k cannot adapt)")
     device = device_arg(args.device)
+    _check_draft_names(args.draft or [], device)
     target = _target(args).to(device)
     if args.tree is not None:
+        _check_trees("--tree", target)
         return _tree_verify(args, target, samples)
     prompt = exactness.JOINT_PROMPT if args.joint else exactness.VERIFY_PROMPT
     # one round of k drafts (the joint check: its whole runs) must fit in the context
     check_request(target, prompt, exactness.joint_run(args.k) if args.joint else 1, args.k, args.temperature)
-    drafts = {n: make_draft(n, target) for n in _drafts_arg(args.draft, device)}
+    drafts = _drafts(args, target, args.draft)
     if args.joint:
         rows = exactness.verify_joint(target, drafts, k=args.k, samples=samples, seed=args.seed,
                                       temperature=args.temperature, adaptive=args.adaptive)
@@ -199,15 +326,17 @@ def _cmd_verify(args) -> int:
     if args.json:
         print(json.dumps(rows))
         return 0
-    what = (f"the first {exactness.JOINT_CHARS} characters of whole generations against target-only "
-            f"generation{', adaptive k' if args.adaptive else ''}" if args.joint else "the first character")
+    plural, singular = _units(target)
+    what = (f"the first {exactness.JOINT_CHARS} {plural} of whole generations against target-only "
+            f"generation{', adaptive k' if args.adaptive else ''}" if args.joint else f"the first {singular}")
     print(f"exactness of {what}, temperature {args.temperature}; verdict CHECK when p <= {rows[0]['p_threshold']:.2g}")
     # joint rows: TV between the two samples and the distinct outcomes; first-character rows: TV against p and
     # the TV sampling error alone gives at that count
     key, label, fmt = ("outcomes", "outcomes", "d") if args.joint else ("baseline_tv", "baseline TV", ".4f")
-    print(f"{'draft':14} {'k':>2} {'samples':>8} {'TV':>8} {label:>12} {'p-value':>8} {'verdict':>8}")
+    w = max([14] + [len(r["draft"]) for r in rows])  # an hf:PATH draft is as wide as its path
+    print(f"{'draft':{w}} {'k':>2} {'samples':>8} {'TV':>8} {label:>12} {'p-value':>8} {'verdict':>8}")
     for r in rows:
-        print(f"{r['draft']:14} {r['k']:>2} {r['samples']:>8} {r['tv']:>8.4f} {r[key]:>12{fmt}} "
+        print(f"{r['draft']:{w}} {r['k']:>2} {r['samples']:>8} {r['tv']:>8.4f} {r[key]:>12{fmt}} "
               f"{r['p_value']:>8.3g} {r['verdict']:>8}")
     return 0
 
@@ -247,9 +376,8 @@ def _tree_spec(text: str, target, draft, seed: int, check_only: bool = False):
 
 def _tree_generate(args, target):
     from specdec.decoding.generate import speculative_generate
-    from specdec.decoding.registry import make_draft
 
-    draft = make_draft(args.draft, target)
+    draft = _make_draft(args, args.draft, target)
     spec = _tree_spec(args.tree, target, draft, args.seed)
     return speculative_generate(target, draft, args.prompt, args.chars, 1, args.seed, args.temperature, tree=spec)
 
@@ -258,11 +386,10 @@ def _tree_verify(args, target, samples: int) -> int:
     import json
 
     from specdec.measure import exactness
-    from specdec.decoding.registry import make_draft
 
     rows = []
     for name in args.draft or TREE_DRAFTS:
-        draft = make_draft(name, target)
+        draft = _make_draft(args, name, target)
         spec = _tree_spec(args.tree, target, draft, args.seed)
         rows += exactness.verify_tree(target, {name: draft}, spec, samples, args.seed,
                                       joint_samples=exactness.JOINT_SAMPLES if args.joint else 0)
@@ -304,7 +431,7 @@ def _cmd_report(args) -> int:
     if args.prompt is not None and args.workload is not None:
         raise UsageError("give --prompt (one configuration) or --workload, not both")
     cpus = hygiene.parse_cpus(args.cpu) if args.cpu is not None else None
-    drafts = _drafts_arg(args.drafts, args.device)
+    _check_draft_names(args.drafts or [], args.device)
     ks = _ks_arg(args.ks, report.DEFAULT_KS)
     try:  # a corrupt record is found now, not after the first report
         machine_record.load({})
@@ -313,13 +440,13 @@ def _cmd_report(args) -> int:
     if args.backend == "all":
         if args.repeat > 1:
             raise UsageError("--backend all measures one report per backend; give --repeat with one backend")
-        return _report_all(args, drafts, ks, cpus)
+        return _report_all(args, ks, cpus)
     # every place a result goes is checked before anything is measured: a report is minutes of work
     outs = [Path(args.out)] + [Path(args.out) / f"repeat-{i}" for i in range(2, args.repeat + 1)]
     for out in outs:
         writable_dir("--out", str(out))
     target = _target(args)
-    _check_report_inputs(args, target, ks)
+    drafts = _check_report_inputs(args, target, ks)
     docs = []
     for i, out in enumerate(outs, start=1):
         if args.repeat > 1:
@@ -335,15 +462,34 @@ def _cmd_report(args) -> int:
     return 0
 
 
-def _check_report_inputs(args, target, ks: list[int]) -> None:
+def _check_report_inputs(args, target, ks: list[int]) -> list[str]:
     """Before anything is built or measured: the largest k's rounds must fit after the prompt (the write-up's
-    when a workload's prompts are checked), and a bad workload file fails now, not after the drafts are built."""
+    when a workload's prompts are checked), and a bad workload file fails now, not after the drafts are built.
+    Returns the drafts to measure (`_report_drafts`); --trees on a target without trees fails here too."""
     from specdec.measure import workload
     from specdec.decoding.generate import check_request
+    from specdec.model.protocol import tree_support
 
     check_request(target, args.prompt or "ROMEO:", args.chars, k=max(ks))
     if args.prompt is None:
         workload.load_workload(args.workload or workload.DEFAULT_WORKLOAD, chars=args.chars, max_k=max(ks))
+    reason = tree_support(target)
+    if reason and args.trees:
+        raise UsageError(f"--trees: {reason}")
+    if reason and args.trees is None:  # the default trees: measured where the target has them
+        _log(f"note: no tree sections: {reason}")
+        args.trees = []
+    return _report_drafts(args, target)
+
+
+def _report_drafts(args, target) -> list[str]:
+    """The drafts a report measures, by name. Every shipped draft fits the shipped model, so only an hf: draft
+    or another target has its drafts built here, once, to fail now (a vocabulary another than the target's, a
+    quantized copy of a model that is not the shipped GPT) rather than minutes into the report; by default a
+    draft the target cannot have is skipped with a note."""
+    if not _is_hf(_target_spec(args)) and not any(_is_hf(n) for n in args.drafts or []):
+        return _drafts_arg(args.drafts, args.device)
+    return list(_drafts(args, target, args.drafts))
 
 
 def _measure_report(args, target, drafts: list[str], ks: list[int], cpus, after_own_run: bool) -> dict:
@@ -358,7 +504,7 @@ def _measure_report(args, target, drafts: list[str], ks: list[int], cpus, after_
                           between_run=args.between_run, started=None if after_own_run else _IMPORTED, log=_log)
 
 
-def _report_all(args, drafts: list[str], ks: list[int], cpus) -> int:
+def _report_all(args, ks: list[int], cpus) -> int:
     """One full report per backend (each `--budget`, in OUT/<backend>/), then every backend's speedup table and
     what moved (`backend_report`) in OUT/backends.md and OUT/backends.json."""
     import json
@@ -370,7 +516,7 @@ def _report_all(args, drafts: list[str], ks: list[int], cpus) -> int:
     out = Path(args.out)
     for name in ("",) + BACKENDS:
         writable_dir("--out", str(out / name))
-    _check_report_inputs(args, _target(args, "eager"), ks)
+    drafts = _check_report_inputs(args, _target(args, "eager"), ks)
     docs = {}
     for i, name in enumerate(BACKENDS, start=1):
         _log(f"== backend {name} ({i} of {len(BACKENDS)}) ==")
@@ -450,9 +596,10 @@ def _cmd_calibrate(args) -> int:
 def _cmd_compare(args) -> int:
     from specdec.report import compare
 
+    fraction_arg("--min-effect", args.min_effect)
     try:
         a, b = compare.load(args.a), compare.load(args.b)
-        text, worse = compare.compare(a, b)
+        text, worse = compare.compare(a, b, min_effect=args.min_effect)
     except (OSError, ValueError) as exc:
         raise UsageError(str(exc).splitlines()[0]) from None
     except (KeyError, TypeError, AttributeError) as exc:  # a hand-edited report.json, or one from another tool
@@ -468,7 +615,6 @@ def _cmd_overhead(args) -> int:
 
     from specdec.measure import hygiene, overhead
     from specdec.report import figures as overhead_plot, build as report
-    from specdec.decoding.registry import make_draft
     from specdec.report.overhead_section import DRAFT as OVERHEAD_DRAFT
     from specdec.report.overhead_section import K as OVERHEAD_K
 
@@ -484,7 +630,7 @@ def _cmd_overhead(args) -> int:
     rows, attr = [], {}
     for name, target in targets.items():
         rows_b = overhead.overhead_table(target, machine, seconds=args.seconds)
-        attr[name] = overhead.attribution(target, make_draft(OVERHEAD_DRAFT, target), OVERHEAD_K)
+        attr[name] = overhead.attribution(target, _make_draft(args, OVERHEAD_DRAFT, target), OVERHEAD_K)
         print(overhead.render(machine, rows_b, attr[name]) + "\n")
         rows += rows_b
     if args.out is not None:
@@ -500,8 +646,28 @@ def _cmd_overhead(args) -> int:
     return 0
 
 
+def _cmd_export_hf(args) -> int:
+    """The shipped target and small draft as transformers folders OUT/target and OUT/small; their paths on
+    stdout, one a line (`--target hf:OUT/target --draft hf:OUT/small` runs the pair through the adapter)."""
+    from pathlib import Path
+
+    from specdec.model.export_hf import EXPORTED, export_hf
+
+    hf_extra("export-hf")
+    out = Path(args.out)
+    for path in [out] + [out / name for name in EXPORTED]:
+        if path.exists() and not path.is_dir():
+            raise UsageError(f"export-hf {args.out}: {path} is a file, not a folder (export-hf writes "
+                             f"{', '.join(str(out / n) for n in EXPORTED)})")
+    writable_dir("export-hf OUT", args.out)
+    for path in export_hf(out).values():
+        print(path)
+    return 0
+
+
 COMMANDS = {"train": _cmd_train, "info": _cmd_info, "generate": _cmd_generate, "verify": _cmd_verify,
-            "report": _cmd_report, "calibrate": _cmd_calibrate, "compare": _cmd_compare, "overhead": _cmd_overhead}
+            "report": _cmd_report, "calibrate": _cmd_calibrate, "compare": _cmd_compare, "overhead": _cmd_overhead,
+            "export-hf": _cmd_export_hf}
 
 
 def quiet_runtime_logs() -> None:
@@ -519,6 +685,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     quiet_runtime_logs()
     try:
+        if hasattr(args, "target"):  # the commands that load a target: its options agree before anything runs
+            _check_model_args(args)
         return COMMANDS[args.command](args)
     except (UsageError, ValueError, _train.CheckpointError) as exc:
         parser.exit(2, f"specdec {args.command}: error: {exc}\n")

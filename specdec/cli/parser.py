@@ -11,12 +11,24 @@ import argparse
 from specdec.cli.checks import Parser
 from specdec.model import train as _train
 from specdec.model.backends import KNOWN
+from specdec.model.hf import DTYPES
+from specdec.report.compare import MIN_EFFECT
 
-DESCRIPTION = "The `specdec` command: train, info, generate, verify, report, calibrate, compare, overhead."
+DESCRIPTION = ("The `specdec` command: train, info, generate, verify, report, calibrate, compare, overhead, "
+               "export-hf.")
 
 
 def _checkpoint(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """The target's options: which model (--checkpoint, or the general --target) and how a Hugging Face model
+    loads (--dtype, --allow-download; they apply to hf: drafts too)."""
     p.add_argument("--checkpoint", default=None, help="target checkpoint (default: the shipped one)")
+    p.add_argument("--target", default=None, metavar="SPEC", help="the target: a checkpoint path, or hf:PATH (a "
+                   "Hugging Face causal LM: a local folder, or a model id already in the local cache); "
+                   "not with --checkpoint")
+    p.add_argument("--dtype", choices=list(DTYPES), default=None, help="weights of the hf: target and hf: drafts "
+                   "(default float32; the shipped model computes in float32 only)")
+    p.add_argument("--allow-download", action="store_true", help="let an hf: model id missing from the local "
+                   "cache be downloaded (without it nothing is fetched)")
     return p
 
 
@@ -55,8 +67,9 @@ def _generate_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--chars", type=int, default=200)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--temperature", type=float, default=1.0, help="0 is greedy")
-    p.add_argument("--draft", default=None, help="speculative decoding with this draft")
-    p.add_argument("-k", type=int, default=None, help="characters drafted per round (default 4)")
+    p.add_argument("--draft", default=None, help="speculative decoding with this draft: a name (see `specdec "
+                   "verify`), prompt-lookup, or hf:PATH (a Hugging Face model sharing the target's vocabulary)")
+    p.add_argument("-k", type=int, default=None, help="characters (tokens) drafted per round (default 4)")
     p.add_argument("--adaptive", action="store_true", help="adapt k: +2 after a fully accepted round, -1 after "
                    "a rejection (from -k, at most 16)")
     p.add_argument("--threads", type=int, default=1)
@@ -70,7 +83,8 @@ def _generate_args(p: argparse.ArgumentParser) -> None:
 
 def _verify_args(p: argparse.ArgumentParser) -> None:
     _checkpoint(p)
-    p.add_argument("--draft", action="append", default=None, help="a draft (repeatable; default all)")
+    p.add_argument("--draft", action="append", default=None, help="a draft: a name, prompt-lookup or hf:PATH "
+                   "(repeatable; default every shipped draft the target can have)")
     p.add_argument("-k", type=int, default=4)
     p.add_argument("--samples", type=int, default=None,
                    help="draws (default 20000), or generations per side with --joint (default 2000)")
@@ -100,7 +114,8 @@ def _report_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", default="specdec-report", help="folder for report.md, report.json, speedup.png")
     p.add_argument("--threads", type=int, default=1, help="torch threads while timing (recorded)")
     _device(p)
-    p.add_argument("--drafts", nargs="+", default=None, help="drafts to measure (default all)")
+    p.add_argument("--drafts", nargs="+", default=None, help="drafts to measure: names, prompt-lookup, "
+                   "hf:PATH (default every shipped draft the target can have)")
     p.add_argument("--ks", nargs="+", type=int, default=None, help="k values (default 1 2 4 8)")
     p.add_argument("--pairs", type=int, default=None, help="alternated pairs every speedup row gets at least "
                    "(default 5, quick 3)")
@@ -123,6 +138,8 @@ def _calibrate_args(p: argparse.ArgumentParser) -> None:
 def _compare_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("a", help="the baseline report.json")
     p.add_argument("b", help="the new report.json")
+    p.add_argument("--min-effect", type=float, default=MIN_EFFECT, metavar="FRACTION", help="smallest relative "
+                   f"change of a median worth a verdict (default {MIN_EFFECT}; 0: every significant change)")
 
 
 def _overhead_args(p: argparse.ArgumentParser) -> None:
@@ -131,6 +148,10 @@ def _overhead_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seconds", type=float, default=2.0, help="seconds for the machine's figures and again for "
                    "the pass times (the profiled attribution takes its own few seconds)")
     p.add_argument("--out", default=None, help="also write overhead.json into this folder")
+
+
+def _export_hf_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("out", help="folder to write OUT/target and OUT/small into (replaced if there)")
 
 
 # (name, one-line help, the function adding its arguments), in the order `specdec --help` lists them
@@ -144,6 +165,8 @@ SUBCOMMANDS = [
      "spread from them; exit 1 if calibration does not hold", _calibrate_args),
     ("compare", "compare two report.json files; exit 1 if anything got worse", _compare_args),
     ("overhead", "the target pass against its roofline floor, and where the time goes", _overhead_args),
+    ("export-hf", "write the shipped target and small draft as transformers (GPT-2, safetensors) folders",
+     _export_hf_args),
 ]
 
 
