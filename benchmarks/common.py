@@ -25,6 +25,13 @@ Environment: SPECDEC_BENCH_THREADS (torch threads, default 1, recorded as the `t
 SPECDEC_BENCH_SCALE multiplies every sample and pair count (default 1: a `--quick` run of the whole suite
 stays under a minute per commit); SPECDEC_BENCH_SMOKE=1 shrinks them all to one and the generations to 20
 characters (tools/check_history.py: is each benchmark callable at each commit?), so its figures mean nothing.
+
+Your own pair: SPECDEC_TARGET (hf:FOLDER, hf:MODEL-ID already cached, or a checkpoint path) replaces the shipped
+target, and SPECDEC_DRAFT (hf:FOLDER, prompt-lookup, or a registered draft name) is measured as the draft "user"
+(a skip without it). The suite's figures are then that pair's, with the same lower-is-better meaning; the drafts
+the user's target cannot have (the shipped model's int8/int4 copies and `small`) and every backend but eager skip.
+asv keys results by machine, so keep the pair's apart from the shipped model's with a machine of its own
+(`asv machine --yes --machine NAME`, then `asv run --machine NAME`; README "Your own models").
 """
 
 from __future__ import annotations
@@ -45,7 +52,10 @@ PROMPT = "ROMEO:"
 CHARS = 20 if SMOKE else 200
 SEED = 0
 TEMPERATURE = 1.0
-DRAFTS = ["bigram", "int8", "int4", "ngram", "small", "int8-dynamic"]
+USER_TARGET = os.environ.get("SPECDEC_TARGET") or None  # the user's target instead of the shipped one
+USER_DRAFT = os.environ.get("SPECDEC_DRAFT") or None  # the user's draft, measured as the draft "user"
+USER = "user"  # the draft parameter value that stands for SPECDEC_DRAFT
+DRAFTS = ["bigram", "int8", "int4", "ngram", "small", "int8-dynamic", USER]
 BACKENDS = ["eager", "fused", "numpy", "onnx"]  # fixed, like every list here (see above); a commit without one skips it
 KS = [1, 4, 8]
 POSITIONS = [k + 1 for k in KS]  # a verify pass at k scores k + 1 positions
@@ -87,7 +97,14 @@ def scaled(normal: int, smoke: int = 1) -> int:
 @functools.lru_cache(maxsize=None)
 def cost_context() -> tuple[int, ...]:
     """The ids of the text every cost is measured after (~80 characters in, mid-context)."""
-    return tuple(specdec.encode(COST_TEXT))
+    return tuple(encode(COST_TEXT))
+
+
+def encode(text: str) -> list[int]:
+    """text in the target's ids: its own tokenizer where it has one (every commit's shipped target encodes with
+    `specdec.encode`, the only way before targets tokenized for themselves)."""
+    model = target()
+    return list(model.tokenize(text)) if hasattr(model, "tokenize") else specdec.encode(text)
 
 
 def target(backend: str = "eager"):
@@ -105,6 +122,8 @@ def _target(backend: str):
 
 
 def _load(backend: str):
+    if USER_TARGET is not None:
+        return _load_user(backend)
     if backend not in getattr(specdec, "BACKENDS", ("eager",)):
         raise NotImplementedError(f"backend {backend!r} does not exist at this commit")
     if "backend" in inspect.signature(specdec.load_target).parameters:
@@ -112,6 +131,15 @@ def _load(backend: str):
     if backend == "eager":  # before backends every target ran eager
         return specdec.load_target()
     raise NotImplementedError(f"load_target takes no backend at this commit (asked for {backend!r})")
+
+
+def _load_user(backend: str):
+    """SPECDEC_TARGET at a commit that can load it (`specdec.Target` marks those); eager only."""
+    if backend != "eager":
+        raise NotImplementedError(f"SPECDEC_TARGET runs as its library runs it: backend {backend!r} skips")
+    if not hasattr(specdec, "Target"):
+        raise NotImplementedError("this commit cannot load a target other than the shipped one")
+    return specdec.load_target(USER_TARGET)  # a bad path is an error, not a skip
 
 
 def available_backends() -> list[str]:
@@ -135,8 +163,10 @@ def draft(name: str, backend: str = "eager"):
 @functools.lru_cache(maxsize=None)
 def _draft(name: str, backend: str):
     model = target(backend)
+    if name == USER and USER_DRAFT is None:
+        raise NotImplementedError("draft 'user' measures SPECDEC_DRAFT, which is not set")
     try:
-        return specdec.make_draft(name, model)
+        return specdec.make_draft(USER_DRAFT if name == USER else name, model)
     except ValueError as exc:  # UnknownDraftError is a ValueError at every commit
         raise NotImplementedError(f"draft {name!r} does not exist at this commit ({exc})") from None
 

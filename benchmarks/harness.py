@@ -290,6 +290,8 @@ def overhead_shares(samples: int | None = None, number: int | None = None, secon
     for backend, times in per_call.items():
         cfg = common.target(backend).config
         flops, nbytes = specdec.pass_flops(cfg, 1, pos), specdec.pass_bytes(cfg, 1, pos)
+        if flops is None or nbytes is None:  # a user's model whose config does not give its shape: no floor
+            continue
         floor = max(flops / (machine.matmul_gflops * 1e9), nbytes / (machine.cache_gbps * 1e9))  # seconds
         shares[backend] = (1.0 - floor / times).tolist()  # per sample
     return shares

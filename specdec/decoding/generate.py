@@ -73,6 +73,7 @@ class Generation:
     text: str  # the generated characters only (the prompt excluded)
     stats: GenerationStats
     prompt: str = ""
+    ids: tuple[int, ...] = ()  # the generated tokens' ids (a subword text need not re-tokenize to them)
 
 
 def check_request(target: Target, prompt: str, chars: int, k: int = 0, temperature: float = 1.0) -> list[int]:
@@ -114,7 +115,7 @@ def generate(target: Target, prompt: str, chars: int, seed: int = 0, temperature
         tokens.append(nxt)
         stats.target_passes += 1
     stats.chars = chars
-    return Generation(target.detokenize(tokens[n_prompt:]), stats, prompt)
+    return Generation(target.detokenize(tokens[n_prompt:]), stats, prompt, tuple(tokens[n_prompt:]))
 
 
 def step(target: Target, ids: list[int], pos: int, temperature: float, rng: np.random.Generator) -> int:
@@ -189,7 +190,7 @@ def speculative_generate(
         if adaptive and kr == k:  # a round cut short by the end says nothing about k
             k = min(k + 2, k_max) if n_acc == k else max(k - 1, 1)
     stats.chars = chars
-    return Generation(target.detokenize(tokens[n_prompt:]), stats, prompt)
+    return Generation(target.detokenize(tokens[n_prompt:]), stats, prompt, tuple(tokens[n_prompt:]))
 
 
 def settle_round(target: Target, draft: Draft, tokens: list[int], pos: int, drafted: list[int], q: np.ndarray | None,
@@ -245,7 +246,7 @@ def _tree_generate(target: Target, draft: Draft, prompt: str, chars: int, spec: 
         t = trees.draft_tree(shape, draft, tokens, rng, temperature) if shape.budget else None
         pos = settle_tree_round(target, tokens, pos, t, rng, temperature, stats)
     stats.chars = chars
-    return Generation(target.detokenize(tokens[n_prompt:]), stats, prompt)
+    return Generation(target.detokenize(tokens[n_prompt:]), stats, prompt, tuple(tokens[n_prompt:]))
 
 
 def settle_tree_round(target: Target, tokens: list[int], pos: int, t: trees.Tree | None, rng: np.random.Generator,
