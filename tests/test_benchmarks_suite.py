@@ -5,6 +5,7 @@ import ast
 import importlib
 import inspect
 import itertools
+import os
 import re
 import subprocess
 import sys
@@ -332,5 +333,33 @@ def test_every_benchmark_runs_or_skips_at_head():
     proc = subprocess.run([sys.executable, str(ROOT / "tools" / "check_history.py"), "--since", "HEAD",
                            "--verbose"], capture_output=True, text=True, cwd=ROOT, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
-    skipped = "0" if INSTALLED == common.BACKENDS else r"[1-9]\d*"  # a backend not installed here skips
+    # without SPECDEC_DRAFT the "user" draft's parameter sets skip; a backend not installed here skips too
+    skipped = str(_user_parameter_sets()) if INSTALLED == common.BACKENDS else r"[1-9]\d*"
     assert re.search(rf"1 commits: ok \d+, skipped {skipped}, failed 0", proc.stdout), proc.stdout
+
+
+def _user_parameter_sets() -> int:
+    """How many (benchmark, parameter set) pairs of the suite name the draft "user"."""
+    n = 0
+    for path in sorted((ROOT / "benchmarks").glob("bench_*.py")):
+        module = importlib.import_module(f"benchmarks.{path.stem}")
+        for cls in vars(module).values():
+            if not (inspect.isclass(cls) and cls.__module__ == module.__name__ and hasattr(cls, "params")):
+                continue
+            lists = cls.params if isinstance(cls.params, tuple) or (cls.params and isinstance(cls.params[0], list)) \
+                else (cls.params,)
+            combos = sum(common.USER in combo for combo in itertools.product(*lists))
+            n += combos * sum(name.startswith(("track_", "time_", "timeraw_", "mem_", "peakmem_")) for name in dir(cls))
+    return n
+
+
+def test_the_suite_measures_the_users_pair_when_asked(hf_exported):
+    """SPECDEC_TARGET and SPECDEC_DRAFT (the exported pair here): every benchmark runs or skips, none fails, and
+    the draft "user" runs (the parameter sets that ran include it)."""
+    env = dict(os.environ, SPECDEC_TARGET=f"hf:{hf_exported['target']}", SPECDEC_DRAFT=f"hf:{hf_exported['small']}",
+               HF_HUB_OFFLINE="1")
+    proc = subprocess.run([sys.executable, str(ROOT / "tools" / "check_history.py"), "--since", "HEAD"],
+                          capture_output=True, text=True, cwd=ROOT, timeout=600, env=env)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    ok = int(re.search(r"1 commits: ok (\d+), skipped \d+, failed 0", proc.stdout).group(1))
+    assert ok >= 40, proc.stdout  # eager only, bigram/ngram/user: far fewer than the shipped model's, but many
