@@ -1,0 +1,56 @@
+"""The pytest-benchmark suite's target and drafts: the shipped ones, or the user's pair.
+
+    SPECDEC_TARGET=hf:FOLDER SPECDEC_DRAFT=hf:FOLDER pytest tests/benchmarks --benchmark-autosave \
+        --benchmark-storage .benchmarks/my-pair
+
+SPECDEC_TARGET (hf:FOLDER, hf:MODEL-ID already cached, or a checkpoint path) replaces the shipped target for these
+benchmarks only, and SPECDEC_DRAFT (hf:FOLDER, prompt-lookup, a registered name) is the draft "user". The
+drafts the target cannot have and every backend but eager are left out. Each saved run's machine_info names the
+target and draft, so `--benchmark-compare` against a run of another pair says that they differ; keep each pair's
+runs in a storage of its own (`--benchmark-storage`).
+"""
+
+import functools
+import os
+
+import pytest
+import torch
+
+import specdec
+
+USER_TARGET = os.environ.get("SPECDEC_TARGET") or None
+USER_DRAFT = os.environ.get("SPECDEC_DRAFT") or None
+
+
+def drafts_for_suite() -> list[str]:
+    """The draft names the suite parametrises over: every shipped draft, or for the user's target the table
+    drafts and prompt lookup (which any target can have) and "user" when SPECDEC_DRAFT is set."""
+    if USER_TARGET is None:
+        return list(specdec.DRAFTS)
+    return ["bigram", "ngram", "prompt-lookup"] + (["user"] if USER_DRAFT else [])
+
+
+def backends_for_suite() -> list[str]:
+    return list(specdec.BACKENDS) if USER_TARGET is None else ["eager"]
+
+
+if USER_TARGET is not None:
+
+    @pytest.fixture(scope="session")
+    def target():
+        torch.set_num_threads(1)
+        return specdec.load_target(USER_TARGET)
+
+    @pytest.fixture(scope="session")
+    def draft_factory(target):
+        @functools.lru_cache(maxsize=None)
+        def make(name):
+            return specdec.make_draft(USER_DRAFT if name == "user" else name, target)
+
+        return make
+
+
+def pytest_benchmark_update_machine_info(config, machine_info):
+    """Which pair the run measured, beside pytest-benchmark's own machine facts."""
+    machine_info["specdec_target"] = USER_TARGET or "shipped"
+    machine_info["specdec_draft"] = USER_DRAFT
