@@ -21,8 +21,8 @@ PROMPT = "ROMEO:\nWhat light through yonder window breaks?"
 
 
 @pytest.fixture(scope="module")
-def exported(tmp_path_factory):
-    return specdec.export_hf(tmp_path_factory.mktemp("hf-export"))
+def exported(hf_exported):
+    return hf_exported  # the session's export (tests/conftest.py)
 
 
 @pytest.fixture(scope="module")
@@ -32,26 +32,8 @@ def hf_target(exported):
 
 
 @pytest.fixture(scope="module")
-def llama_dir(tmp_path_factory):
-    """A 2-layer Llama, randomly initialised, with a byte-level BPE of 320 tokens trained on the corpus."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
-
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=320, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-                                  show_progress=False)
-    tok.train_from_iterator(corpus.paragraphs("train")[:2000], trainer)
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok, clean_up_tokenization_spaces=False)
-    torch.manual_seed(0)
-    cfg = LlamaConfig(vocab_size=len(fast), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
-                      bos_token_id=None, eos_token_id=None, pad_token_id=None, tie_word_embeddings=False)
-    out = tmp_path_factory.mktemp("llama")
-    LlamaForCausalLM(cfg).save_pretrained(out)
-    fast.save_pretrained(out)
-    return out
+def llama_dir(tiny_llama_dir):
+    return tiny_llama_dir  # a 2-layer random Llama in its own 320-token BPE (tests/conftest.py)
 
 
 @pytest.fixture(scope="module")
