@@ -138,3 +138,10 @@ def test_the_headline_reads_the_document_without_changing_it():
     before = copy.deepcopy(doc)
     render.headline(doc)
     assert doc == before
+
+
+def test_the_setup_line_says_what_other_processes_took():
+    from specdec.report import render
+
+    assert render._others({"others_cpus": 0.0649}) == "; other processes kept 0.06 CPUs busy during the run"
+    assert render._others({}) == ""  # a report made before the figure existed

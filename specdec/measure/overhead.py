@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import math
+import os
 import time
 from dataclasses import asdict, dataclass
 from typing import Callable
@@ -429,9 +430,18 @@ def _split_session(out: dict[str, float], spans: dict[str, float], prof: _Profil
         out[RESIDUAL] += session
 
 
+def quiet_profiler() -> None:
+    """torch.profiler's kineto logs `USDT: ... profiler_start` / `profiler_stop` at its highest severity each time
+    a profile starts and stops (an attribution starts dozens); only a level above every severity (6) silences
+    them. Kineto reads KINETO_LOG_LEVEL when the first profile starts, so every profile here calls this first;
+    a level the user set wins."""
+    os.environ.setdefault("KINETO_LOG_LEVEL", "6")
+
+
 def profiler_cost_us(calls: int = 2000, repeats: int = 3) -> float:
     """µs torch.profiler adds per event it records, on this machine now: a loop of `calls` tiny aten ops timed
     without and with the profiler (best of `repeats` each), the difference over the events recorded."""
+    quiet_profiler()
     a, b, out = torch.ones(4), torch.ones(4), torch.empty(4)
 
     def loop() -> None:
@@ -486,6 +496,7 @@ def attribution(target: GPT, draft: Draft, k: int, chars: int = 40, seed: int = 
     so profiled and unprofiled blocks run the same rounds. The labels are this driver's own (`_labelled`), so
     generation itself pays nothing for them.
     """
+    quiet_profiler()
     prompt = decode.check_request(target, timing.COST_PROMPT, chars, k=k)
     per_event = profiler_cost_us()
     inside = functools.partial(backend_onnx.kernel_profile, target)  # onnx: ONNX Runtime's profiler splits its runs

@@ -251,6 +251,7 @@ def _conclude(doc: dict, spent: list[dict], wall: float, after_own_run: bool, lo
     machine's state shift and warnings (logged), and the headline the report opens with."""
     doc["recommendations"] = recommend(doc["speedup"])
     doc["machine"]["load_end"] = hygiene.load_average()
+    hygiene.end_of_run(doc["machine"])  # others_cpus: what other processes took of our CPUs during the run
     doc["sections"] = spent
     doc["wall_seconds"] = wall
     doc["state_shift"] = hygiene.state_shift(doc.get("speedup", []))

@@ -69,6 +69,12 @@ def headline_facts(doc: dict) -> dict:
     }
 
 
+def _others(m: dict) -> str:
+    """What other processes took of our CPUs during the run (`hygiene`'s busy figure), where it was measured."""
+    x = m.get("others_cpus")
+    return "" if x is None else f"; other processes kept {x:.2f} CPUs busy during the run"
+
+
 def headline(doc: dict) -> str:
     """The report's opening: title, what was run, the noise floor, per draft its best exact configuration and
     verdict, the recommendation, and every warning with what to do. Rendered from `headline_facts`."""
@@ -119,7 +125,7 @@ def _setup(doc: dict) -> list[str]:
             f"(one run per prompt)")
     out = [f"\n## Setup\n\n{m['cpu']}, {m['threads']} thread(s) ({m.get('interop_threads')} inter-op){pinned}, "
            f"{m['device']}, torch {m['torch_version']}, commit {m.get('commit') or 'n/a'}, {m['date']}; load average "
-           f"{m.get('load_start')} at the start, {m.get('load_end')} at the end. {what}; {s['chars']} {words(doc)['units']}, "
+           f"{m.get('load_start')} at the start, {m.get('load_end')} at the end{_others(m)}. {what}; {s['chars']} {words(doc)['units']}, "
            f"temperature {s['temperature']}. Budget {s['budget']:.0f} s, measured in {doc['wall_seconds']:.0f} s."]
     t = s.get("target")
     if t and t.get("name") != "shipped":
