@@ -153,20 +153,19 @@ def _make_draft(args, name: str, target):
     return make_draft(name, target, **options)
 
 
-def _drafts(args, target, names: list[str] | None) -> dict:
-    """The drafts asked for, built for `target`; by default every shipped draft that runs on the device and
-    that this target can have (a note names each one skipped, and why)."""
-    from specdec.decoding.drafts import UnknownDraftError
+def _default_drafts(args, target) -> list[str]:
+    """The drafts a command runs when none are named: for the shipped model's checkpoints every shipped draft
+    that runs on the device; for a Hugging Face target those it can have, as a report chooses them."""
+    from specdec.report.build import default_drafts
 
-    if names:
-        return {n: _make_draft(args, n, target) for n in names}
-    out = {}
-    for n in _drafts_arg(None, getattr(args, "device", "cpu")):
-        try:
-            out[n] = _make_draft(args, n, target)
-        except UnknownDraftError as exc:  # a quantized copy of a GPT the target is not, say
-            _log(f"note: skipping draft {n!r}: {exc}")
-    return out
+    if _is_hf(_target_spec(args)):
+        return default_drafts(target)
+    return _drafts_arg(None, getattr(args, "device", "cpu"))
+
+
+def _drafts(args, target, names: list[str] | None) -> dict:
+    """The drafts asked for (by default `_default_drafts`), built for `target`."""
+    return {n: _make_draft(args, n, target) for n in names or _default_drafts(args, target)}
 
 
 def _check_trees(option: str, target) -> None:
@@ -474,25 +473,25 @@ def _check_report_inputs(args, target, ks: list[int]) -> list[str]:
     if args.prompt is None:
         workload.load_workload(args.workload or workload.DEFAULT_WORKLOAD, chars=args.chars, max_k=max(ks))
     reason = tree_support(target)
-    if reason and args.trees:
+    if reason and args.trees:  # asked for: an error; the default trees are left out by the report, saying why
         raise UsageError(f"--trees: {reason}")
-    if reason and args.trees is None:  # the default trees: measured where the target has them
-        _log(f"note: no tree sections: {reason}")
-        args.trees = []
     return _report_drafts(args, target)
 
 
-def _report_drafts(args, target) -> list[str]:
-    """The drafts a report measures, by name. Every shipped draft fits the shipped model, so only an hf: draft
-    or another target has its drafts built here, once, to fail now (a vocabulary another than the target's, a
-    quantized copy of a model that is not the shipped GPT) rather than minutes into the report; by default a
-    draft the target cannot have is skipped with a note."""
-    if not _is_hf(_target_spec(args)) and not any(_is_hf(n) for n in args.drafts or []):
-        return _drafts_arg(args.drafts, args.device)
-    return list(_drafts(args, target, args.drafts))
+def _report_drafts(args, target) -> list | None:
+    """What `report.measure` gets as drafts. Every shipped draft fits the shipped model: names. Drafts named
+    beside an hf: target, and hf: drafts, are built here once (Draft objects, an hf: one in --dtype), so that
+    one the target cannot have (another vocabulary, a quantized copy of a model that is not the shipped GPT)
+    fails now, not minutes into the report. None for an hf: target's default set (the report's own choice)."""
+    hf_target = _is_hf(_target_spec(args))
+    if not args.drafts:
+        return None if hf_target else _drafts_arg(None, args.device)
+    if not hf_target and not any(_is_hf(n) for n in args.drafts):
+        return args.drafts
+    return list(_drafts(args, target, args.drafts).values())
 
 
-def _measure_report(args, target, drafts: list[str], ks: list[int], cpus, after_own_run: bool) -> dict:
+def _measure_report(args, target, drafts: list | None, ks: list[int], cpus, after_own_run: bool) -> dict:
     """`report.measure` with the command's settings. The first report's budget counts from the package's
     import, so that `--budget` bounds the command's wall time (start-up included), not only its sections'."""
     from specdec import _IMPORTED

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 
 from specdec.cli.checks import Parser
+from specdec.decoding.registry import draft_names
 from specdec.model import train as _train
 from specdec.model.backends import KNOWN
 from specdec.model.hf import DTYPES
@@ -64,11 +65,12 @@ def _info_args(p: argparse.ArgumentParser) -> None:
 def _generate_args(p: argparse.ArgumentParser) -> None:
     _checkpoint(p)
     p.add_argument("--prompt", default="ROMEO:")
-    p.add_argument("--chars", type=int, default=200)
+    p.add_argument("--chars", type=int, default=200, help="characters to generate (tokens for a target whose "
+                   "tokenizer is not the shipped characters)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--temperature", type=float, default=1.0, help="0 is greedy")
-    p.add_argument("--draft", default=None, help="speculative decoding with this draft: a name (see `specdec "
-                   "verify`), prompt-lookup, or hf:PATH (a Hugging Face model sharing the target's vocabulary)")
+    p.add_argument("--draft", default=None, help="speculative decoding with this draft: "
+                   f"{', '.join(draft_names())}, or hf:PATH (a Hugging Face model sharing the target's vocabulary)")
     p.add_argument("-k", type=int, default=None, help="characters (tokens) drafted per round (default 4)")
     p.add_argument("--adaptive", action="store_true", help="adapt k: +2 after a fully accepted round, -1 after "
                    "a rejection (from -k, at most 16)")
@@ -119,7 +121,8 @@ def _report_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ks", nargs="+", type=int, default=None, help="k values (default 1 2 4 8)")
     p.add_argument("--pairs", type=int, default=None, help="alternated pairs every speedup row gets at least "
                    "(default 5, quick 3)")
-    p.add_argument("--chars", type=int, default=200)
+    p.add_argument("--chars", type=int, default=200, help="characters to generate (tokens for a target whose "
+                   "tokenizer is not the shipped characters)")
     p.add_argument("--workload", default=None, help="a shipped workload (default shakespeare24) or a prompts file "
                    "(.txt: one prompt a line; .json)")
     p.add_argument("--prompt", default=None, help="one prompt instead of a workload (the write-up's: ROMEO:)")
