@@ -226,3 +226,13 @@ def test_the_shipped_default_is_what_the_shipped_target_describes(target):
     d = describe(target)
     assert {k: d[k] for k in compare.TARGET_KEYS} == compare.SHIPPED_TARGET
     assert d["units"] == "characters" and d["context"] == 256
+
+
+def test_a_report_alone_says_what_a_comparison_against_it_could_see():
+    doc = _doc(3)
+    got = compare.detectable(doc)
+    rows = [r for r in compare._rows(doc, doc) if r.kind == "ratio"]
+    assert set(got) == {r.name for r in rows} and "bigram k=4 speedup" in got
+    c = doc["costs"]["drafts"]["int8"]["c_samples"]
+    assert got["int8 c"] == compare.detectable_change(c, c, compare.ALPHA / len(rows))
+    assert compare.detectable({"costs": {}}) == {}  # an old report without the per-sample keys

@@ -24,7 +24,7 @@ import torch
 
 from specdec.model import protocol
 from specdec.measure import hygiene, machine_record, overhead
-from specdec.report import figures, overhead_section, render, sections
+from specdec.report import compare, figures, overhead_section, render, sections
 from specdec.report import tree_sections as ts
 from specdec.measure import workload as wl
 from specdec.decoding.drafts import Draft
@@ -259,6 +259,7 @@ def _conclude(doc: dict, spent: list[dict], wall: float, after_own_run: bool, lo
     for w in doc["warnings"]:
         log(w)
     doc["headline"] = render.headline_facts(doc)
+    doc["detectable"] = compare.detectable(doc)  # what a comparison against this report could see, per row
     return doc
 
 

@@ -219,6 +219,19 @@ def _detectable_exact(a: np.ndarray, b: np.ndarray, threshold: float) -> float:
     return worst
 
 
+def detectable(doc: dict, alpha: float = ALPHA) -> dict[str, float]:
+    """Per timed row of one report, the smallest change a comparison of this report against a re-run with the
+    same noise could flag (`detectable_change` of its samples against themselves, at the rule's Bonferroni
+    threshold over the report's rows; the rule's --min-effect comes on top). report.json keeps it, so a
+    report alone says how small a change it can see. {} for a report without per-sample keys."""
+    try:
+        rows = [r for r in _rows(doc, doc) if r.kind == "ratio"]
+    except ValueError:
+        return {}
+    threshold = alpha / max(1, len(rows))
+    return {r.name: detectable_change(r.samples[0], r.samples[0], threshold) for r in rows}
+
+
 def _judge(rows: list[Row], alpha: float, min_effect: float) -> int:
     """Set each row's verdict; return m, the number of rows tested (the Bonferroni divisor)."""
     tested = [r for r in rows if r.kind == "ratio"]
