@@ -59,12 +59,57 @@ class TableDraft(Draft):
 
     history = 1
     vocab_size: int | None = None  # width of q: the target's vocabulary (None: the corpus's characters)
+    CACHE_BYTES = 32 << 20  # tempered rows kept (q and its cumulative sum, float64 each); past this, start over
 
     def _dist(self, tokens: list[int]) -> np.ndarray:
+        """q before temperature after `tokens` (float64; trees read it at every inner node)."""
+        return self._row(self._key(tokens))
+
+    def _key(self, tokens: list[int]):
+        """Which stored row `_dist(tokens)` is (hashable), for the cache of tempered rows; None: not stored."""
+        return None
+
+    def _row(self, key) -> np.ndarray:
         raise NotImplementedError
 
+    def tempered(self, tokens: list[int], temperature: float) -> tuple[np.ndarray, np.ndarray]:
+        """(q, q.cumsum()) after `tokens` at `temperature`: `sampling.temper(self._dist(tokens), temperature)`
+        and the sums `sampling.pick` searches, computed once per stored row and temperature and kept (the same
+        arrays each time: read them, never write)."""
+        key = self._key(tokens)
+        if key is None:  # a subclass that only implements `_dist`
+            q = sampling.temper(self._dist(tokens), temperature)
+            return q, q.cumsum()
+        cache = self.__dict__.setdefault("_tempered", {})
+        hit = cache.get((temperature, key))
+        if hit is None:
+            q = sampling.temper(self._row(key), temperature)
+            hit = q, q.cumsum()
+            if len(cache) * q.size * 16 >= self.CACHE_BYTES:
+                cache.clear()
+            cache[(temperature, key)] = hit
+        return hit
+
     def propose(self, tokens, k, rng, temperature):
+        """k drafted ids and their q, as `propose_reference` gives them (the same ids, bitwise the same q, the
+        same draws), with less per character: the k uniforms drawn in one call (k `sampling.sample` calls draw
+        the same k, in order), each row tempered and summed once (`tempered`), one search per character."""
+        u = rng.random(k)
         ctx = list(tokens[-self.history :])  # only the tail matters: no copy of the whole sequence
+        qs = np.empty((k, self.vocab_size or len(corpus.vocabulary())))
+        last = qs.shape[1] - 1
+        for i in range(k):
+            q, c = self.tempered(ctx, temperature)
+            # `sampling.pick` on the kept sums: the number of partial sums <= u * total, capped at V - 1
+            x = min(int(c.searchsorted(u[i] * c[-1], side="right")), last)
+            qs[i] = q
+            ctx.append(x)
+        return ctx[len(ctx) - k :], qs
+
+    def propose_reference(self, tokens, k, rng, temperature):
+        """`propose` as first written: per character, the row looked up, tempered, and sampled with its own draw
+        (the attribution's old round)."""
+        ctx = list(tokens[-self.history :])
         out = []
         qs = np.empty((k, self.vocab_size or len(corpus.vocabulary())))
         for i in range(k):
@@ -94,8 +139,11 @@ class BigramDraft(TableDraft):
         self.vocab_size = int(vocab_size)
         self.table = _SparseBigram(np.asarray(token_ids, dtype=np.int64), self.vocab_size)
 
-    def _dist(self, tokens):
-        return self.table[tokens[-1]]
+    def _key(self, tokens):
+        return tokens[-1]
+
+    def _row(self, key):
+        return self.table[key]
 
     def weight_bytes(self) -> int:
         return self.table.size * 4  # stored as float32

@@ -158,6 +158,7 @@ def speculative_generate(
     adaptive: bool = False,
     k_max: int = 16,
     tree: trees.TreeSpec | None = None,
+    lean: bool = True,
 ) -> Generation:
     """Generate `chars` characters by speculative decoding with `draft` proposing k per round.
 
@@ -165,6 +166,8 @@ def speculative_generate(
     adaptive: start at k and follow the +2 / -1 schedule (see the module docstring), never above k_max.
     tree: draft a token tree of this shape each round instead of a chain (table drafts only; k is then
     ignored); the target verifies every node in one pass and `trees.accept_tree` walks it, exactly.
+    lean: table drafts propose with their lean `propose`; False runs their reference code (`propose_reference`)
+    -- the same output, the old cost (the attribution's old round).
     """
     if tree is not None:
         if adaptive:
@@ -179,18 +182,24 @@ def speculative_generate(
         raise ValueError(f"draft {draft.name!r} runs on the CPU only, the target is on {target.device.type}")
     target.setup_cache(1)
     draft.reset()
+    propose = proposer(draft, lean)
     rng = np.random.default_rng(seed)
     n_prompt = len(tokens)
     stats = GenerationStats(k=k, adaptive=adaptive, accepted_per_position=[0] * ((k_max if adaptive else k) + 1))
     pos = 0  # tokens already in the target's cache
     while (left := chars - (len(tokens) - n_prompt)) > 0:
         kr = min(k, left - 1)  # never draft past the end: the round emits up to kr + 1 characters
-        drafted, q = draft.propose(tokens, kr, rng, temperature) if kr > 0 else ([], None)
+        drafted, q = propose(tokens, kr, rng, temperature) if kr > 0 else ([], None)
         pos, n_acc = settle_round(target, draft, tokens, pos, drafted, q, rng, temperature, stats)
         if adaptive and kr == k:  # a round cut short by the end says nothing about k
             k = min(k + 2, k_max) if n_acc == k else max(k - 1, 1)
     stats.chars = chars
     return Generation(target.detokenize(tokens[n_prompt:]), stats, prompt, tuple(tokens[n_prompt:]))
+
+
+def proposer(draft: Draft, lean: bool = True):
+    """The draft's `propose`, or with lean=False its reference code where it has one (`propose_reference`)."""
+    return draft.propose if lean else getattr(draft, "propose_reference", draft.propose)
 
 
 def settle_round(target: Target, draft: Draft, tokens: list[int], pos: int, drafted: list[int], q: np.ndarray | None,

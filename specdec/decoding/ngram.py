@@ -143,15 +143,19 @@ class NgramDraft(TableDraft):
         self.V = self.rows.shape[1]
         self._mods = [self.V**m for m in range(order)]
 
-    def _dist(self, tokens):
+    def _key(self, tokens):
+        """The row of the longest stored suffix of `tokens` (0, the unigram, when none is stored)."""
         h = 0
         for t in tokens[-self.history :]:
             h = h * self.V + t
         for m in range(min(self.history, len(tokens)), 0, -1):
             row = self.index.get((h % self._mods[m]) * 16 + m)
             if row is not None:
-                return self.rows[row].astype(np.float64)
-        return self.rows[0].astype(np.float64)
+                return row
+        return 0
+
+    def _row(self, key):
+        return self.rows[key].astype(np.float64)
 
     def weight_bytes(self) -> int:
         return self.rows.nbytes + len(self.index) * 8  # float32 rows plus one int64 key each

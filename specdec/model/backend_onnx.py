@@ -334,6 +334,8 @@ class _Session:
         self.seqlens = np.zeros(1, dtype=np.int32)
         self.total = np.zeros((), dtype=np.int32)
         self.logits = torch.zeros(1, cfg.context, cfg.vocab_size)  # the runtime writes here (torch's memory)
+        self.logits_np = self.logits.numpy()  # the same memory, for the paths that never touch torch
+        self.arange = np.arange(cfg.context, dtype=np.int64)  # positions are a slice of it: no range conversion
         self.probs = np.zeros((1, cfg.context, cfg.vocab_size), dtype=np.float32)
         self.cache: list[np.ndarray] = []  # per block: keys, values (batch, H, context, hs)
         self.bound_t = 0  # the T of the current binding of ids, positions and logits; 0 = none yet
@@ -374,7 +376,7 @@ class _Session:
             b.bind_output("probs", "cpu", 0, np.float32, [1, T, V], self.probs.ctypes.data)
 
     def _lengths(self, T: int, pos: int) -> None:
-        self.positions[0, :T] = range(pos, pos + T)
+        self.positions[0, :T] = self.arange[pos : pos + T]
         self.seqlens[0] = pos + T - 1
         self.total[()] = pos + T
 
@@ -398,7 +400,13 @@ class _Session:
         float64 (the rule subtracts them; as `sampling.probs` gives), from the graph's softmax."""
         self.inv_temp[()] = inv_temp
         T = self._pass(ids, pos)
-        return self.probs[0, T - n : T].astype(np.float64)
+        return self.probs[0, T - n : T].astype(np.float64)  # the one copy: float32 to the rule's float64
+
+    def last_logits(self, ids: list[int], pos: int, n: int) -> np.ndarray:
+        """The pass over ids at pos; the last n positions' logits (n, V) float32, a view valid until the next
+        pass (temperature 0 reads their argmax: the forward's logits, without a torch tensor either way)."""
+        T = self._pass(ids, pos)
+        return self.logits_np[0, T - n : T]
 
     def tree(self, idx: torch.Tensor, pos: int, tree: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
         """A tree pass (graph "tree"): the past fed as contiguous copies of the cache's first pos positions,
@@ -499,21 +507,27 @@ class OnnxGPT(GPT):
     def pass_probs(self, ids: list[int], pos: int, n: int, temperature: float) -> np.ndarray:
         """The target's distributions (n, V) at the last n of the positions a pass over `ids` at `pos` scores
         (`decode.verify`): softmax inside the graph, so the logits never go through torch and numpy's float64
-        softmax. Temperature 0 and models without a session take the forward and `sampling.probs`."""
+        softmax. Temperature 0 reads the pass's logits (one-hot at their argmax); models without a session take the
+        forward and `sampling.probs`."""
         state = _STATE.get(self)
-        if state is None or not state.cache or temperature <= 0:
+        if state is None or not state.cache:
             return sampling.probs(self(self.ids(ids), pos)[0, -n:], temperature)
         self._check_pass(1, len(ids), pos)
+        if temperature <= 0:  # one-hot at the logits' argmax: `sampling.probs` of the same logits `forward` gives
+            return sampling.probs(state.last_logits(ids, pos, n), temperature)
         return state.distributions(ids, pos, n, 1.0 / temperature)
 
     def sample_step(self, ids: list[int], pos: int, temperature: float, rng: np.random.Generator) -> int:
         """One character of target-only generation (`decode.step`): the pass over `ids` at `pos` and the sample
         from its last position, in a single session run (logits to sample inside the graph). One uniform from
         `rng` per call, as `sampling.sample` draws, so a seed gives the same text as the other backends.
-        Temperature 0 and models without a session take the eager forward and `sampling`."""
+        Temperature 0 takes the pass graph's logits and `sampling` (no torch op); models without a session the
+        eager forward."""
         state = _STATE.get(self)
-        if state is None or not state.cache or temperature <= 0:
+        if state is None or not state.cache:
             logits = self(self.ids(ids), pos)[0, -1]
             return sampling.sample(sampling.probs(logits, temperature), rng)
         self._check_pass(1, len(ids), pos)
+        if temperature <= 0:  # the argmax of the pass's logits, as the forward gives them, without torch
+            return sampling.sample(sampling.probs(state.last_logits(ids, pos, 1)[0], temperature), rng)
         return state.step(ids, pos, rng.random(), 1.0 / temperature)
