@@ -107,23 +107,9 @@ def measure(
     package was imported, so that start-up is inside `--budget` and shows as a section of its own.
     """
     shipped = isinstance(target, GPT)
-    given = _given_drafts(target if drafts is None else drafts, drafts is None)
-    skipped = _skipped(given, target, device)
-    for name, why in skipped.items():
-        log(f"[setup] skipping draft {name}: it {why}")
-    given = {n: d for n, d in given.items() if n not in skipped}
-    if not given:
-        raise ValueError(f"no draft to measure with this target on {device} (skipped: "
-                         f"{'; '.join(f'{n}: {why}' for n, why in skipped.items())})")
-    unavailable = {} if shipped else dict(NOT_SHIPPED)
+    given, skipped = _drafts_for(target, drafts, device, log)
     knobs = _knobs(quick, budget, pairs, trees)
-    if protocol.tree_support(target) and knobs["trees"]:
-        unavailable["trees"] = protocol.tree_support(target)
-        knobs["trees"] = []
-    if overhead.pass_shape(overhead.model_config(target)) is None:
-        unavailable["overhead floor"] = (f"FLOPs and bytes per pass are counted for the shipped GPT, gpt2 and "
-                                         f"{', '.join(overhead.LLAMA_FAMILY)} only; "
-                                         f"{protocol.describe(target)['architecture']!r} reads unknown")
+    unavailable = _unavailable(target, knobs)
     ks = sorted(set(ks or DEFAULT_KS))
     # the shipped GPT's prompts are checked against its characters as always; any other target's by its tokenizer
     work, runs = _runs(workload, prompt, seed, chars, ks, knobs["every"], None if shipped else target)
@@ -159,6 +145,33 @@ def measure(
     if startup is not None:
         spent.insert(0, {"section": STARTUP, "seconds": round(startup, 2), "allotted": None})
     return _conclude(doc, spent, clock.elapsed(), after_own_run, log)
+
+
+def _drafts_for(target, drafts, device: str, log) -> tuple[dict, dict]:
+    """The drafts to measure (name -> name or Draft) and those skipped (name -> why), the skips logged; a
+    ValueError naming every reason when nothing is left."""
+    given = _given_drafts(target if drafts is None else drafts, drafts is None)
+    skipped = _skipped(given, target, device)
+    for name, why in skipped.items():
+        log(f"[setup] skipping draft {name}: it {why}")
+    given = {n: d for n, d in given.items() if n not in skipped}
+    if not given:
+        raise ValueError(f"no draft to measure with this target on {device} (skipped: "
+                         f"{'; '.join(f'{n}: {why}' for n, why in skipped.items())})")
+    return given, skipped
+
+
+def _unavailable(target, knobs: dict) -> dict[str, str]:
+    """What this target cannot have (section -> one line why); trees it cannot verify are dropped from knobs."""
+    unavailable = {} if isinstance(target, GPT) else dict(NOT_SHIPPED)
+    if protocol.tree_support(target) and knobs["trees"]:
+        unavailable["trees"] = protocol.tree_support(target)
+        knobs["trees"] = []
+    if overhead.pass_shape(overhead.model_config(target)) is None:
+        unavailable["overhead floor"] = (f"FLOPs and bytes per pass are counted for the shipped GPT, gpt2 and "
+                                         f"{', '.join(overhead.LLAMA_FAMILY)} only; "
+                                         f"{protocol.describe(target)['architecture']!r} reads unknown")
+    return unavailable
 
 
 def default_drafts(target) -> list[str]:
