@@ -1,6 +1,7 @@
 """Trees are exact: enumeration of the real rule's branches, chi-square through the real pipeline, controls.
 
-(a) Every branch of `trees._walk` -- the function `accept_tree` runs -- is enumerated by replaying it with
+(a) Every branch of `trees._walk` -- the reference walk; the lean one `accept_tree` runs is held to it decision
+    for decision in tests/test_lean_tree.py -- is enumerated by replaying it with
     scripted decisions whose probabilities come from the values the real code passes (min(1, p/q) for a try,
     the real residual for the final draw); children tuples are enumerated with the law of sampling without
     replacement (`_top_k` is held to that law separately). The emitted text, continued by the target, has
@@ -9,7 +10,7 @@
     against the target's exact law (computed by batched forwards).
 (c) Greedy is identical to target-only: tests/test_trees.py.
 (d) Negative controls -- children sampled with replacement but treated as without; the q update skipped --
-    fail (a) and the chi-square tests.
+    fail (a) and the chi-square tests (`_break` breaks the reference and the lean code alike).
 """
 
 import itertools
@@ -167,13 +168,28 @@ def test_negative_control_with_replacement_fails_the_enumeration(widths):
 
 @pytest.mark.parametrize("widths", [(2,), (2, 2), (3, 1)])
 def test_negative_control_without_q_update_fails_the_enumeration(monkeypatch, widths):
-    monkeypatch.setattr(trees, "_remove", lambda q, x: q)
+    _break(monkeypatch, "no q update")
     err, _ = _emitted_law_error(TreeSpec.from_widths(widths), 0, P3, Q3)
     assert err > 1e-3
 
 
 def _with_replacement(q, k, rng):
     return [int(x) for x in rng.choice(len(q), size=k, p=q / q.sum())]
+
+
+def _orders_with_replacement(q, rng):
+    """The lean draft's `_gumbel_order` broken the same way: each row's 'order' is i.i.d. draws from it."""
+    return np.stack([rng.choice(len(row), size=len(row), p=row / row.sum()) for row in q])
+
+
+def _break(monkeypatch, control):
+    """A negative control in the reference code and in the lean code alike (generation runs the lean one)."""
+    if control == "replacement":
+        monkeypatch.setattr(trees, "_top_k", _with_replacement)
+        monkeypatch.setattr(trees, "_gumbel_order", _orders_with_replacement)
+    elif control == "no q update":
+        monkeypatch.setattr(trees, "_remove", lambda q, x: q)
+        monkeypatch.setattr(trees, "_remove_in_place", lambda q, x: q)
 
 
 def test_gumbel_top_k_draws_in_sequential_without_replacement_order():
@@ -236,10 +252,7 @@ class _Table(TableDraft):
 @pytest.mark.parametrize("control", [None, "replacement", "no q update"])
 def test_rule_chi_square_on_synthetic_tables_and_its_controls(monkeypatch, control):
     """The real draft_tree + accept_tree on 3-character tables: fits p; each control is rejected."""
-    if control == "replacement":
-        monkeypatch.setattr(trees, "_top_k", _with_replacement)
-    if control == "no q update":
-        monkeypatch.setattr(trees, "_remove", lambda q, x: q)
+    _break(monkeypatch, control)
     spec, draft, rng = TreeSpec.from_widths((2, 2)), _Table(Q3), np.random.default_rng(11)
     counts = np.zeros(9)  # the first two emitted characters (the second from the target when one is emitted)
     for _ in range(20_000):
@@ -257,9 +270,6 @@ def test_rule_chi_square_on_synthetic_tables_and_its_controls(monkeypatch, contr
 @pytest.mark.parametrize("control", ["replacement", "no q update"])
 def test_pipeline_negative_controls_fail_the_first_char_chi_square(monkeypatch, target, draft_factory, control):
     """Through speculative_generate: 3000 draws show 'no q update' only at p ~ 1e-4 (ngram), 15 000 decide it."""
-    if control == "replacement":
-        monkeypatch.setattr(trees, "_top_k", _with_replacement)
-    else:
-        monkeypatch.setattr(trees, "_remove", lambda q, x: q)
+    _break(monkeypatch, control)
     p_first, _ = _pipeline_p_values(target, draft_factory("ngram"), TreeSpec.parse("4x2x2x1"), 15_000, seed0=10_000)
     assert p_first < 1e-6

@@ -232,8 +232,9 @@ def settle_round(target: Target, draft: Draft, tokens: list[int], pos: int, draf
 
 
 def _tree_generate(target: Target, draft: Draft, prompt: str, chars: int, spec: trees.TreeSpec, seed: int,
-                   temperature: float) -> Generation:
-    """Tree rounds: draft a tree, one verify pass over pending tokens + nodes, walk, move the path's K/V."""
+                   temperature: float, lean: bool = True) -> Generation:
+    """Tree rounds: draft a tree, one verify pass over pending tokens + nodes, walk, move the path's K/V.
+    lean: the lean tree round (`settle_tree_round`); False the reference code, the same output."""
     reason = tree_support(target)
     if reason:
         raise ValueError(reason)
@@ -252,30 +253,39 @@ def _tree_generate(target: Target, draft: Draft, prompt: str, chars: int, spec: 
     while (left := chars - (len(tokens) - n_prompt)) > 0:
         # never draft past the end (a round emits up to depth + 1) nor past the cache's last slot
         shape = spec.limit(context - len(tokens), left - 1)
-        t = trees.draft_tree(shape, draft, tokens, rng, temperature) if shape.budget else None
-        pos = settle_tree_round(target, tokens, pos, t, rng, temperature, stats)
+        t = trees.draft_tree(shape, draft, tokens, rng, temperature, lean) if shape.budget else None
+        pos = settle_tree_round(target, tokens, pos, t, rng, temperature, stats, lean)
     stats.chars = chars
     return Generation(target.detokenize(tokens[n_prompt:]), stats, prompt, tuple(tokens[n_prompt:]))
 
 
 def settle_tree_round(target: Target, tokens: list[int], pos: int, t: trees.Tree | None, rng: np.random.Generator,
-                      temperature: float, stats: GenerationStats) -> int:
+                      temperature: float, stats: GenerationStats, lean: bool = True) -> int:
     """The rest of a tree round once the tree `t` is drafted (None: nothing drafted): one verify pass over the
     pending tokens and the nodes, the walk, the accepted nodes' K/V moved into place, the emitted characters
     appended to `tokens` (in place), the counts. Returns the new position. `tree_timing` times this same
-    function."""
+    function.
+
+    lean (the default): the mask and positions from the shape's cached arrays (`Tree.attention_lean`), the pass
+    without torch where the target offers it (`tree_logits`: onnx), the lean walk, the path's K/V moved by the
+    target's `keep_path_lean` where it has one. False: the reference code. Both give the same output.
+    """
     n_pend = len(tokens) - pos
     ids = tokens[pos:] + (t.tokens if t else [])
-    attn = t.attention(pos, n_pend, target.device) if t else None
-    logits = target(target.ids(ids), pos, attn)[0, n_pend - 1 :]  # (1 + N, V)
+    if t is None:
+        logits = target(target.ids(ids), pos)[0, n_pend - 1 :]
+    elif lean:
+        logits = _tree_logits_lean(target, ids, pos, t, n_pend)
+    else:
+        logits = target(target.ids(ids), pos, t.attention(pos, n_pend, target.device))[0, n_pend - 1 :]
     stats.target_passes += 1
-    p = sampling.probs(logits, temperature)
+    p = sampling.probs(logits, temperature)  # (1 + N, V)
     if t is None:
         path, nxt = [], sampling.sample(p[0], rng)
     else:
         stats.draft_calls += 1
         stats.drafted += len(t.tokens)
-        path, nxt = trees.accept_tree(t, p, rng)
+        path, nxt = trees.accept_tree(t, p, rng, lean)
         stats.accepted_per_position[len(path)] += 1
         tried = len(path) + bool(t.children[path[-1] + 1 if path else 0])  # a leaf tries nothing more
         for d in range(tried):
@@ -283,8 +293,25 @@ def settle_tree_round(target: Target, tokens: list[int], pos: int, t: trees.Tree
         for d in range(len(path)):
             stats.accepted_per_depth[d] += 1
     # the accepted nodes' K/V (slots pos + n_pend + node id) move to follow the prefix in order
-    target.keep_path(len(tokens), [pos + n_pend + j for j in path])
+    keep = getattr(target, "keep_path_lean", target.keep_path) if lean else target.keep_path
+    keep(len(tokens), [pos + n_pend + j for j in path])
     tokens.extend(t.tokens[j] for j in path)
     tokens.append(nxt)
     stats.accepted += len(path)
     return len(tokens) - 1
+
+
+def _tree_logits_lean(target: Target, ids: list[int], pos: int, t: trees.Tree, n_pend: int):
+    """The tree pass's logits at the last pending token and every node, (1 + N, V): through the target's
+    `tree_logits` (numpy in and out, the additive mask it binds) where it has one, else its forward given the
+    cached mask and positions as tensors (no copy on the CPU)."""
+    fused = getattr(target, "tree_logits", None)
+    if fused is not None:
+        positions, bias = t.attention_lean(pos, n_pend, additive=True)
+        return fused(ids, pos, positions, bias)[n_pend - 1 :]
+    positions, mask = t.attention_lean(pos, n_pend)
+    dev = target.device
+    attn = (torch.from_numpy(positions), torch.from_numpy(mask))
+    if dev.type != "cpu":
+        attn = (attn[0].to(dev), attn[1].to(dev))
+    return target(target.ids(ids), pos, attn)[0, n_pend - 1 :]

@@ -20,7 +20,8 @@ whose law given the earlier rejections is exactly the updated q, so the emitted 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import functools
+from dataclasses import dataclass, field
 from typing import Callable
 
 import numpy as np
@@ -104,10 +105,7 @@ class TreeSpec:
     @property
     def depths(self) -> tuple[int, ...]:
         """Depth of each node; the root's children are at depth 0 (position = prefix length + depth)."""
-        out: list[int] = []
-        for a in self.parents:
-            out.append(0 if a < 0 else out[a] + 1)
-        return tuple(out)
+        return _depths(self.parents)
 
     @property
     def depth(self) -> int:
@@ -115,7 +113,10 @@ class TreeSpec:
         return max(self.depths) + 1 if self.parents else 0
 
     def limit(self, max_nodes: int, max_depth: int) -> TreeSpec:
-        """The breadth-first prefix with at most max_nodes nodes, none deeper than max_depth levels."""
+        """The breadth-first prefix with at most max_nodes nodes, none deeper than max_depth levels (the spec
+        itself when that is all of it: every round but the last few asks, and the shape caches stay hot)."""
+        if max_nodes >= self.budget and max_depth >= self.depth:
+            return self
         keep = [i for i, d in enumerate(self.depths) if d < max_depth][: max(max_nodes, 0)]
         return TreeSpec(self.parents[: len(keep)], self.label)
 
@@ -152,6 +153,100 @@ class Tree:
         ids = np.concatenate([np.arange(pos, pos + n_pending), pos + n_pending + np.asarray(self.depths, int)])
         return torch.as_tensor(ids, device=device), torch.as_tensor(mask, device=device)
 
+    def attention_lean(self, pos: int, n_pending: int, additive: bool = False) -> tuple[np.ndarray, np.ndarray]:
+        """`attention`'s (position ids (T,) int64, mask (T, pos + T)) as numpy, from what the tree's shape alone
+        decides (built once per shape, `_shape`): mask bool, or with `additive` float32 0 where allowed and -inf
+        elsewhere -- what the onnx tree graph binds. Columns before `pos` (the cache) are allowed for every row;
+        only the last T depend on the shape."""
+        rel, allowed, bias = _shape(tuple(self.parents)).block(n_pending)
+        T = len(rel)
+        mask = np.empty((T, pos + T), dtype=np.float32 if additive else bool)
+        mask[:, :pos] = 0.0 if additive else True
+        mask[:, pos:] = bias if additive else allowed
+        return rel + pos, mask
+
+
+@functools.lru_cache(maxsize=256)
+def _depths(parents: tuple[int, ...]) -> tuple[int, ...]:
+    """Each node's depth; kept per shape (`TreeSpec` asks for it at every construction, `limit` and `depth`)."""
+    out: list[int] = []
+    for a in parents:
+        out.append(0 if a < 0 else out[a] + 1)
+    return tuple(out)
+
+
+class _Shape:
+    """What a tree's shape (its parents) decides, built once with array operations: the children lists, and per
+    number of pending tokens the positions relative to the pass and the mask's last T columns. A shape repeats
+    every round -- the spec's own, trimmed only near the end of a generation -- so a round only reads these."""
+
+    def __init__(self, parents: tuple[int, ...]):
+        n = len(parents)
+        par = np.asarray(parents, dtype=np.int64).reshape(n)
+        self.n, self.depths = n, np.asarray(_depths(parents), dtype=np.int64).reshape(n)
+        self.children: list[list[int]] = [[] for _ in range(n + 1)]  # index 0 the root, j + 1 node j
+        for j, a in enumerate(parents):
+            self.children[a + 1].append(j)
+        # anc[i, j]: node j is node i or an ancestor of it -- one parent lookup per level for all nodes at once
+        self.anc = np.eye(n, dtype=bool)
+        rows, up = np.arange(n), par
+        while (live := up >= 0).any():
+            rows, up = rows[live], up[live]
+            self.anc[rows, up] = True
+            up = par[up]
+        self._blocks: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        self.depth_list = _depths(parents)
+        # nodes grouped by parent in parent order: then a fully drafted tree numbers its nodes as the spec does
+        self.canonical = bool(np.all(par[1:] >= par[:-1]))
+        self.levels: list[_Level] = []
+        for d in range(int(self.depths.max()) + 1 if n else 0):
+            start, stop = np.searchsorted(self.depths, [d, d + 1]).tolist()
+            inner, kid_row, widths = np.unique(par[start:stop], return_inverse=True, return_counts=True)
+            first = start + np.cumsum(widths) - widths  # each inner node's first child
+            self.levels.append(_Level(inner.tolist(), kid_row, np.arange(start, stop) - first[kid_row], start,
+                                      stop, widths))
+        for lv, below in zip(self.levels, self.levels[1:]):
+            lv.next_inner = below.inner
+
+    def block(self, n_pending: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(positions relative to pos (T,) int64, the mask over the pass's own T columns (T, T) bool, the same
+        as 0/-inf float32) for n_pending prefix tokens then the nodes: `Tree.attention`'s layout."""
+        hit = self._blocks.get(n_pending)
+        if hit is None:
+            T = n_pending + self.n
+            allowed = np.zeros((T, T), dtype=bool)
+            allowed[:n_pending, :n_pending] = np.tri(n_pending, dtype=bool)  # causal over the pending prefix
+            allowed[n_pending:, :n_pending] = True  # every node sees the whole prefix
+            allowed[n_pending:, n_pending:] = self.anc
+            rel = np.concatenate([np.arange(n_pending, dtype=np.int64), n_pending + self.depths])
+            hit = rel, allowed, np.where(allowed, np.float32(0.0), np.float32(-np.inf))
+            self._blocks[n_pending] = hit
+        return hit
+
+
+@dataclass
+class _Level:
+    """Depth d of a shape: its nodes start..stop-1, the inner nodes above them (parents, ascending; -1 the
+    root), each node's parent's index in `inner` and rank among its siblings, the children per inner node."""
+
+    inner: list[int]
+    kid_row: np.ndarray
+    kid_rank: np.ndarray
+    start: int
+    stop: int
+    widths: np.ndarray
+    next_inner: list[int] = field(default_factory=list)  # nodes of this level that have children
+
+    @property
+    def most(self) -> int:
+        """The widest inner node's children."""
+        return int(self.widths.max())
+
+
+@functools.lru_cache(maxsize=64)
+def _shape(parents: tuple[int, ...]) -> _Shape:
+    return _Shape(parents)
+
 
 def _top_k(q: np.ndarray, k: int, rng: np.random.Generator) -> list[int]:
     """k distinct indices in the order sequential sampling without replacement from q draws them.
@@ -164,12 +259,105 @@ def _top_k(q: np.ndarray, k: int, rng: np.random.Generator) -> list[int]:
     return order.tolist()
 
 
-def draft_tree(spec: TreeSpec, draft, context: list[int], rng: np.random.Generator, temperature: float) -> Tree:
-    """Draft a tree of `spec`'s shape after `context` with a table draft (one `_dist` per inner node).
+def draft_tree(spec: TreeSpec, draft, context: list[int], rng: np.random.Generator, temperature: float,
+               lean: bool = True) -> Tree:
+    """Draft a tree of `spec`'s shape after `context` with a table draft (one q per inner node).
 
     Where q has fewer nonzero characters than a node's width (greedy: exactly one) the node gets fewer
     children, and the missing nodes' subtrees are dropped.
+
+    Level by level: the level's q rows in one array, its Gumbel noise drawn in one call (the per-node calls of
+    `draft_tree_reference` draw the same numbers in the same order), one log, one sort; while every node gets
+    all its children (the usual case above temperature 0) the tree's nodes are the spec's own, so a level's
+    tokens come out in one indexing and only inner nodes get a context. The same tokens, q and order, bitwise.
+    lean=False runs `draft_tree_reference`.
     """
+    if not lean:
+        return draft_tree_reference(spec, draft, context, rng, temperature)
+    shape, hist = _shape(spec.parents), draft.history
+    rows = _q_rows(draft, temperature)
+    ctx_of = {-1: list(context[-hist:])}  # context tail of each inner node
+    if not shape.levels or not shape.canonical:  # nodes not grouped by parent: the tree numbers them otherwise
+        return _grow(Tree([], [], [], [[]], [None]), shape.children, [(-1, -1, ctx_of[-1])] if shape.n else [],
+                     rng, rows, hist)
+    tokens, qs = [0] * shape.n, [None] * (shape.n + 1)
+    for lv in shape.levels:
+        q = rows([ctx_of[a] for a in lv.inner])
+        order = _gumbel_order(q, rng)
+        full = lv.most <= q.shape[1] and np.count_nonzero(q) == q.size  # the cheap test first
+        if not full and (np.count_nonzero(q, axis=1) < lv.widths).any():
+            # a node gets fewer children than the spec's: node by node from here (nodes so far are the spec's)
+            n = lv.start
+            tree = Tree(tokens[:n], list(spec.parents[:n]), list(shape.depth_list[:n]),
+                        [[c for c in kids if c < n] for kids in shape.children[: n + 1]], qs[: n + 1])
+            return _grow(tree, shape.children, [(a, a, ctx_of[a]) for a in lv.inner], rng, rows, hist, (q, order))
+        tokens[lv.start : lv.stop] = order[lv.kid_row, lv.kid_rank].tolist()
+        for a, row in zip(lv.inner, q):
+            qs[a + 1] = row
+        for a in lv.next_inner:
+            ctx_of[a] = (ctx_of[spec.parents[a]] + [tokens[a]])[-hist:]
+    return Tree(tokens, list(spec.parents), list(shape.depth_list), [list(c) for c in shape.children], qs)
+
+
+def _q_rows(draft, temperature: float) -> Callable[[list[list[int]]], np.ndarray]:
+    """contexts -> their q rows (m, V), tempered: the draft's kept tempered rows where it has them
+    (`TableDraft.tempered`), else `sampling.temper` of `_dist`."""
+    tempered = getattr(draft, "tempered", None)
+
+    def rows(contexts: list[list[int]]) -> np.ndarray:
+        dists = [tempered(c, temperature)[0] if tempered else sampling.temper(draft._dist(c), temperature)
+                 for c in contexts]
+        q = np.empty((len(dists), len(dists[0])), dtype=dists[0].dtype)
+        for i, d in enumerate(dists):
+            q[i] = d
+        return q
+
+    return rows
+
+
+def _gumbel_order(q: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Each row's indices by decreasing log q + Gumbel noise (m, V), the noise for all rows in one draw:
+    `_top_k`'s keys, row by row (indices with q = 0 sort last, at -inf)."""
+    if np.count_nonzero(q) == q.size:
+        keys = np.log(q)
+    else:
+        with np.errstate(divide="ignore"):
+            keys = np.log(q)
+    keys += rng.gumbel(size=q.shape)
+    return (-keys).argsort(axis=1)
+
+
+def _grow(tree: Tree, want: list[list[int]], level: list[tuple[int, int, list[int]]], rng: np.random.Generator,
+          rows: Callable, hist: int, first: tuple[np.ndarray, np.ndarray] | None = None) -> Tree:
+    """`draft_tree` node by node from `level` ((spec node, tree node, context tail) of the nodes whose children
+    come next; `first`: their rows and order if already drawn), where nodes may get fewer children than the
+    spec's and the tree numbers its nodes as it adds them."""
+    while level:
+        if first is None:
+            q = rows([c for _, _, c in level])
+            order = _gumbel_order(q, rng)
+        else:
+            (q, order), first = first, None
+        nnz, nxt = np.count_nonzero(q, axis=1).tolist(), []
+        for i, (s, t, c) in enumerate(level):
+            tree.q[t + 1] = q[i]
+            kids = want[s + 1]
+            for s_child, x in zip(kids, order[i, : min(len(kids), nnz[i])].tolist()):
+                j = len(tree.tokens)
+                tree.tokens.append(x)
+                tree.parents.append(t)
+                tree.depths.append(0 if t < 0 else tree.depths[t] + 1)
+                tree.children.append([])
+                tree.q.append(None)
+                tree.children[t + 1].append(j)
+                if want[s_child + 1]:
+                    nxt.append((s_child, j, (c + [x])[-hist:]))
+        level = nxt
+    return tree
+
+
+def draft_tree_reference(spec: TreeSpec, draft, context: list[int], rng: np.random.Generator, temperature: float) -> Tree:
+    """`draft_tree` as first written, one node at a time (the attribution's old round)."""
     want: list[list[int]] = [[] for _ in range(spec.budget + 1)]  # spec children per root/node
     for i, a in enumerate(spec.parents):
         want[a + 1].append(i)
@@ -205,6 +393,15 @@ def _remove(q: np.ndarray, x: int) -> np.ndarray:
     return q / s if s > 0 else q
 
 
+def _remove_in_place(q: np.ndarray, x: int) -> np.ndarray:
+    """`_remove` writing into q (which the caller owns): the same values, no new array."""
+    q[x] = 0.0
+    s = q.sum()
+    if s > 0:
+        q /= s
+    return q
+
+
 def _walk(tree: Tree, p: np.ndarray, accept: Callable[[float, float], bool],
           pick: Callable[[np.ndarray], int]) -> tuple[list[int], int]:
     """The rule with its two random decisions passed in (the tests enumerate them).
@@ -228,10 +425,56 @@ def _walk(tree: Tree, p: np.ndarray, accept: Callable[[float, float], bool],
             return path, pick(pn)
 
 
-def accept_tree(tree: Tree, p: np.ndarray, rng: np.random.Generator) -> tuple[list[int], int]:
-    """Walk the tree with the exact rule. p: (N + 1, V). Returns (accepted path's node ids, next character)."""
+def accept_tree(tree: Tree, p: np.ndarray, rng: np.random.Generator, lean: bool = True) -> tuple[list[int], int]:
+    """Walk the tree with the exact rule. p: (N + 1, V). Returns (accepted path's node ids, next character).
+
+    lean (the default): `_walk_lean`, the same decisions from the same draws with fewer operations per try;
+    False: `accept_tree_reference`, `_walk` itself.
+    """
+    return _walk_lean(tree, p, rng) if lean else accept_tree_reference(tree, p, rng)
+
+
+def accept_tree_reference(tree: Tree, p: np.ndarray, rng: np.random.Generator) -> tuple[list[int], int]:
+    """`accept_tree` as first written: `_walk` with the random decisions as closures (the attribution's old
+    round; the exactness tests enumerate `_walk`'s branches)."""
     # min(1, p/q) without dividing: accept outright when p >= q, else with probability p/q.
     return _walk(tree, p, lambda px, qx: px >= qx or rng.random() * qx < px, lambda d: sampling.sample(d, rng))
+
+
+def _walk_lean(tree: Tree, p: np.ndarray, rng: np.random.Generator) -> tuple[list[int], int]:
+    """`_walk` with its decisions inlined: the same comparisons on the same values, one uniform per try with
+    p(x) < q(x) and one for the final sample, in the same order -- so the same path, character and stream.
+
+    Per rejection the residual and the reduced q are computed with fewer new arrays (q copied once per node,
+    never the draft's own row, then `_remove_in_place`): `rule.residual` and `_remove` give exactly these values. A
+    block of uniforms drawn up front and the unused ones rewound (`bit_generator.advance`) cost more than the
+    few scalar draws a walk makes (measured: ~1.9 µs against ~1.4 µs for four), so draws stay one at a time.
+    """
+    random, tokens, children, qs = rng.random, tree.tokens, tree.children, tree.q
+    path: list[int] = []
+    node = 0  # index into children / q / p: 0 the root, j + 1 node j
+    while True:
+        pn, q, own = p[node], qs[node], False
+        for j in children[node]:
+            x = tokens[j]
+            px, qx = pn[x], q[x]
+            if px >= qx or random() * qx < px:
+                path.append(j)
+                node = j + 1
+                break
+            r = pn - q  # rule.residual: max(0, p - q) normalised, p itself when that has no mass
+            np.maximum(r, 0.0, out=r)
+            s = r.sum()
+            if s > 1e-12:
+                r /= s
+                pn = r
+            else:
+                pn = pn / pn.sum()
+            if not own:  # the draft's row is never written: one copy per node, then in place
+                q, own = q.copy(), True
+            q = _remove_in_place(q, x)
+        else:  # every child rejected (or a leaf): what is left of p
+            return path, sampling.pick(pn, random())
 
 
 def optimal_tree(acceptance, budget: int) -> tuple[TreeSpec, float]:

@@ -409,20 +409,27 @@ class _Session:
         return self.logits_np[0, T - n : T]
 
     def tree(self, idx: torch.Tensor, pos: int, tree: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
-        """A tree pass (graph "tree"): the past fed as contiguous copies of the cache's first pos positions,
-        the new keys and values written into the cache at pos.. (where `keep_path` expects them)."""
+        """A tree pass (graph "tree") from `forward`'s tensors: `tree_run` on them as numpy, the bool mask made
+        additive here (the reference round's path; `OnnxGPT.tree_logits` is the lean one)."""
+        bias = np.where(tree[1].numpy(force=True), np.float32(0.0), np.float32(-np.inf))
+        return torch.from_numpy(self.tree_run(idx.numpy(force=True), pos, tree[0].numpy(force=True)[None], bias))
+
+    def tree_run(self, ids: np.ndarray, pos: int, positions: np.ndarray, bias: np.ndarray) -> np.ndarray:
+        """Graph "tree" over ids and positions (1, T) int64 under the additive mask bias (T, pos + T) float32:
+        the past fed as contiguous copies of the cache's first pos positions, the new keys and values written
+        into the cache at pos.. (where `keep_path` expects them). Returns the logits (1, T, V) float32."""
         if self.tree_session is None:
             self.tree_session = ort.InferenceSession(graph(self.model, "tree").SerializeToString(), self.opts,
                                                      providers=["CPUExecutionProvider"])
-        T = idx.shape[1]
-        feeds = {"ids": idx.numpy(force=True), "positions": tree[0].numpy(force=True)[None],
-                 "mask": np.where(tree[1].numpy(force=True), np.float32(0.0), np.float32(-np.inf))}
-        for j, a in enumerate(self.cache):
-            feeds[f"past_{('key', 'value')[j % 2]}_{j // 2}"] = np.ascontiguousarray(a[:1, :, :pos])
+            self.tree_past = [f"past_{('key', 'value')[j % 2]}_{j // 2}" for j in range(len(self.cache))]
+        T = ids.shape[1]
+        feeds = {"ids": ids, "positions": positions, "mask": bias}
+        for name, a in zip(self.tree_past, self.cache):
+            feeds[name] = np.ascontiguousarray(a[:1, :, :pos])
         out = self.tree_session.run(None, feeds)
         for a, new in zip(self.cache, out[1:]):
             a[:1, :, pos : pos + T] = new
-        return torch.from_numpy(out[0])
+        return out[0]
 
     def step(self, ids: list[int], pos: int, u: float, inv_temp: float) -> int:
         """One target-only step in one run: the pass over ids at pos, then the sample drawn with u."""
@@ -503,6 +510,32 @@ class OnnxGPT(GPT):
                 return super().forward(idx, pos, tree)
         self._check_pass(1, idx.shape[1], pos)
         return state.run(idx, pos) if tree is None else state.tree(idx, pos, tree)
+
+    def tree_logits(self, ids: list[int], pos: int, positions: np.ndarray, bias: np.ndarray) -> np.ndarray:
+        """A tree pass without torch (`decode.settle_tree_round`'s lean path): ids (T,) from `pos`, positions (T,)
+        int64 and the additive mask (T, pos + T) float32 of `Tree.attention_lean(..., additive=True)`; logits
+        (T, V) float32. The same graph fed the same values as `forward` with a tree, so the same logits. Models
+        without a session take the eager forward."""
+        state = _STATE.get(self)
+        if state is None or not state.cache:
+            attn = (torch.from_numpy(positions), torch.from_numpy(bias == 0))
+            return self(self.ids(ids), pos, attn)[0].numpy(force=True)
+        self._check_pass(1, len(ids), pos)
+        return state.tree_run(np.array(ids, dtype=np.int64)[None], pos, positions[None], bias)[0]
+
+    def keep_path_lean(self, pos: int, slots) -> None:
+        """`keep_path` on the numpy arrays the cache is (one gather and copy per array, no torch op): the lean
+        tree round's. The same entries move, so the same cache; a cache that is not those arrays (not set up
+        since a copy) takes `keep_path`."""
+        cache = getattr(self, "_np_cache", None)
+        if not cache or self.blocks[0].attn.k_cache.data_ptr() != cache[0].ctypes.data:
+            return self.keep_path(pos, slots)
+        n = len(slots)
+        if n == 0 or list(slots) == list(range(pos, pos + n)):
+            return
+        idx = np.asarray(slots, dtype=np.intp)
+        for a in cache:  # advanced indexing copies before the write: slots[i] >= pos + i, so reads come first
+            a[:, :, pos : pos + n] = a[:, :, idx]
 
     def pass_probs(self, ids: list[int], pos: int, n: int, temperature: float) -> np.ndarray:
         """The target's distributions (n, V) at the last n of the positions a pass over `ids` at `pos` scores
