@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import specdec
-from specdec.cli import commands as cli
+from specdec.cli import models as cli
 from specdec.measure import exactness, timing
 from specdec.report import build as report
 from specdec.model.gpt import GPT
@@ -69,8 +69,8 @@ def test_the_check_fails_a_pipeline_that_forgets_the_device(checking, monkeypatc
 
 
 def test_on_cuda_cpu_only_drafts_are_skipped_by_default_and_refused_by_name(capsys):
-    assert cli._drafts_arg(None, "cuda") == [n for n in specdec.DRAFTS if n != "int8-dynamic"]
+    assert cli.drafts_arg(None, "cuda") == [n for n in specdec.DRAFTS if n != "int8-dynamic"]
     assert capsys.readouterr().err == "note: skipping draft 'int8-dynamic': it runs on the CPU only, not on cuda\n"
     with pytest.raises(cli.UsageError, match="draft 'int8-dynamic' runs on the CPU only, not on cuda"):
-        cli._drafts_arg(["bigram", "int8-dynamic"], "cuda")
-    assert cli._drafts_arg(None, "cpu") == list(specdec.DRAFTS)
+        cli.drafts_arg(["bigram", "int8-dynamic"], "cuda")
+    assert cli.drafts_arg(None, "cpu") == list(specdec.DRAFTS)

@@ -1,0 +1,197 @@
+"""`specdec report` and `specdec calibrate`: checks, the measurement (one backend or all), the calibration of a
+`--repeat` folder."""
+
+from __future__ import annotations
+
+from specdec.cli import models
+from specdec.cli.checks import UsageError, at_least, device_arg, writable_dir
+from specdec.util.files import write_atomic
+
+
+def cmd_report(args) -> int:
+    import math
+    from pathlib import Path
+
+    from specdec.measure import hygiene, machine_record
+    from specdec.decoding.trees import parse_tree
+    from specdec.report import render, build as report
+
+    if args.threads < 1:
+        raise UsageError(f"--threads must be at least 1, got {args.threads}")
+    if args.pairs is not None and args.pairs < 1:
+        raise UsageError(f"--pairs must be at least 1, got {args.pairs}")
+    for text in args.trees or []:  # a bad tree configuration is found before anything is loaded
+        try:
+            parse_tree(text)
+        except ValueError as exc:
+            raise UsageError(f"--trees: {exc}") from None
+    if args.budget is not None and not (math.isfinite(args.budget) and args.budget > 0):
+        raise UsageError(f"--budget must be a positive number of seconds, got {args.budget}")
+    if args.repeat < 1:
+        raise UsageError(f"--repeat must be at least 1, got {args.repeat}")
+    if args.seed is not None:
+        at_least("--seed", args.seed, 0)
+    device_arg(args.device)
+    if args.prompt is not None and args.workload is not None:
+        raise UsageError("give --prompt (one configuration) or --workload, not both")
+    cpus = hygiene.parse_cpus(args.cpu) if args.cpu is not None else None
+    models.check_draft_names(args.drafts or [], args.device)
+    ks = models.ks_arg(args.ks, report.DEFAULT_KS)
+    try:  # a corrupt record is found now, not after the first report
+        machine_record.load({})
+    except machine_record.RecordError as exc:
+        raise UsageError(str(exc)) from None
+    if args.backend == "all":
+        if args.repeat > 1:
+            raise UsageError("--backend all measures one report per backend; give --repeat with one backend")
+        return _report_all(args, ks, cpus)
+    # every place a result goes is checked before anything is measured: a report is minutes of work
+    outs = [Path(args.out)] + [Path(args.out) / f"repeat-{i}" for i in range(2, args.repeat + 1)]
+    for out in outs:
+        writable_dir("--out", str(out))
+    target = models.load_target(args)
+    drafts = _check_report_inputs(args, target, ks)
+    docs = []
+    for i, out in enumerate(outs, start=1):
+        if args.repeat > 1:
+            models.log(f"== report {i} of {args.repeat} ==")
+        doc = _measure_report(args, target, drafts, ks, cpus, after_own_run=i > 1)
+        text = render.tables(doc)
+        print(text)
+        for path in report.write(doc, out, text):
+            models.log(f"wrote {path}")
+        docs.append(doc)
+    if len(docs) > 1:
+        return _calibration(docs, outs[0], record=True)
+    return 0
+
+
+def _check_report_inputs(args, target, ks: list[int]) -> list[str]:
+    """Before anything is built or measured: the largest k's rounds must fit after the prompt (the write-up's
+    when a workload's prompts are checked), and a bad workload file fails now, not after the drafts are built.
+    Returns the drafts to measure (`_report_drafts`); --trees on a target without trees fails here too."""
+    from specdec.measure import workload
+    from specdec.decoding.generate import check_request
+    from specdec.model.protocol import tree_support
+
+    check_request(target, args.prompt or "ROMEO:", args.chars, k=max(ks))
+    if args.prompt is None:
+        workload.load_workload(args.workload or workload.DEFAULT_WORKLOAD, chars=args.chars, max_k=max(ks))
+    reason = tree_support(target)
+    if reason and args.trees:  # asked for: an error; the default trees are left out by the report, saying why
+        raise UsageError(f"--trees: {reason}")
+    return _report_drafts(args, target)
+
+
+def _report_drafts(args, target) -> list | None:
+    """What `report.measure` gets as drafts. Every shipped draft fits the shipped model: names. Drafts named
+    beside an hf: target, and hf: drafts, are built here once (Draft objects, an hf: one in --dtype), so that
+    one the target cannot have (another vocabulary, a quantized copy of a model that is not the shipped GPT)
+    fails now, not minutes into the report. None for an hf: target's default set (the report's own choice)."""
+    hf_target = models.is_hf(models.target_spec(args))
+    if not args.drafts:
+        return None if hf_target else models.drafts_arg(None, args.device)
+    if not hf_target and not any(models.is_hf(n) for n in args.drafts):
+        return args.drafts
+    return list(models.build_drafts(args, target, args.drafts).values())
+
+
+def _measure_report(args, target, drafts: list | None, ks: list[int], cpus, after_own_run: bool) -> dict:
+    """`report.measure` with the command's settings. The first report's budget counts from the package's
+    import, so that `--budget` bounds the command's wall time (start-up included), not only its sections'."""
+    from specdec import _IMPORTED
+    from specdec.report import build as report
+
+    return report.measure(target, drafts, ks, quick=args.quick, pairs=args.pairs, threads=args.threads,
+                          device=args.device, chars=args.chars, seed=args.seed, budget=args.budget, cpus=cpus,
+                          workload=args.workload, prompt=args.prompt, trees=args.trees, after_own_run=after_own_run,
+                          between_run=args.between_run, started=None if after_own_run else _IMPORTED, log=models.log)
+
+
+def _report_all(args, ks: list[int], cpus) -> int:
+    """One full report per backend (each `--budget`, in OUT/<backend>/), then every backend's speedup table and
+    what moved (`backend_report`) in OUT/backends.md and OUT/backends.json."""
+    import json
+    from pathlib import Path
+
+    from specdec.report import backend_report, figures as overhead_plot, render, build as report
+    from specdec.model.backends import BACKENDS
+
+    out = Path(args.out)
+    for name in ("",) + BACKENDS:
+        writable_dir("--out", str(out / name))
+    drafts = _check_report_inputs(args, models.load_target(args, "eager"), ks)
+    docs = {}
+    for i, name in enumerate(BACKENDS, start=1):
+        models.log(f"== backend {name} ({i} of {len(BACKENDS)}) ==")
+        doc = _measure_report(args, models.load_target(args, name), drafts, ks, cpus, after_own_run=i > 1)
+        for path in report.write(doc, out / name, render.tables(doc)):
+            models.log(f"wrote {path}")
+        docs[name] = doc
+    found = backend_report.finding(docs)
+    text = backend_report.render(docs, found)
+    print(text)
+    write_atomic(out / "backends.md", text)
+    write_atomic(out / "backends.json", json.dumps(found, indent=2) + "\n")
+    models.log(f"wrote {out / 'backends.md'} and {out / 'backends.json'}")
+    attribution = {b: a for doc in docs.values() for b, a in (doc.get("attribution") or {}).items()}
+    if overhead_plot.write_attribution(attribution, out / "attribution.png", "where the time goes, by backend"):
+        models.log(f"wrote {out / 'attribution.png'}")
+    return 0
+
+
+def _calibration(docs: list[dict], out, record: bool) -> int:
+    """Coverage of each consecutive pair of reports, written beside the first; each pair's needs appended to
+    this machine's between-run record (after the reports: none of them used what their own pair says)."""
+    import json
+
+    from specdec.report import calibrate
+    from specdec.measure import machine_record
+
+    covs = []
+    for a, b in zip(docs, docs[1:]):
+        cov = calibrate.coverage(a, b)
+        cov["between_run"] = calibrate.between_run(a, b)
+        cov["against_rerun"] = calibrate.against_rerun(a, b)
+        covs.append(cov)
+    text = calibrate.render(covs)
+    print(text)
+    for name, content in (("calibration.md", text), ("calibration.json", json.dumps(covs, indent=2) + "\n")):
+        write_atomic(out / name, content)
+        models.log(f"wrote {out / name}")
+    if record:
+        machine = docs[0]["machine"]
+        for (a, _), cov in zip(zip(docs, docs[1:]), covs):
+            path = machine_record.append(machine, {
+                "date": a["machine"].get("date"), "commit": a["machine"].get("commit"),
+                "quick": a["settings"].get("quick"), **cov["between_run"]})
+        entries = machine_record.load(machine)
+        tau = machine_record.quantile(entries)
+        models.log(f"recorded {len(covs)} calibration(s) in {path}: this machine now has {len(entries)}; later reports "
+             f"add {'nothing yet (too few)' if tau is None else f'τ = {tau:.1%}'} between runs")
+    return 0 if all(c["passed"] for c in covs) else 1
+
+
+def cmd_calibrate(args) -> int:
+    import json
+    from pathlib import Path
+
+    from specdec.measure import machine_record
+
+    folder = Path(args.folder)
+    paths = [folder / "report.json"] + sorted(folder.glob("repeat-*/report.json"),
+                                              key=lambda p: int(p.parent.name.split("-")[1]))
+    missing = [str(p) for p in paths if not p.is_file()]
+    if missing or len(paths) < 2:
+        raise UsageError(f"{folder}: needs report.json and repeat-2/report.json (from `specdec report --repeat 2 "
+                         f"--out {folder}`); missing: {', '.join(missing) or 'repeat-2/report.json'}")
+    try:
+        docs = [json.loads(p.read_text()) for p in paths]
+        keys = {machine_record.key(d["machine"]) for d in docs}
+        if len(keys) > 1:
+            raise UsageError(f"{folder}: the reports come from different machines or settings: {sorted(keys)}")
+        return _calibration(docs, folder, record=not args.no_record)
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        if isinstance(exc, UsageError):
+            raise
+        raise UsageError(f"{folder}: not reports this version reads ({type(exc).__name__}: {exc})") from None
