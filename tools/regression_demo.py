@@ -70,8 +70,8 @@ _SPEC = "def speculative_generate("
 CASES = {
     "a": Case(
         "+20 % bigram cost per character", "specdec/decoding/drafts.py",
-        [(None, "    def _dist(self, tokens):\n        return self.table[tokens[-1]]\n",
-          "    def _dist(self, tokens):\n        return self.table[tokens[-1]]\n\n"
+        [(None, "    def _row(self, key):\n        return self.table[key]\n",
+          "    def _row(self, key):\n        return self.table[key]\n\n"
           "    def propose(self, tokens, k, rng, temperature):\n"
           "        import time\n\n"
           "        t0 = time.thread_time()\n"
