@@ -25,12 +25,12 @@ def onnx_target(target):
 
 def test_onnx_is_installed_here_and_named_when_it_is_not(monkeypatch):
     assert "onnx" in specdec.BACKENDS and backends.KNOWN[-1] == "onnx"
-    monkeypatch.setitem(backends._MISSING, "onnx", "it needs onnxruntime and onnx: pip install 'specdec[onnx]'")
+    monkeypatch.setitem(backends._MISSING, "onnx", "it needs onnxruntime and onnx: pip install 'specdec-bench[onnx]'")
     monkeypatch.delitem(backends._CLASSES, "onnx")
     with pytest.raises(specdec.UnknownBackendError) as info:
         specdec.load_target(backend="onnx")
     msg = str(info.value)
-    assert "\n" not in msg and "'onnx' is not installed" in msg and "specdec[onnx]" in msg
+    assert "\n" not in msg and "'onnx' is not installed" in msg and "specdec-bench[onnx]" in msg
 
 
 def test_the_session_runs_single_sequence_passes_not_the_eager_forward(onnx_target, no_eager_forward):

@@ -50,7 +50,7 @@ import torch.nn as nn
 from specdec.model import sampling
 from specdec.model.gpt import GPT
 
-try:  # an optional dependency: `pip install specdec[onnx]`; without it the backend is not in BACKENDS
+try:  # an optional dependency: `pip install specdec-bench[onnx]`; without it the backend is not in BACKENDS
     import onnx
     import onnxruntime as ort
     from onnx import TensorProto, helper, numpy_helper

@@ -168,7 +168,7 @@ class FusedGPT(GPT):
 _ALL: dict[str, type[GPT]] = {"eager": GPT, "fused": FusedGPT, "numpy": NumpyGPT, "onnx": OnnxGPT}
 # what each needs beyond the core dependencies, when it is not installed
 _MISSING: dict[str, str] = {} if backend_onnx.AVAILABLE else {
-    "onnx": "it needs onnxruntime and onnx: pip install 'specdec[onnx]'"}
+    "onnx": "it needs onnxruntime and onnx: pip install 'specdec-bench[onnx]'"}
 _CLASSES: dict[str, type[GPT]] = {n: c for n, c in _ALL.items() if n not in _MISSING}
 
 # Backends tried on this installation and dropped, with why (see the module docstring).
