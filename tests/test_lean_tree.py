@@ -12,6 +12,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import specdec
 from specdec.decoding import generate as decode
 from specdec.decoding import trees
 from specdec.decoding.drafts import TableDraft
@@ -248,3 +249,17 @@ def test_probs_of_numpy_logits_are_the_probs_of_the_tensor():
     x = np.random.default_rng(0).normal(size=(5, 84)).astype(np.float32) * 4
     for temperature in TEMPERATURES:
         np.testing.assert_array_equal(sampling.probs(x, temperature), sampling.probs(torch.from_numpy(x), temperature))
+
+
+def test_speculative_generate_passes_lean_to_the_tree_round(target, draft_factory, monkeypatch):
+    """lean=False reaches the tree round (the reference drafting runs), with the same output as the lean one."""
+    from specdec.decoding import trees as trees_module
+
+    calls = []
+    reference = trees_module.draft_tree_reference
+    monkeypatch.setattr(trees_module, "draft_tree_reference", lambda *a, **kw: calls.append(1) or reference(*a, **kw))
+    spec = trees_module.TreeSpec.parse("2x2")
+    old = specdec.speculative_generate(target, draft_factory("ngram"), "ROMEO:", 30, 1, 0, tree=spec, lean=False)
+    assert calls
+    new = specdec.speculative_generate(target, draft_factory("ngram"), "ROMEO:", 30, 1, 0, tree=spec)
+    assert old.ids == new.ids and old.stats == new.stats

@@ -22,11 +22,10 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 import torch
 
-from specdec.model import sampling
-from specdec.decoding import trees
+from specdec.decoding import rule, trees
 from specdec.decoding.drafts import Draft, TableDraft
+from specdec.model import sampling
 from specdec.model.protocol import Target, tree_support
-from specdec.decoding import rule
 
 
 @dataclass
@@ -172,7 +171,7 @@ def speculative_generate(
     if tree is not None:
         if adaptive:
             raise ValueError("adaptive k does not apply to trees; give a tree shape or a chain")
-        return _tree_generate(target, draft, prompt, chars, tree, seed, temperature)
+        return _tree_generate(target, draft, prompt, chars, tree, seed, temperature, lean)
     if k < 1:
         raise ValueError(f"k must be at least 1, got {k}")
     if adaptive and k_max < k:
