@@ -337,3 +337,10 @@ def test_compare_min_effect_sets_the_smallest_change_worth_a_verdict(tmp_path, c
     assert cli.main(["compare", str(tmp_path / "a.json"), str(tmp_path / "b.json"), *argv]) == code
     worse = [line for line in capsys.readouterr().out.splitlines() if line.startswith("WORSE")]
     assert worse == ([] if code == 0 else ["WORSE: bigram c: median 0.0199 -> 0.0205 (+3.1%), Mann-Whitney p = 7.5e-06"])
+
+
+def test_report_takes_drafts_repeated_or_listed():
+    """`--draft A --draft B` (as verify takes them) and `--drafts A B` both measure every draft named."""
+    args = cli.build_parser().parse_args(["report", "--draft", "hf:x", "--draft", "prompt-lookup", "--drafts", "a", "b"])
+    assert args.drafts == ["hf:x", "prompt-lookup", "a", "b"]
+    assert cli.build_parser().parse_args(["report"]).drafts is None

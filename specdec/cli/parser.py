@@ -116,8 +116,9 @@ def _report_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", default="specdec-report", help="folder for report.md, report.json, speedup.png")
     p.add_argument("--threads", type=int, default=1, help="torch threads while timing (recorded)")
     _device(p)
-    p.add_argument("--drafts", nargs="+", default=None, help="drafts to measure: names, prompt-lookup, "
-                   "hf:PATH (default every shipped draft the target can have)")
+    p.add_argument("--drafts", "--draft", dest="drafts", nargs="+", action="extend", default=None,
+                   help="drafts to measure: names, prompt-lookup, hf:PATH; repeat or list several (default every "
+                   "draft the target can have)")
     p.add_argument("--ks", nargs="+", type=int, default=None, help="k values (default 1 2 4 8)")
     p.add_argument("--pairs", type=int, default=None, help="alternated pairs every speedup row gets at least "
                    "(default 5, quick 3)")
