@@ -32,9 +32,11 @@ def _doc(drafts):
             "noise_floor": {"ci_low": 0.98, "ci_high": 1.02}}
 
 
-def _attribution(backends):
-    return {b: {"step": {c: 10.0 + i for i, c in enumerate(CATEGORIES)},
-                "round": {c: 20.0 + i for i, c in enumerate(CATEGORIES)}} for b in backends}
+def _attribution(backends, old=True):
+    """report.json's attribution: each backend's step, round and (unless a report from before it) old round."""
+    scopes = {"step": 10.0, "round": 20.0, **({"round (old)": 30.0} if old else {})}
+    return {b: {scope: {c: base + i for i, c in enumerate(CATEGORIES)} for scope, base in scopes.items()}
+            for b in backends}
 
 
 def _off_canvas(fig) -> list[str]:
@@ -70,6 +72,9 @@ CASES = {
     "attribution.png, one backend (the narrowest)": (
         lambda: figures.attribution_figure(_attribution(["eager"]), "where the time goes (eager backend)"),
         "where the time goes"),
+    "attribution.png, one backend of a report without the old round": (
+        lambda: figures.attribution_figure(_attribution(["eager"], old=False), "where the time goes (eager backend)"),
+        "where the time goes"),
     "attribution.png, three backends": (
         lambda: figures.attribution_figure(_attribution(["eager", "numpy", "onnx"]), "where the time goes, by backend"),
         "by backend"),
@@ -85,6 +90,31 @@ def test_every_text_of_a_figure_lies_on_its_canvas(case):
         assert any(title_part in t for t in texts)  # the title is drawn (wrapped if it must)
         assert {"matmul", "draft"} <= texts or "attribution" not in case  # the legend is among the checked texts
         assert _off_canvas(fig) == []
+    finally:
+        fig.clf()
+
+
+def _bar_labels(fig) -> list[str]:
+    return [t.get_text() for t in fig.axes[0].get_xticklabels()]
+
+
+def test_the_attribution_figure_draws_the_old_round_beside_the_lean_one():
+    """Three bars a backend -- step, old round, round -- each a stack of every category (30 + i for the old
+    round's i-th category); a report without the old round draws two."""
+    fig = figures.attribution_figure(_attribution(["eager", "onnx"]))
+    try:
+        assert _bar_labels(fig) == ["eager\nstep", "eager\nround (old)", "eager\nround",
+                                    "onnx\nstep", "onnx\nround (old)", "onnx\nround"]
+        patches = fig.axes[0].patches
+        assert len(patches) == 6 * len(CATEGORIES)  # one rectangle per bar and category
+        old_bars = patches[1::6]  # bar 1 (eager's old round) of each category's six
+        assert [p.get_height() for p in old_bars] == [30.0 + i for i in range(len(CATEGORIES))]
+        assert old_bars[-1].get_y() == sum(30.0 + i for i in range(len(CATEGORIES) - 1))  # stacked
+    finally:
+        fig.clf()
+    fig = figures.attribution_figure(_attribution(["eager"], old=False))
+    try:
+        assert _bar_labels(fig) == ["eager\nstep", "eager\nround"]
     finally:
         fig.clf()
 
@@ -105,7 +135,7 @@ def test_the_saved_files_are_the_checked_canvas(tmp_path):
 def test_a_title_too_long_for_its_figure_wraps_and_a_short_one_does_not():
     long = "where the time goes (eager backend): a target-only step and a speculative round"
     fig = figures.attribution_figure(_attribution(["eager"]), long)
-    assert "\n" in fig._suptitle.get_text()  # 3.4 inches wide: one line would not fit
+    assert "\n" in fig._suptitle.get_text()  # 4.5 inches wide (three bars): one line would not fit
     assert fig._suptitle.get_text().replace("\n", " ") == long and _off_canvas(fig) == []
     wide = figures.attribution_figure(_attribution(["eager", "numpy", "onnx"]), long)
     assert wide._suptitle.get_text() == long

@@ -107,6 +107,37 @@ def test_overhead_table_names_the_targets_backend(target):
     assert text.splitlines()[2].startswith("fused target pass")
 
 
+def _fake_scope(cats, measured, ratio):
+    return {"categories": cats, "profiled_us": 2 * measured, "measured_us": measured, "profiler_us": 0.0,
+            "accounted_us": sum(cats.values()), "accounted_ratio": ratio, "stretch": 1.5}
+
+
+def test_the_text_puts_the_old_and_the_lean_round_side_by_side_with_what_came_back():
+    m = Machine(matmul_gflops=50.0, cache_gbps=20.0, memory_gbps=5.0, threads=1)
+    rows = [{"backend": "eager", "positions": 1, "measured_us": 10.0, "floor_us": 1.0, "share": 0.9, "flops": 1,
+             "bytes": 1}]
+    step = dict.fromkeys(CATEGORIES, 1.0)
+    old = {name: 10.0 * (i + 1) for i, name in enumerate(CATEGORIES)}  # 10, 20, ..., 80: sums to 360
+    lean = {**old, "draft": 12.5, RESIDUAL: 90.0}  # the draft saved 70 - 12.5 = 57.5, the residual lost 10
+    attr = {"step": _fake_scope(step, 8.0, 1.01), "round": _fake_scope(lean, 300.0, 1.02),
+            "round (old)": _fake_scope(old, 350.0, 1.03)}
+    lines = overhead.render(m, rows, attr).splitlines()
+    head = lines.index(next(x for x in lines if x.startswith("category")))
+    assert "came back: round (old) less round, what the lean round saved" in lines[head - 1]
+    assert lines[head].split() == ["category", "step", "round", "(old)", "round", "came", "back"]
+    table = {x[:32].strip(): x[32:].split() for x in lines[head + 1:]}
+    assert table["matmul"] == ["1.0", "10.0", "10.0", "0.0"]
+    assert table["draft"] == ["1.0", "70.0", "12.5", "57.5"]
+    assert table[RESIDUAL] == ["1.0", "80.0", "90.0", "-10.0"]
+    assert table["accounted (sum of the above)"] == ["8.0", "360.0", "312.5", "47.5"]  # 360 - 57.5 + 10
+    assert table["measured untimed"] == ["8.0", "350.0", "300.0", "50.0"]
+    assert table["accounted / untimed (pairs)"] == ["1.010", "1.030", "1.020"]  # no difference of ratios
+    del attr["round (old)"]  # lean=False: the round alone, no difference
+    lines = overhead.render(m, rows, attr).splitlines()
+    assert next(x for x in lines if x.startswith("category")).split() == ["category", "step", "round"]
+    assert next(x for x in lines if x.startswith("draft ")).split() == ["draft", "1.0", "12.5"]
+
+
 def test_overhead_table_refuses_widths_past_the_context(target):
     m = Machine(matmul_gflops=50.0, cache_gbps=20.0, memory_gbps=5.0, threads=1)
     with pytest.raises(ValueError, match="fit the context of 256"):
@@ -173,40 +204,93 @@ def test_a_label_takes_all_the_ops_inside_it():
 
 def test_attribution_of_a_step_and_a_round(target, draft_factory):
     out = specdec.attribution(target, draft_factory("bigram"), k=2, chars=6, repeats=1)
-    assert set(out) == {"step", "round"}
+    assert set(out) == {"step", "round", "round (old)"}
     for scope in out.values():
         _check_sums(scope)
         assert scope["categories"]["matmul"] > 0 and scope["categories"]["attention"] > 0
-    step, rnd = out["step"]["categories"], out["round"]["categories"]
+    step = out["step"]["categories"]
     assert step["the rule"] == 0 and step["draft"] == 0 and step["logits to sample"] > 0
-    assert rnd["the rule"] > 0 and rnd["draft"] > 0 and rnd["logits to sample"] > 0
+    for name in ("round", "round (old)"):  # the old round's labels are counted as the lean round's
+        rnd = out[name]["categories"]
+        assert rnd["the rule"] > 0 and rnd["draft"] > 0 and rnd["logits to sample"] > 0, name
     assert out["step"]["units_per_block"] == 6 and 2 <= out["round"]["units_per_block"] <= 6
+    assert out["round (old)"]["units_per_block"] == out["round"]["units_per_block"]  # the same rounds
 
 
-def test_the_blocks_run_generations_own_step_and_round_and_label_only_when_asked(target, draft_factory,
+def test_the_old_and_the_lean_blocks_run_the_same_rounds_with_their_own_draft_code(target, draft_factory,
                                                                                  monkeypatch):
-    """A change in generation's step or round is attributed with no copy of it here to follow: the blocks call
-    them; the labels go in only while a labelled block runs, and generate's helpers are its own again after."""
-    from specdec.decoding import generate as decode, rule
+    """Same seed, same state: the lean block (the draft's propose) and the old one (its propose_reference) settle
+    the same rounds into the same tokens, however often they run; each block calls only its own draft code."""
+    from specdec.decoding import generate as decode
     from specdec.measure import timing
-    from specdec.model import sampling
 
+    draft = draft_factory("bigram")
+    calls, settled = [], []
+    for name in ("propose", "propose_reference"):
+        real = getattr(draft, name)
+        monkeypatch.setattr(draft, name, lambda *a, real=real, name=name: calls.append(name) or real(*a))
+    real_settle = decode.settle_round
+
+    def settle(*a):
+        out = real_settle(*a)
+        settled[-1].append(tuple(a[2]))  # the tokens once the round has emitted
+        return out
+
+    monkeypatch.setattr(decode, "settle_round", settle)
+    prompt = decode.check_request(target, timing.COST_PROMPT, 12, k=3)
+    lean, old = (overhead._rounds(target, draft, prompt, 12, 3, 0, lean) for lean in (True, False))
+    for mode, run, want in ((False, lean, "propose"), (False, old, "propose_reference"), ("time", lean, "propose"),
+                            ("time", old, "propose_reference"), (True, old, "propose_reference")):
+        calls.clear()
+        settled.append([])
+        n = run(mode)
+        assert n == len(settled[-1]) and set(calls) == {want}, (mode, want)
+    assert len(settled[0][-1]) == len(prompt) + 12
+    assert all(s == settled[0] for s in settled)  # every block: the same rounds, the same tokens
+
+
+def test_alternated_runs_interleave_their_bare_and_timed_blocks():
+    """One discarded bare block each; then per repeat every run's bare block and every run's timed block, the
+    timed ones first in odd repeats, the runs in their order each time; the profiled blocks run by run."""
+    order = []
+
+    def run(name):
+        def block(mode):
+            order.append((name, mode))
+            torch.zeros(4)
+            return 1
+        return block
+
+    out = overhead.attribute_alternated({"lean": run("lean"), "old": run("old")}, repeats=2, per_event_us=0.0)
+    assert order == [("lean", False), ("old", False),  # discarded
+                     ("lean", False), ("old", False), ("lean", "time"), ("old", "time"),  # repeat 0
+                     ("lean", "time"), ("old", "time"), ("lean", False), ("old", False),  # repeat 1
+                     ("lean", True), ("lean", True), ("old", True), ("old", True)]  # profiled
+    assert list(out) == ["lean", "old"]
+    for scope in out.values():
+        _check_sums(scope)
+        assert scope["units_per_block"] == 1
+
+
+def test_attribution_with_lean_false_times_the_reference_round_alone(target, draft_factory, monkeypatch):
+    """lean=False: "round" is what speculative_generate(lean=False) runs -- the reference code -- and there is
+    no old round beside it (the measuring is faked: only which blocks would be timed is checked)."""
+    rounds = {}
+    monkeypatch.setattr(overhead, "profiler_cost_us", lambda: 0.0)
+    monkeypatch.setattr(overhead, "attribute", lambda run, *a: {})
+    monkeypatch.setattr(overhead, "attribute_alternated", lambda runs, *a: rounds.update(runs) or dict.fromkeys(runs))
+    draft = draft_factory("bigram")
     calls = []
-    for name in ("step", "settle_round"):
-        real = getattr(decode, name)
-        monkeypatch.setattr(decode, name, lambda *a, real=real, name=name: calls.append(name) or real(*a))
-    prompt = decode.check_request(target, timing.COST_PROMPT, 6, k=2)
-    steps, rounds = overhead._steps(target, prompt, 6, 0), overhead._rounds(target, draft_factory("bigram"), prompt,
-                                                                            6, 2, 0)
-    overhead._SPANS.clear()
-    assert steps(False) == 6 and calls == ["step"] * 6 and overhead._SPANS == {}  # bare: no span at all
-    assert steps("time") == 6 and set(overhead._SPANS) == {"logits to sample"}
+    for name in ("propose", "propose_reference"):
+        real = getattr(draft, name)
+        monkeypatch.setattr(draft, name, lambda *a, real=real, name=name: calls.append(name) or real(*a))
+    assert list(specdec.attribution(target, draft, k=2, chars=6, lean=False)) == ["step", "round"]
+    rounds["round"](False)
+    assert calls and set(calls) == {"propose_reference"}
+    assert list(specdec.attribution(target, draft, k=2, chars=6)) == ["step", "round", "round (old)"]
     calls.clear()
-    overhead._SPANS.clear()
-    n = rounds("time")
-    assert 2 <= n <= 6 and calls == ["settle_round"] * n
-    assert set(overhead._SPANS) == {"draft", "logits to sample", "the rule"}
-    assert decode.sampling is sampling and decode.rule is rule
+    rounds["round"](False)
+    assert calls and set(calls) == {"propose"}
 
 
 def test_cli_prints_the_tables_and_writes_overhead_json(tmp_path, monkeypatch, capsys):
@@ -222,7 +306,16 @@ def test_cli_prints_the_tables_and_writes_overhead_json(tmp_path, monkeypatch, c
     assert [r["positions"] for r in doc["floor"]] == [1, 2, 3, 5, 9]
     auto = "onnx" if "onnx" in specdec.BACKENDS else "numpy"  # auto: the fastest installed on the CPU
     assert {r["backend"] for r in doc["floor"]} == {auto}
-    assert set(doc["attribution"][auto]) == {"step", "round"} and doc["draft"] == "bigram" and doc["k"] == 4
+    assert set(doc["attribution"][auto]) == {"step", "round", "round (old)"} and doc["draft"] == "bigram"
+    assert doc["k"] == 4
+    # the old and the lean round side by side, and what came back: the old round's µs less the lean round's
+    head = next(x for x in out.splitlines() if x.startswith("category"))
+    assert head.split() == ["category", "step", "round", "(old)", "round", "came", "back"]
+    a = doc["attribution"][auto]
+    cells = next(x for x in out.splitlines() if x.startswith("draft ")).split()
+    old, lean = a["round (old)"]["categories"]["draft"], a["round"]["categories"]["draft"]
+    assert cells == ["draft", f"{a['step']['categories']['draft']:.1f}", f"{old:.1f}", f"{lean:.1f}",
+                     f"{old - lean:.1f}"]
     # no temporary file left
     assert sorted(p.name for p in (tmp_path / "o").iterdir()) == ["attribution.png", "overhead.json"]
     assert cli.main(["overhead", "--seconds", "0.2", "--backend", "all", "--out", str(tmp_path / "o")]) == 0
@@ -262,12 +355,12 @@ def test_labels_are_timed_directly_and_the_profiler_only_splits_the_rest(monkeyp
     assert sum(cats.values()) == pytest.approx(scope["accounted_us"])
 
 
-def test_the_attribution_figure_stacks_every_backends_step_and_round(tmp_path):
+def test_the_attribution_figure_stacks_every_backends_step_and_rounds(tmp_path):
     from specdec.report import figures as overhead_plot
 
     cats = {name: float(i + 1) for i, name in enumerate(CATEGORIES)}
     cats[RESIDUAL] = -3.0  # a negative residual (the profiler's cost overestimated) draws no bar, and no error
-    attr = {"eager": {"step": cats, "round": cats}, "numpy": {"step": cats, "round": cats}}
+    attr = {"eager": {"step": cats, "round (old)": cats, "round": cats}, "numpy": {"step": cats, "round": cats}}
     path = tmp_path / "a.png"
     assert overhead_plot.write_attribution(attr, path)
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and [p.name for p in tmp_path.iterdir()] == ["a.png"]

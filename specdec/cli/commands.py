@@ -306,7 +306,7 @@ def _cmd_overhead(args) -> int:
         out.mkdir(parents=True, exist_ok=True)
         write_atomic(out / "overhead.json", json.dumps(doc, indent=2) + "\n")
         models.log(f"wrote {out / 'overhead.json'}")
-        cats = {b: {scope: a[scope]["categories"] for scope in ("step", "round")} for b, a in attr.items()}
+        cats = {b: {scope: a[scope]["categories"] for scope in a} for b, a in attr.items()}  # old round included
         if overhead_plot.write_attribution(cats, out / "attribution.png"):
             models.log(f"wrote {out / 'attribution.png'}")
     return 0

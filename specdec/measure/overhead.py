@@ -8,7 +8,9 @@ rule and the draft under labels of this module's own driver, timed directly; the
 (self CPU time of aten ops in categories, and a residual -- time no op accounts for: Python and dispatch)
 and an ONNX Runtime run by ONNX Runtime's profiler, both in proportion, since a profiler stretches what it
 watches. The draft has a category of its own so that a round's target work is not mixed with the draft's: a
-bigram draft is numpy the profiler cannot see at all.
+bigram draft is numpy the profiler cannot see at all. `attribution` splits a target-only step, the round
+generation runs (the lean code) and the old round (the reference code) -- the two rounds in one alternated
+run, so that their difference per category is what the lean code brought back.
 """
 
 from __future__ import annotations
@@ -44,6 +46,9 @@ SESSION = "onnx runtime session"  # label of a whole ONNX Runtime run (onnx back
 CATEGORIES = ("matmul", "attention", "elementwise", "tensor creation", "logits to sample", "the rule", "draft",
               RESIDUAL)
 LABELS = ("logits to sample", "the rule", "draft", SESSION)  # record_function labels: their whole span is theirs
+OLD_ROUND = "round (old)"  # `attribution`'s scope of the reference round, beside the lean "round"
+SCOPES = ("step", OLD_ROUND, "round")  # the scopes in the order the tables and the figure show them
+CAME_BACK = "came back"  # the tables' last column: old round less lean round, per category
 _MATMUL = {"aten::mm", "aten::addmm", "aten::bmm", "aten::matmul", "aten::linear", "aten::baddbmm", "aten::mv",
            "aten::dot", "aten::addmv"}
 _CREATION = {"aten::empty", "aten::empty_strided", "aten::empty_like", "aten::zeros", "aten::zeros_like",
@@ -322,37 +327,60 @@ def attribute(run: Callable[[object], int], repeats: int = 9, per_event_us: floa
     a ratio of neighbours: `accounted_ratio` is the median over repeats of a timed block's time over the bare
     block beside it, which a burst of load spanning several blocks cannot bias as it can the two medians.
     """
-    run(False)
+    return attribute_alternated({"run": run}, repeats, per_event_us, inside)["run"]
+
+
+def attribute_alternated(runs: dict[str, Callable[[object], int]], repeats: int = 9,
+                         per_event_us: float | None = None,
+                         inside: Callable[[], contextlib.AbstractContextManager] | None = None) -> dict[str, dict]:
+    """`attribute` of several runs in one alternated run: name -> its scope.
+
+    Their bare and timed blocks interleave -- each repeat runs every run's bare block, one after the other in
+    the order given, and then every run's timed block (the timed ones first in every other repeat) -- so slow
+    drift and a burst of load land on all of them alike, and the difference between two runs (the old and the
+    lean round) is a difference of neighbours. The profiled blocks, which only give proportions, run one run
+    at a time, each under its own `inside()`: an inner profiler's kernels belong to the run it watched.
+    """
+    for run in runs.values():
+        run(False)  # discarded: first calls build caches (a table draft's tempered rows, onnx bindings)
     per_event = profiler_cost_us() if per_event_us is None else per_event_us
-    measured, timed = _timed_blocks(run, repeats)
-    prof = _profiled_blocks(run, repeats, inside)
-    # the median timed block, against the median bare one: a burst of load lands in one block, not in both sides
-    accounted, spans = sorted(timed, key=lambda t: t[0])[(len(timed) - 1) // 2]
-    out, profiled, own, scale = _split_rest(accounted, spans, prof, per_event)
-    _split_session(out, spans, prof)
-    ratio = float(np.median([t[0] / b for t, b in zip(timed, measured)]))  # each timed block over its bare twin
-    return {"categories": out, "measured_us": float(np.median(measured)), "accounted_us": accounted,
-            "accounted_ratio": ratio,
-            "profiled_us": profiled, "profiler_us": own, "stretch": 1 / scale if scale else 0.0,
-            "events_per_unit": prof.events / prof.units, "units_per_block": prof.units // repeats}
+    blocks = _timed_blocks(runs, repeats)
+    out = {}
+    for name, run in runs.items():
+        measured, timed = blocks[name]
+        prof = _profiled_blocks(run, repeats, inside)
+        # the median timed block, against the median bare one: a burst of load lands in one block, not in both
+        accounted, spans = sorted(timed, key=lambda t: t[0])[(len(timed) - 1) // 2]
+        cats, profiled, own, scale = _split_rest(accounted, spans, prof, per_event)
+        _split_session(cats, spans, prof)
+        ratio = float(np.median([t[0] / b for t, b in zip(timed, measured)]))  # a timed block over its bare twin
+        out[name] = {"categories": cats, "measured_us": float(np.median(measured)), "accounted_us": accounted,
+                     "accounted_ratio": ratio,
+                     "profiled_us": profiled, "profiler_us": own, "stretch": 1 / scale if scale else 0.0,
+                     "events_per_unit": prof.events / prof.units, "units_per_block": prof.units // repeats}
+    return out
 
 
-def _timed_blocks(run: Callable[[object], int], repeats: int) -> tuple[list[float], list[tuple[float, dict]]]:
-    """`repeats` pairs of a bare and a timed block, in turn first: (bare µs per unit, [(timed µs per unit,
-    label -> its spans' µs per unit)])."""
-    measured, timed = [], []
+def _timed_blocks(runs: dict[str, Callable[[object], int]],
+                  repeats: int) -> dict[str, tuple[list[float], list[tuple[float, dict]]]]:
+    """`repeats` rounds of every run's bare block and every run's timed block, bare or timed first in turn, the
+    runs interleaved in each: name -> (bare µs per unit, [(timed µs per unit, label -> its spans' µs per
+    unit)])."""
+    out = {name: ([], []) for name in runs}
     for i in range(repeats):
         with hygiene.no_gc():  # a collection would land in one block only
             for mode in (False, "time") if i % 2 == 0 else ("time", False):  # alternated: neither always first
-                _SPANS.clear()
-                t0 = time.perf_counter()
-                n = run(mode)
-                us = (time.perf_counter() - t0) / n * 1e6
-                if mode:
-                    timed.append((us, {name: sec / n * 1e6 for name, sec in _SPANS.items()}))
-                else:
-                    measured.append(us)
-    return measured, timed
+                for name, run in runs.items():
+                    _SPANS.clear()
+                    t0 = time.perf_counter()
+                    n = run(mode)
+                    us = (time.perf_counter() - t0) / n * 1e6
+                    measured, timed = out[name]
+                    if mode:
+                        timed.append((us, {label: sec / n * 1e6 for label, sec in _SPANS.items()}))
+                    else:
+                        measured.append(us)
+    return out
 
 
 @dataclass
@@ -486,8 +514,10 @@ def _aggregate(events) -> tuple[dict[str, float], int]:
     return totals, outside
 
 
-def attribution(target: GPT, draft: Draft, k: int, chars: int = 40, seed: int = 0, repeats: int = 9) -> dict:
-    """Where a target-only step and a speculative round spend their time: {"step": ..., "round": ...}.
+def attribution(target: GPT, draft: Draft, k: int, chars: int = 40, seed: int = 0, repeats: int = 9,
+                lean: bool = True) -> dict:
+    """Where a target-only step and a speculative round spend their time: {"step": ..., "round": ...,
+    OLD_ROUND: ...}.
 
     Each scope is `attribute` of a block generating `chars` characters after timing.COST_PROMPT (mid-context,
     as the cost measurements run) by generation's own code -- `decode.step` in generate's loop, the draft's
@@ -495,13 +525,23 @@ def attribution(target: GPT, draft: Draft, k: int, chars: int = 40, seed: int = 
     starts; µs are per step (one character) and per round. Every block starts from the same state and seed,
     so profiled and unprofiled blocks run the same rounds. The labels are this driver's own (`_labelled`), so
     generation itself pays nothing for them.
+
+    lean: the round as `speculative_generate(lean=...)` runs it. True (the default): "round" is the lean code
+    and OLD_ROUND the reference code beside it (the draft's `propose_reference`, `decode.proposer(draft,
+    False)`), both in one alternated run (`attribute_alternated`: lean, old, lean, old, ...) from the same state
+    and seed -- the same rounds, the same tokens -- so their difference per category is what the lean code
+    brought back. The rule and the target's pass are the same code in both. False: "round" is the reference
+    code, and there is no OLD_ROUND.
     """
     quiet_profiler()
     prompt = decode.check_request(target, timing.COST_PROMPT, chars, k=k)
     per_event = profiler_cost_us()
     inside = functools.partial(backend_onnx.kernel_profile, target)  # onnx: ONNX Runtime's profiler splits its runs
+    rounds = {"round": _rounds(target, draft, prompt, chars, k, seed, lean)}
+    if lean:
+        rounds[OLD_ROUND] = _rounds(target, draft, prompt, chars, k, seed, lean=False)
     return {"step": attribute(_steps(target, prompt, chars, seed), repeats, per_event, inside),
-            "round": attribute(_rounds(target, draft, prompt, chars, k, seed), repeats, per_event, inside)}
+            **attribute_alternated(rounds, repeats, per_event, inside)}
 
 
 _SPANS: dict[str, float] = {}  # label -> seconds, filled by the "time" mode of `_label`
@@ -551,12 +591,15 @@ def _steps(target: GPT, prompt: list[int], chars: int, seed: int) -> Callable[[o
     return run
 
 
-def _rounds(target: GPT, draft: Draft, prompt: list[int], chars: int, k: int, seed: int) -> Callable[[object], int]:
+def _rounds(target: GPT, draft: Draft, prompt: list[int], chars: int, k: int, seed: int,
+            lean: bool = True) -> Callable[[object], int]:
+    propose = decode.proposer(draft, lean)  # what speculative_generate(lean=lean) proposes with
+
     @torch.inference_mode()
     def run(mode) -> int:
         tokens, pos = list(prompt), _prefill(target, prompt)
         draft.reset()
-        draft.propose(tokens[:-1], 1, np.random.default_rng(seed), 1.0)  # the draft holds the prompt too
+        propose(tokens[:-1], 1, np.random.default_rng(seed), 1.0)  # the draft holds the prompt too
         draft.rollback(pos)
         rng = np.random.default_rng(seed)
         stats = decode.GenerationStats(k=k, accepted_per_position=[0] * (k + 1))
@@ -565,7 +608,7 @@ def _rounds(target: GPT, draft: Draft, prompt: list[int], chars: int, k: int, se
             while (left := chars - (len(tokens) - len(prompt))) > 0:  # speculative_generate's loop
                 kr = min(k, left - 1)
                 with _label(mode, "draft"):
-                    drafted, q = draft.propose(tokens, kr, rng, 1.0) if kr > 0 else ([], None)
+                    drafted, q = propose(tokens, kr, rng, 1.0) if kr > 0 else ([], None)
                 pos, _ = decode.settle_round(t, draft, tokens, pos, drafted, q, rng, 1.0, stats)
         return stats.target_passes  # a pass a round
 
@@ -634,12 +677,34 @@ def render(machine: Machine, rows: list[dict], attr: dict, context_pos: int = 10
         lines.append(f"{r['positions']:>9} {r['measured_us']:>12.1f} {known(r['floor_us'], '.1f'):>9} "
                      f"{known(r['share'], '.1%'):>9} {known(r['flops'], '.2f', 1e6):>7} {known(r['bytes'], '.0f', 1e3):>7}")
     lines += ["", "where the time goes (µs; labelled spans timed, the rest split by torch.profiler's self CPU "
-              "time; the residual is what it cannot see)", f"{'category':32} {'step':>9} {'round':>9}"]
+              "time; the residual is what it cannot see)"
+              + (f"; {CAME_BACK}: {OLD_ROUND} less round, what the lean round saved" if OLD_ROUND in attr else ""),
+              f"{'category':32}" + "".join(f" {h:>11}" for h in scope_header(attr))]
+
+    def row(what: str, values: dict[str, float], spec: str = ".1f", difference: bool = True) -> str:
+        return (f"{what:32}" + "".join(f" {c:>11}" for c in scope_cells(values, spec, difference))).rstrip()
+
     for name in CATEGORIES:
-        lines.append(f"{name:32} {attr['step']['categories'][name]:>9.1f} {attr['round']['categories'][name]:>9.1f}")
+        lines.append(row(name, {scope: a["categories"][name] for scope, a in attr.items()}))
     for key, what in (("accounted_us", "accounted (sum of the above)"), ("measured_us", "measured untimed"),
                       ("accounted_ratio", "accounted / untimed (pairs)"), ("profiled_us", "profiled wall time"),
                       ("stretch", "profiler's stretch of the rest")):
-        digits = 3 if key in ("stretch", "accounted_ratio") else 1
-        lines.append(f"{what:32} {attr['step'][key]:>9.{digits}f} {attr['round'][key]:>9.{digits}f}")
+        ratio = key in ("stretch", "accounted_ratio")
+        lines.append(row(what, {scope: a[key] for scope, a in attr.items()}, ".3f" if ratio else ".1f", not ratio))
     return "\n".join(lines)
+
+
+def scope_header(scopes) -> list[str]:
+    """The attribution table's columns after the category: the scopes there are, in SCOPES order, and CAME_BACK
+    where the old round is among them (an attribution with lean=False, or a report saved before, has none)."""
+    return [s for s in SCOPES if s in scopes] + ([CAME_BACK] if OLD_ROUND in scopes else [])
+
+
+def scope_cells(values: dict[str, float], spec: str = ".1f", difference: bool = True) -> list[str]:
+    """One row of the attribution table under `scope_header(values)`: each scope's value formatted by `spec`,
+    and CAME_BACK, the old round's less the lean round's (blank where `difference` is False: a ratio's
+    difference means nothing)."""
+    cells = [format(values[s], spec) for s in SCOPES if s in values]
+    if OLD_ROUND in values:
+        cells.append(format(values[OLD_ROUND] - values["round"], spec) if difference else "")
+    return cells

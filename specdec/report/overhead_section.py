@@ -1,5 +1,5 @@
 """The report's overhead section (issue 12): the target pass against its roofline floor, and where a step's and
-a round's time goes, for the report's target backend.
+a round's time goes -- the old round and the lean one side by side -- for the report's target backend.
 
 It runs `overhead.attribution` first (its size set by the `overhead_chars` / `overhead_repeats` knobs, smaller
 under --quick: the profiler cannot be cut short by a clock), then gives what is left of its seconds to the
@@ -9,8 +9,11 @@ the rest), each at least MIN_SECONDS so that every figure exists on a tiny budge
 - `overhead`: one row per width in POSITIONS: `backend`, `positions`, `measured_us`, `floor_us`,
   `share` (1 - floor / measured), `flops`, `bytes` (the last four None, rendered "unknown", for a target whose
   architecture `overhead.pass_shape` cannot count);
-- `attribution`: backend -> {"step": category -> µs, "round": category -> µs} (`overhead.CATEGORIES`, the
-  residual last; they sum to the timed blocks' wall time: `accounted_us`; see `overhead.attribute`);
+- `attribution`: backend -> {"step": category -> µs, "round": category -> µs, "round (old)": category -> µs}
+  (`overhead.CATEGORIES`, the residual last; they sum to the timed blocks' wall time: `accounted_us`; see
+  `overhead.attribute`): "round" is the lean round generation runs, "round (old)" (`overhead.OLD_ROUND`) the
+  reference code timed beside it in one alternated run, so the report shows what the lean code brought back
+  (a report saved before has no "round (old)" and renders without it);
 - `overhead_setup`: what those figures were measured with: the machine's figures, `context_pos`, the draft and
   k of the round, the characters per profiled block, and per backend and scope `measured_us` (bare blocks),
   `accounted_us` (blocks with the labels' spans timed: the categories' sum), `profiled_us` (wall time under

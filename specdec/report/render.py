@@ -8,7 +8,7 @@ renders again, on any machine.
 from __future__ import annotations
 
 from specdec.report.render_trees import _chains, _median, best_exact, passes_exactness, tree_acceptance, tree_costs
-from specdec.measure.overhead import known
+from specdec.measure.overhead import CAME_BACK, OLD_ROUND, known, scope_cells, scope_header
 from specdec.report.markdown import config_cell, config_label, row_name, spread, table, verdict, words
 
 PREDICTION_TOLERANCE = 0.05  # the refined model, before the run and as accounting, is held to 5 %
@@ -375,24 +375,9 @@ def overhead_tables(doc: dict) -> list[str]:
                + ("" if rows[0]["flops"] is not None else " The target's architecture has no counted FLOPs or bytes "
                   "(`overhead.pass_shape`): its work, floor and share are unknown, not guessed."))
     for backend, scopes in doc["attribution"].items():
-        totals = setup["totals"][backend]
         out.append(f"\n### Where the time goes, {backend} backend: a target-only step and a speculative round "
                    f"({setup['draft']}, k = {setup['k']}), µs\n")
-        out.append(table(["category", "step", "round"], [
-            [name, f"{us:.1f}", f"{scopes['round'][name]:.1f}"] for name, us in scopes["step"].items()] + [
-            [what, *(f"{totals[scope][key]:.{3 if key in ('accounted_ratio', 'stretch') else 1}f}"
-                     for scope in ("step", "round"))]
-            for key, what in ((("accounted_us", "accounted (sum of the above)"),
-                               ("measured_us", "measured untimed"),
-                               ("accounted_ratio", "accounted / untimed (median of neighbouring blocks)"),
-                               ("stretch", "the profiler's stretch of the rest (x)"))
-                              if "accounted_ratio" in totals["step"] else
-                              (("accounted_us", "accounted (sum of the above)"),
-                               ("measured_us", "measured without the profiler"),
-                               ("profiler_us", "the profiler's own cost (taken out)"))
-                              if "accounted_us" in totals["step"] else  # a report from before the cost was taken out
-                              (("profiled_us", "profiled (sum of the above)"),
-                               ("measured_us", "measured without the profiler")))]))
+        out.append(_attribution_table(scopes, setup["totals"][backend]))
     out.append("\nThe labelled spans -- logits to sample, the rule, the draft -- are timed directly (perf_counter, "
                "about a microsecond a span); the rest, the target's forward and the loop around it, is split by "
                "torch.profiler: the self CPU time of the ops, by category, and what no op accounts for (framework "
@@ -402,8 +387,34 @@ def overhead_tables(doc: dict) -> list[str]:
                "Runtime's own profiler: its kernels by category, the rest of the run (executor, binding) as "
                "dispatch. So the categories sum to the accounted time, the timed blocks' wall time, held against "
                "the same work run bare as the median ratio of neighbouring blocks. torch.profiler sees no op "
-               "inside numpy's forward: it lands in framework dispatch and Python.")
+               "inside numpy's forward: it lands in framework dispatch and Python."
+               + (f" The {OLD_ROUND} column is the reference code (the draft's `propose_reference`) timed in the "
+                  f"same alternated run as the lean round, over the same rounds; {CAME_BACK} is the old round's "
+                  f"µs less the lean round's: what the lean code saved, per category."
+                  if any(OLD_ROUND in scopes for scopes in doc["attribution"].values()) else ""))
     return out
+
+
+def _attribution_table(scopes: dict[str, dict[str, float]], totals: dict[str, dict]) -> str:
+    """One backend's attribution: category -> µs per scope (the old and the lean round side by side, and what came
+    back, where the report has the old round), then the totals its report version recorded."""
+    rows = [[name, *scope_cells({s: cats[name] for s, cats in scopes.items()})] for name in scopes["step"]]
+    first = totals["step"]
+    for key, what in ((("accounted_us", "accounted (sum of the above)"),
+                       ("measured_us", "measured untimed"),
+                       ("accounted_ratio", "accounted / untimed (median of neighbouring blocks)"),
+                       ("stretch", "the profiler's stretch of the rest (x)"))
+                      if "accounted_ratio" in first else
+                      (("accounted_us", "accounted (sum of the above)"),
+                       ("measured_us", "measured without the profiler"),
+                       ("profiler_us", "the profiler's own cost (taken out)"))
+                      if "accounted_us" in first else  # a report from before the cost was taken out
+                      (("profiled_us", "profiled (sum of the above)"),
+                       ("measured_us", "measured without the profiler"))):
+        ratio = key in ("accounted_ratio", "stretch")
+        rows.append([what, *scope_cells({s: t[key] for s, t in totals.items() if s in scopes},
+                                        ".3f" if ratio else ".1f", not ratio)])
+    return table(["category", *scope_header(scopes)], rows)
 
 
 def _workload_ci(r: dict) -> str:
