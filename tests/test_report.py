@@ -96,7 +96,7 @@ def test_overhead_rows_are_the_report_targets_passes_against_the_recorded_floor(
     assert set(doc["attribution"]) == {"eager"} and (setup["draft"], setup["k"]) == ("bigram", 4)
     # quick: the smaller profiled blocks
     assert (setup["chars"], setup["repeats"]) == (report.QUICK["overhead_chars"], report.QUICK["overhead_repeats"])
-    for scope in ("step", "round"):
+    for scope in ("step", "round", "round (old)"):
         cats = doc["attribution"]["eager"][scope]
         assert list(cats) == list(overhead.CATEGORIES)
         assert sum(cats.values()) == pytest.approx(setup["totals"]["eager"][scope]["accounted_us"])
