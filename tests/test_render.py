@@ -145,3 +145,13 @@ def test_the_setup_line_says_what_other_processes_took():
 
     assert render._others({"others_cpus": 0.0649}) == "; other processes kept 0.06 CPUs busy during the run"
     assert render._others({}) == ""  # a report made before the figure existed
+
+
+def test_one_pair_gives_no_verdict_and_says_why():
+    """A budget too small for the model leaves one pair per row: a point, not an interval, so no verdict."""
+    from specdec.report import render
+
+    floor = {"ci_low": 0.99, "ci_high": 1.01, "pairs": 1}
+    row = {"ci_low": 1.76, "ci_high": 1.76, "pairs": 1, "measured": 1.76}
+    assert render.timing_verdict(row, floor) == render.TOO_FEW
+    assert render.timing_verdict(dict(row, pairs=5), dict(floor, pairs=5)) == render.FASTER

@@ -24,11 +24,11 @@ def measure_child_acceptance(target, draft, prompt: str = "ROMEO:", chars: int =
 
     The target generates `chars` characters; one uncached forward gives p after every prefix; at each
     position the draft samples `width` children without replacement and the rule walks that one level.
-    Deterministic given the seed. The text is tokenized by the target, prompt and generated text apart (so the
-    prompt's tokens are the ones generation started from).
+    Deterministic given the seed. The ids are the prompt's and the generated ones as generated: a subword text
+    need not tokenize back to them (a byte-level model's stray bytes come back as more tokens than were drawn).
     """
     n0 = len(prompt_ids := target.tokenize(prompt))
-    ids = prompt_ids + target.tokenize(generate(target, prompt, chars, seed=seed, temperature=temperature).text)
+    ids = prompt_ids + list(generate(target, prompt, chars, seed=seed, temperature=temperature).ids)
     p_all = sampling.probs(target(target.ids(ids))[0], temperature)  # (len, V)
     rng = np.random.default_rng(seed + 1)
     spec = TreeSpec.from_widths((width,))

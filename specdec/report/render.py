@@ -14,6 +14,8 @@ from specdec.report.markdown import config_cell, config_label, row_name, spread,
 PREDICTION_TOLERANCE = 0.05  # the refined model, before the run and as accounting, is held to 5 %
 WRITEUP_TOLERANCE = 0.10  # the write-up's formula is judged at 10 %
 FASTER, SLOWER, NOISE = "faster", "slower", "not distinguishable from the noise floor"
+TOO_FEW = "too few pairs to tell"  # one pair gives no spread: its interval is a point, not an interval
+MIN_PAIRS = 2
 TARGET_ONLY = "target-only"  # the recommendation when no exact configuration is faster
 CHECK_ADVICE = ("rerun `specdec verify` for it with more --samples: an exact draft gives a CHECK in at most 0.1 % "
                 "of reports, so a CHECK that comes back means the draft or the rule is broken; until then, do not "
@@ -22,7 +24,10 @@ CHECK_ADVICE = ("rerun `specdec verify` for it with more --samples: an exact dra
 
 def timing_verdict(r: dict, floor: dict) -> str:
     """A speedup row against target-only: FASTER when its re-run interval lies above the A/A noise floor's
-    interval and above 1, SLOWER when below both, else NOISE (the machine's noise alone could give it)."""
+    interval and above 1, SLOWER when below both, else NOISE (the machine's noise alone could give it); TOO_FEW
+    when the row or the floor had fewer than MIN_PAIRS pairs (a budget too small for this model: no spread)."""
+    if min(r.get("pairs", MIN_PAIRS), floor.get("pairs", MIN_PAIRS)) < MIN_PAIRS:
+        return TOO_FEW
     if r["ci_low"] > max(floor["ci_high"], 1.0):
         return FASTER
     if r["ci_high"] < min(floor["ci_low"], 1.0):
@@ -55,6 +60,10 @@ def headline_facts(doc: dict) -> dict:
     checks = [f"WARNING: exactness gave a CHECK for {row_name(r)} at context {r['context']} (chi-square p = "
               f"{r['p_value']:.2g}); it is left out of the answer above; {CHECK_ADVICE}."
               for r in doc["exactness"] if verdict(r) == "CHECK"]
+    few = min([floor["pairs"]] + [r["pairs"] for r in doc["speedup"]])
+    if few < MIN_PAIRS:
+        checks.insert(0, f"WARNING: only {few} timed pair(s) for some rows: no re-run interval, so no verdict for "
+                         "them; give a larger --budget (the fixed work took most of this one).")
     return {
         "run": {"machine": m["cpu"], "device": m["device"], "backend": m.get("backend", "eager"),
                 "threads": m["threads"], "workload": w["name"] if s.get("prompt") is None else None,
