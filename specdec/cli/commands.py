@@ -196,7 +196,7 @@ def _cmd_verify(args) -> int:
     return 0
 
 
-# --- trees (issue 13): --tree for generate and verify ---------------------------------------------------
+# --- trees: --tree for generate and verify ---------------------------------------------------
 
 TREE_DRAFTS = ("bigram", "ngram")
 

@@ -17,7 +17,7 @@ def log(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
-# --- the target and the drafts by spec (issue 26): a checkpoint, or hf:PATH --------------------------------
+# --- the target and the drafts by spec: a checkpoint, or hf:PATH --------------------------------
 
 
 def is_hf(spec) -> bool:

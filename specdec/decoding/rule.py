@@ -8,7 +8,7 @@ character is drawn from the target's (k+1)-th distribution. Accepted-or-replaced
 Like `model.sampling`, it works on small numpy vectors: the rule runs once per round, so its cost is part of
 what the generation loop pays, and its randomness comes from the caller's generator.
 
-Two implementations of the same rule (issue 28): `accept_reject`, the loop over positions as the rule reads,
+Two implementations of the same rule: `accept_reject`, the loop over positions as the rule reads,
 which the generation loop runs, and `accept_reject_lean`, array operations over all k positions that consume
 the generator's stream exactly as the loop does (the same characters, the same generator state after). At this
 size the loop is the cheaper one: it stops at the first rejection and reads a few scalars, where the array

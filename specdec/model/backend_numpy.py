@@ -1,6 +1,6 @@
 """The `numpy` backend: the target's inference forward as a few dozen numpy calls on weights folded ahead of time.
 
-Why numpy: at this size a pass is per-call overhead, not arithmetic (issue 12's overhead table). A torch op
+Why numpy: at this size a pass is per-call overhead, not arithmetic (the report's overhead table). A torch op
 costs several µs of dispatch on the development VM; a numpy ufunc on a (1, 128) row about one, and
 `numpy.matmul` of a row by a (128, 512) matrix calls the same BLAS gemv a floor model expects. So the same
 weights run with fewer, cheaper calls. Weights and the KV cache are plain numpy arrays; the cache is exposed to

@@ -1,6 +1,6 @@
 """The `onnx` backend: the target's decoding forward as one ONNX graph run by ONNX Runtime with I/O binding.
 
-Why: a pass of this model is per-call overhead (issue 12's overhead table), and ONNX Runtime walks a graph
+Why: a pass of this model is per-call overhead (the report's overhead table), and ONNX Runtime walks a graph
 of ~36 kernels in C++ with one call from Python. Attention is ONNX Runtime's `GroupQueryAttention` contrib
 kernel, the one its own LLM decoding uses: it reads the KV cache in place and appends the new positions'
 keys and values to it (past and present bound to the same memory), so a pass copies no cache at all.

@@ -1,7 +1,7 @@
 """Backends for the target's forward: the same weights, run with fewer framework calls per pass.
 
 At ~0.6 M parameters a target pass is dominated by per-operator overhead (dispatch, allocation, views), not
-by arithmetic (issue 12's overhead table). A backend is a way of running the *same* `GPT` parameters:
+by arithmetic (the report's overhead table). A backend is a way of running the *same* `GPT` parameters:
 
 - `eager`: `model.GPT` as it is.
 - `fused`: `FusedGPT`, a hand-fused inference forward in the spirit of gpt-fast / llama.cpp: preallocated

@@ -25,7 +25,7 @@ def probs(logits: torch.Tensor, temperature: float) -> np.ndarray:
     """Distributions (..., V) as float64 numpy from logits (..., V); temperature 0 gives the one-hot argmax.
 
     The same function serves target and draft, so temperature is applied to p and q identically. It runs once
-    per target pass, so it is written as few calls as it can be (issue 12: a step costs the pass plus this):
+    per target pass, so it is written as few calls as it can be (a step costs the pass plus this):
     a CPU tensor is read as numpy without a copy (no torch conversion op), widened to float64 by numpy (the
     rule compares and subtracts probabilities: double keeps p - q exact enough), and the reductions are the
     ufuncs' own (`x.max()` goes through a Python wrapper first). Values are identical to the plain formula.

@@ -1,4 +1,4 @@
-"""The report's overhead section (issue 12): the target pass against its roofline floor, and where a step's and
+"""The report's overhead section: the target pass against its roofline floor, and where a step's and
 a round's time goes -- the old round and the lean one side by side -- for the report's target backend.
 
 It runs `overhead.attribution` first (its size set by the `overhead_chars` / `overhead_repeats` knobs, smaller
@@ -34,7 +34,7 @@ import torch
 from specdec.measure import overhead
 from specdec.decoding.registry import make_draft
 
-POSITIONS = (1, 2, 3, 5, 9)  # the issue's widths: a step, and verify passes up to k = 8
+POSITIONS = (1, 2, 3, 5, 9)  # the widths: a step, and verify passes up to k = 8
 CONTEXT_POS = 100  # cached positions before each timed pass, as `specdec overhead`
 DRAFT, K = "bigram", 4  # the round's draft and k, as `specdec overhead`: the cheapest draft, so the target shows
 MACHINE_SHARE = 0.4  # of the seconds the attribution leaves; the rest times the floor table
