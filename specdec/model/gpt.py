@@ -17,6 +17,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from specdec.model import corpus
+from specdec.model.protocol import ConfigSizes
 
 
 @dataclass(frozen=True)
@@ -89,7 +90,7 @@ class Block(nn.Module):
         return x + self.mlp(self.ln2(x))
 
 
-class GPT(nn.Module):
+class GPT(ConfigSizes, nn.Module):
     def __init__(self, cfg: GPTConfig):
         super().__init__()
         self.config = cfg
@@ -118,15 +119,7 @@ class GPT(nn.Module):
     def device(self) -> torch.device:
         return self.wte.weight.device
 
-    # --- the target protocol (model.protocol.Target) beyond forward/ids/setup_cache ---------------------
-
-    @property
-    def vocab_size(self) -> int:
-        return self.config.vocab_size
-
-    @property
-    def context(self) -> int:
-        return self.config.context
+    # --- the target protocol (model.protocol.Target) beyond forward/ids/setup_cache; sizes: ConfigSizes ------
 
     corpus_vocabulary = True  # its ids are the corpus's characters: the shipped table drafts fit it as they are
 

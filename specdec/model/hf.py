@@ -33,7 +33,7 @@ import torch
 
 from specdec.model import corpus
 from specdec.model.gpt import ContextOverflowError
-from specdec.model.protocol import TargetConfig
+from specdec.model.protocol import ConfigSizes, TargetConfig
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 TREE_ATTENTION = ("eager", "sdpa")  # attention implementations that take a custom 4-D mask as it is
@@ -150,7 +150,7 @@ def _reads_corpus_characters(tokenizer, vocab_size: int) -> bool:
     return tokenizer.encode(probe, add_special_tokens=False) == corpus.encode(probe)
 
 
-class HFTarget:
+class HFTarget(ConfigSizes):
     """A transformers causal LM behind the target protocol (see the module docstring)."""
 
     def __init__(self, model, tokenizer, name: str = "hf"):
@@ -180,14 +180,6 @@ class HFTarget:
     @property
     def dtype(self) -> torch.dtype:
         return next(self.model.parameters()).dtype
-
-    @property
-    def vocab_size(self) -> int:
-        return self.config.vocab_size
-
-    @property
-    def context(self) -> int:
-        return self.config.context
 
     def tokenizer_label(self) -> str:
         """How an error names this tokenizer: its class and where it came from."""

@@ -37,6 +37,18 @@ class TargetConfig:
         return asdict(self)
 
 
+class ConfigSizes:
+    """`vocab_size` and `context` read from the target's `config`, for implementations to inherit."""
+
+    @property
+    def vocab_size(self) -> int:
+        return self.config.vocab_size
+
+    @property
+    def context(self) -> int:
+        return self.config.context
+
+
 @runtime_checkable
 class Target(Protocol):
     """A target model (see the module docstring for the calling convention)."""
