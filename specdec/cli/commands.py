@@ -12,7 +12,6 @@ one line and exit 2 before anything is measured or written.
 
 from __future__ import annotations
 
-import os
 import sys
 
 from specdec.model import train as _train
@@ -336,20 +335,9 @@ COMMANDS = {"train": _cmd_train, "info": _cmd_info, "generate": _cmd_generate, "
             "export-hf": _cmd_export_hf}
 
 
-def quiet_runtime_logs() -> None:
-    """Keep the runtimes' own log lines off the terminal, unless the user set their own level.
-
-    torch.profiler's kineto logs `USDT: ... profiler_start` and `profiler_stop` at its highest severity each
-    time a profile starts and stops (the overhead attribution starts dozens): only a level above every
-    severity (6) silences them. It reads KINETO_LOG_LEVEL when the first profile starts, so this must run
-    before anything is measured. ONNX Runtime's sessions log at `backend_onnx`'s options (errors only)."""
-    os.environ.setdefault("KINETO_LOG_LEVEL", "6")
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    quiet_runtime_logs()
     try:
         if hasattr(args, "target"):  # the commands that load a target: its options agree before anything runs
             models.check_model_args(args)

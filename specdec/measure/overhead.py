@@ -399,6 +399,7 @@ def _profiled_blocks(run: Callable[[object], int], repeats: int,
                      inside: Callable[[], contextlib.AbstractContextManager] | None) -> _Profile:
     """`repeats` blocks under torch.profiler, with any inner profiler on: they only give proportions, so they
     run after the timed pairs."""
+    quiet_profiler()
     prof = _Profile(0.0, 0, 0, 0, {}, None)
     with inside() if inside is not None else contextlib.nullcontext() as kernels:
         for _ in range(repeats):
@@ -461,8 +462,9 @@ def _split_session(out: dict[str, float], spans: dict[str, float], prof: _Profil
 def quiet_profiler() -> None:
     """torch.profiler's kineto logs `USDT: ... profiler_start` / `profiler_stop` at its highest severity each time
     a profile starts and stops (an attribution starts dozens); only a level above every severity (6) silences
-    them. Kineto reads KINETO_LOG_LEVEL when the first profile starts, so every profile here calls this first;
-    a level the user set wins."""
+    them. Kineto reads KINETO_LOG_LEVEL when the first profile starts, so both places here that start profiles
+    (`_profiled_blocks`, `profiler_cost_us`) call this first -- the CLI and library users alike; a level the
+    user set wins."""
     os.environ.setdefault("KINETO_LOG_LEVEL", "6")
 
 
@@ -533,7 +535,6 @@ def attribution(target: GPT, draft: Draft, k: int, chars: int = 40, seed: int = 
     brought back. The rule and the target's pass are the same code in both. False: "round" is the reference
     code, and there is no OLD_ROUND.
     """
-    quiet_profiler()
     prompt = decode.check_request(target, timing.COST_PROMPT, chars, k=k)
     per_event = profiler_cost_us()
     inside = functools.partial(backend_onnx.kernel_profile, target)  # onnx: ONNX Runtime's profiler splits its runs
