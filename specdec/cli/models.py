@@ -129,7 +129,7 @@ def default_draft_names(args, target) -> list[str]:
 
 
 def build_drafts(args, target, names: list[str] | None) -> dict:
-    """The drafts asked for (by default `_default_drafts`), built for `target`."""
+    """The drafts asked for (by default `default_draft_names`), built for `target`."""
     return {n: draft_for(args, n, target) for n in names or default_draft_names(args, target)}
 
 
