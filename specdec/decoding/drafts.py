@@ -97,11 +97,9 @@ class TableDraft(Draft):
         u = rng.random(k)
         ctx = list(tokens[-self.history :])  # only the tail matters: no copy of the whole sequence
         qs = np.empty((k, self.vocab_size or len(corpus.vocabulary())))
-        last = qs.shape[1] - 1
         for i in range(k):
             q, c = self.tempered(ctx, temperature)
-            # `sampling.pick` on the kept sums: the number of partial sums <= u * total, capped at V - 1
-            x = min(int(c.searchsorted(u[i] * c[-1], side="right")), last)
+            x = sampling.pick_summed(c, u[i])
             qs[i] = q
             ctx.append(x)
         return ctx[len(ctx) - k :], qs

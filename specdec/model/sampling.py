@@ -67,6 +67,10 @@ def pick(p: np.ndarray, u: float) -> int:
     One uniform per sample, whoever computes it: the onnx backend's fused step (`backend_onnx`) does the same
     search inside its graph, so a seed draws the same characters on every backend.
     """
-    c = p.cumsum()  # the methods, not np.cumsum / np.searchsorted: those add a Python wrapper per call
-    i = int(c.searchsorted(u * c[-1], side="right"))
-    return min(i, len(p) - 1)  # u * c[-1] can round up to c[-1] itself
+    return pick_summed(p.cumsum(), u)  # the method, not np.cumsum: that adds a Python wrapper per call
+
+
+def pick_summed(c: np.ndarray, u: float) -> int:
+    """`pick` on p's cumulative sums `c`, for a caller that keeps them (a table draft sums each row once)."""
+    i = int(c.searchsorted(u * c[-1], side="right"))  # the method, not np.searchsorted (a wrapper per call)
+    return min(i, len(c) - 1)  # u * c[-1] can round up to c[-1] itself
