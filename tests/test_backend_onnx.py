@@ -118,16 +118,19 @@ def test_the_session_takes_torchs_thread_count_when_it_is_built(onnx_target):
 def test_the_graph_is_a_valid_onnx_model_with_one_attention_kernel_per_block(target):
     import onnx
 
-    for kind in ("pass", "tree"):  # every kind is valid, its shared constants added once
+    for kind in ("pass", "step", "tree"):  # every kind is valid, one GQA kernel per block, no name twice
         other = backend_onnx.graph(target, kind)
         onnx.checker.check_model(other, full_check=True)
         names = [t.name for t in other.graph.initializer]
         assert len(names) == len(set(names)), kind
+        ops = [n.op_type for n in other.graph.node]
+        assert ops.count("GroupQueryAttention") == target.config.n_layer, kind
+        assert ops.count("MatMul") == 4 * target.config.n_layer + 1, kind
+        gqa = [n for n in other.graph.node if n.op_type == "GroupQueryAttention"]
+        # the tree's mask is GQA's attention_bias (its 11th input); chains pass none
+        assert all((list(n.input[10:]) == ["bias"]) == (kind == "tree") for n in gqa), kind
+    assert "bias" in [i.name for i in backend_onnx.graph(target, "tree").graph.input]
     g = backend_onnx.graph(target, "step")
-    onnx.checker.check_model(g)
-    ops = [n.op_type for n in g.graph.node]
-    assert ops.count("GroupQueryAttention") == target.config.n_layer
-    assert ops.count("MatMul") == 4 * target.config.n_layer + 1
     assert [o.name for o in g.graph.output][:1] == ["logits"] and g.graph.output[-1].name == "next"
 
 

@@ -14,9 +14,12 @@ How it is wired (I/O binding: no input or output is copied between numpy and the
 - The logits are written by the runtime into a preallocated buffer; the returned tensor is a view of it,
   valid until this model's next forward (every caller in specdec samples from it first), as `fused`'s are.
 
-A tree pass needs an arbitrary mask, which GQA does not take: it runs a third graph ("tree") whose attention is
-plain ONNX ops under the mask, fed a copy of the cache's past and returning the new keys and values, which are
-written into the cache. What runs the eager forward instead (same weights, same cache memory, so results
+A tree pass needs the tree's mask: its nodes see the cache and their own ancestors only. It runs a third graph
+("tree"), the pass graph with GroupQueryAttention's `attention_bias` input bound to the additive mask (0 where
+allowed, -inf elsewhere) over the cache and the new positions. GQA's own causal mask is kept underneath, which
+is harmless: a node's ancestors come before it in the tree's order, so the tree mask allows nothing the causal
+one forbids. The nodes' keys and values land in the cache at pos.., where `keep_path` expects them, with no
+copy of the past. What runs the eager forward instead (same weights, same cache memory, so results
 agree): training windows (pos=None), batches of more than one sequence, models off the CPU, and the
 int8-dynamic draft's quantized Linears.
 
@@ -70,10 +73,8 @@ def graph(model: GPT, kind: str = "pass") -> "onnx.ModelProto":
     present_value_i (the same shape as past: bound to the same memory, GQA appends in place). "pass" adds
     probs (1, T, V) = softmax(logits · inv_temp), what the rule reads; "step" a target-only step's sampling
     (`_sample_tail`): input u () float32, output next () int64.
-    kind "tree" (attention as plain ops under an explicit mask, which GQA does not take): inputs ids,
-    positions (1, T); mask (T, P + T) float32, 0 where allowed and -inf elsewhere; past_key_i, past_value_i
-    (1, H, P, hs), the cache's first P positions. Outputs logits and new_key_i, new_value_i (1, H, T, hs), which
-    the caller writes into the cache.
+    kind "tree" (the tree's mask on top of GQA's causal one): the inputs and outputs of "pass" without inv_temp and
+    probs, plus bias (1, 1, T, pos + T) float32, 0 where a position may attend and -inf elsewhere.
     """
     if kind not in ("pass", "step", "tree"):
         raise ValueError(f"unknown graph kind {kind!r} (allowed: pass, step, tree)")
@@ -82,11 +83,10 @@ def graph(model: GPT, kind: str = "pass") -> "onnx.ModelProto":
     f32 = TensorProto.FLOAT
     inputs = [helper.make_tensor_value_info("ids", TensorProto.INT64, [1, "T"]),
               helper.make_tensor_value_info("positions", TensorProto.INT64, [1, "T"])]
+    inputs += [helper.make_tensor_value_info("seqlens_k", TensorProto.INT32, [1]),
+               helper.make_tensor_value_info("total_len", TensorProto.INT32, [])]
     if kind == "tree":
-        inputs.append(helper.make_tensor_value_info("mask", f32, ["T", "S"]))
-    else:
-        inputs += [helper.make_tensor_value_info("seqlens_k", TensorProto.INT32, [1]),
-                   helper.make_tensor_value_info("total_len", TensorProto.INT32, [])]
+        inputs.append(helper.make_tensor_value_info("bias", f32, [1, 1, "T", "S"]))
     outputs = [helper.make_tensor_value_info("logits", f32, [1, "T", cfg.vocab_size])]
     x = g.node("Add", [g.node("Gather", [g.init("wte", model.wte.weight), "ids"]),
                        g.node("Gather", [g.init("wpe", model.wpe.weight), "positions"])])  # (1, T, C)
@@ -116,17 +116,11 @@ class _Builder:
     def __init__(self, cfg):
         self.C, self.H, self.ctx = cfg.n_embd, cfg.n_head, cfg.context
         self.hs = cfg.n_embd // cfg.n_head
-        self.inits, self.nodes, self.consts = [], [], set()
+        self.inits, self.nodes = [], []
 
     def init(self, name: str, t: torch.Tensor, transpose: bool = False) -> str:
         a = t.detach().to(torch.float32).cpu().numpy()
         self.inits.append(numpy_helper.from_array(np.ascontiguousarray(a.T if transpose else a), name))
-        return name
-
-    def const(self, name: str, value, dtype=np.int64) -> str:  # shared by every block: added once
-        if name not in self.consts:
-            self.consts.add(name)
-            self.inits.append(numpy_helper.from_array(np.asarray(value, dtype=dtype), name))
         return name
 
     def node(self, op: str, inputs: list[str], n_out: int = 1, domain: str = "", **attrs) -> str | list[str]:
@@ -143,46 +137,23 @@ class _Builder:
 
 
 def _block(g: _Builder, x: str, b: nn.Module, i: int, kind: str, inputs: list, outputs: list) -> str:
-    """Transformer block i on x, (1, T, C): its cache inputs and outputs appended to `inputs` and `outputs`
-    (the whole cache buffer for GQA; for "tree" the past P positions in, the T new ones out)."""
+    """Transformer block i on x, (1, T, C): its cache inputs and outputs (the whole cache buffer, which GQA
+    appends to in place) appended to `inputs` and `outputs`; a tree pass adds its mask as GQA's attention_bias."""
     f32, H, hs = TensorProto.FLOAT, g.H, g.hs
     qkv = g.linear(g.layer_norm(x, b.ln1, f"ln1.{i}"), b.attn.qkv, f"qkv.{i}")  # (1, T, 3C) packed q, k, v
-    if kind == "tree":
-        for which in ("key", "value"):
-            inputs.append(helper.make_tensor_value_info(f"past_{which}_{i}", f32, [1, H, "P", hs]))
-            outputs.append(helper.make_tensor_value_info(f"new_{which}_{i}", f32, [1, H, "T", hs]))
-        y = _masked_attention(g, qkv, i)
-    else:
-        for which in ("key", "value"):
-            inputs.append(helper.make_tensor_value_info(f"past_{which}_{i}", f32, [1, H, g.ctx, hs]))
-            outputs.append(helper.make_tensor_value_info(f"present_{which}_{i}", f32, [1, H, g.ctx, hs]))
-        y = f"attn_{i}"
-        g.nodes.append(helper.make_node(  # causal over the cache and the T new positions; scale 1/sqrt(hs)
-            "GroupQueryAttention", [qkv, "", "", f"past_key_{i}", f"past_value_{i}", "seqlens_k", "total_len"],
-            [y, f"present_key_{i}", f"present_value_{i}"], domain="com.microsoft", num_heads=H, kv_num_heads=H))
+    for which in ("key", "value"):
+        inputs.append(helper.make_tensor_value_info(f"past_{which}_{i}", f32, [1, H, g.ctx, hs]))
+        outputs.append(helper.make_tensor_value_info(f"present_{which}_{i}", f32, [1, H, g.ctx, hs]))
+    y = f"attn_{i}"
+    gqa_in = [qkv, "", "", f"past_key_{i}", f"past_value_{i}", "seqlens_k", "total_len"]
+    if kind == "tree":  # cos_cache, sin_cache and position_ids unused (learned positions), then attention_bias
+        gqa_in += ["", "", "", "bias"]
+    g.nodes.append(helper.make_node(  # causal over the cache and the T new positions; scale 1/sqrt(hs)
+        "GroupQueryAttention", gqa_in, [y, f"present_key_{i}", f"present_value_{i}"], domain="com.microsoft",
+        num_heads=H, kv_num_heads=H))
     x = g.node("Add", [x, g.linear(y, b.attn.proj, f"proj.{i}")])
     h = g.node("Gelu", [g.linear(g.layer_norm(x, b.ln2, f"ln2.{i}"), b.mlp.fc, f"fc.{i}")], approximate="tanh")
     return g.node("Add", [x, g.linear(h, b.mlp.proj, f"mlp_proj.{i}")])
-
-
-def _masked_attention(g: _Builder, qkv: str, i: int) -> str:
-    """softmax(q kᵀ / sqrt(hs) + mask) v over the past P positions and the T new ones: (1, T, C)."""
-    C, H, hs = g.C, g.H, g.hs
-    heads = []
-    for part in g.node("Split", [qkv, g.const("split3", [C, C, C])], n_out=3, axis=2):
-        # (1, T, C) -> (1, H, T, hs)
-        heads.append(g.node("Transpose", [g.node("Reshape", [part, g.const("heads", [1, -1, H, hs])])],
-                            perm=[0, 2, 1, 3]))
-    q, k_new, v_new = heads
-    g.nodes.append(helper.make_node("Identity", [k_new], [f"new_key_{i}"]))
-    g.nodes.append(helper.make_node("Identity", [v_new], [f"new_value_{i}"]))
-    k = g.node("Concat", [f"past_key_{i}", k_new], axis=2)  # (1, H, P + T, hs)
-    v = g.node("Concat", [f"past_value_{i}", v_new], axis=2)
-    att = g.node("MatMul", [q, g.node("Transpose", [k], perm=[0, 1, 3, 2])])  # (1, H, T, P + T)
-    att = g.node("Softmax", [g.node("Add", [g.node("Mul", [att, g.const("scale", 1 / hs**0.5, np.float32)]),
-                                            "mask"])], axis=-1)
-    y = g.node("Transpose", [g.node("MatMul", [att, v])], perm=[0, 2, 1, 3])  # (1, T, H, hs)
-    return g.node("Reshape", [y, g.const("rows", [1, -1, C])])
 
 
 def _sample_tail(nodes: list, inits: list, vocab: int) -> None:
@@ -328,7 +299,7 @@ class _Session:
                                             providers=["CPUExecutionProvider"])
         self.binding = self.session.io_binding()
         self.stepper = None  # (session, binding) of graph "step", built by the first `step`
-        self.tree_session = None  # graph "tree", built by the first `tree`
+        self.tree_session = None  # (session, binding) of graph "tree", built by the first `tree_run`
         self.ids = np.zeros((1, cfg.context), dtype=np.int64)
         self.positions = np.zeros((1, cfg.context), dtype=np.int64)
         self.seqlens = np.zeros(1, dtype=np.int32)
@@ -348,17 +319,18 @@ class _Session:
     def sessions(self) -> list:
         """Every session built so far: the pass's, and the step's and the tree's once they ran."""
         return [self.session] + ([self.stepper[0]] if self.stepper else []) + (
-            [self.tree_session] if self.tree_session else [])
+            [self.tree_session[0]] if self.tree_session else [])
 
-    def _bind_lengths(self, b) -> None:
+    def _bind_lengths(self, b, inv_temp: bool = True) -> None:
         b.bind_input("seqlens_k", "cpu", 0, np.int32, [1], self.seqlens.ctypes.data)
         b.bind_input("total_len", "cpu", 0, np.int32, [], self.total.ctypes.data)
-        b.bind_input("inv_temp", "cpu", 0, np.float32, [], self.inv_temp.ctypes.data)
+        if inv_temp:  # the tree graph has none: its logits go to `sampling.probs`
+            b.bind_input("inv_temp", "cpu", 0, np.float32, [], self.inv_temp.ctypes.data)
 
     def bind_cache(self, cache: list[np.ndarray]) -> None:
         """Bind sequence 0 of each cache array as past and present (the same memory: GQA appends in place)."""
         self.cache = cache
-        for b in [self.binding] + ([self.stepper[1]] if self.stepper else []):
+        for b in [self.binding] + [s[1] for s in (self.stepper, self.tree_session) if s]:
             for j, a in enumerate(cache):
                 name = f"{('key', 'value')[j % 2]}_{j // 2}"
                 shape = [1, *a.shape[1:]]
@@ -415,21 +387,27 @@ class _Session:
         return torch.from_numpy(self.tree_run(idx.numpy(force=True), pos, tree[0].numpy(force=True)[None], bias))
 
     def tree_run(self, ids: np.ndarray, pos: int, positions: np.ndarray, bias: np.ndarray) -> np.ndarray:
-        """Graph "tree" over ids and positions (1, T) int64 under the additive mask bias (T, pos + T) float32:
-        the past fed as contiguous copies of the cache's first pos positions, the new keys and values written
-        into the cache at pos.. (where `keep_path` expects them). Returns the logits (1, T, V) float32."""
+        """Graph "tree" over ids and positions (1, T) int64 under the additive mask bias (T, pos + T) float32,
+        bound as it is (no copy); the nodes' keys and values land in the cache at pos.. (where `keep_path`
+        expects them). Returns the logits (1, T, V) float32: a view, valid until this model's next pass."""
         if self.tree_session is None:
-            self.tree_session = ort.InferenceSession(graph(self.model, "tree").SerializeToString(), self.opts,
-                                                     providers=["CPUExecutionProvider"])
-            self.tree_past = [f"past_{('key', 'value')[j % 2]}_{j // 2}" for j in range(len(self.cache))]
+            session = ort.InferenceSession(graph(self.model, "tree").SerializeToString(), self.opts,
+                                           providers=["CPUExecutionProvider"])
+            b = session.io_binding()
+            self._bind_lengths(b, inv_temp=False)
+            self.tree_session = (session, b)
+            self.bind_cache(self.cache)
+        session, b = self.tree_session
         T = ids.shape[1]
-        feeds = {"ids": ids, "positions": positions, "mask": bias}
-        for name, a in zip(self.tree_past, self.cache):
-            feeds[name] = np.ascontiguousarray(a[:1, :, :pos])
-        out = self.tree_session.run(None, feeds)
-        for a, new in zip(self.cache, out[1:]):
-            a[:1, :, pos : pos + T] = new
-        return out[0]
+        self.ids[0, :T] = ids[0]
+        self.positions[0, :T] = positions[0]
+        self.seqlens[0] = pos + T - 1
+        self.total[()] = pos + T
+        bias = np.ascontiguousarray(bias, dtype=np.float32)  # (T, pos + T): already so from `attention_lean`
+        self._bind_t(b, T, probs=False)
+        b.bind_input("bias", "cpu", 0, np.float32, [1, 1, T, pos + T], bias.ctypes.data)
+        session.run_with_iobinding(b)
+        return self.logits_np[:, :T]
 
     def step(self, ids: list[int], pos: int, u: float, inv_temp: float) -> int:
         """One target-only step in one run: the pass over ids at pos, then the sample drawn with u."""
