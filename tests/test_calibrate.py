@@ -85,7 +85,9 @@ def test_only_the_recent_calibrations_count():
 
 
 def test_record_round_trip_per_machine_and_resolve():
-    assert machine_record.resolve("auto", MACHINE) == {"tau": 0.0, "source": "none", "calibrations": 0}
+    # no record yet: the stated default, named as such
+    assert machine_record.resolve("auto", MACHINE) == {"tau": machine_record.DEFAULT_TAU, "source": "default",
+                                                       "calibrations": 0}
     path = machine_record.append(MACHINE, {"needs": [0.05] * 30, "units": "fraction"})
     machine_record.append(MACHINE, {"needs": [9.0] * 30})  # an earlier version's units: left out
     assert path.parent.name == "specdec" and len(json.loads(path.read_text())[machine_record.key(MACHINE)]) == 2

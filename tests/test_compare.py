@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from specdec import cli
+from specdec.measure import machine_record
 from specdec.report import compare
 
 DRAFTS = ("bigram", "int8")
@@ -16,8 +17,12 @@ C = {"bigram": 0.02, "int8": 0.9}
 SPEEDUP = {("bigram", 1): 1.3, ("bigram", 4): 1.45, ("int8", 1): 0.8, ("int8", 4): 1.05}
 
 
+TAU = 0.005  # the between-run term the synthetic reports' machine has on record
+
+
 def _doc(seed: int, n: int = 15, cpu: str = "test-cpu", speed: float = 1.0) -> dict:
-    """A report of the same code: every timing sample a fresh noise draw; counts exact."""
+    """A report of the same code on a machine with a between-run record: every timing sample a fresh noise
+    draw, each speedup row's level moved by the run's own state (one draw of sd TAU); counts exact."""
     rng = np.random.default_rng(seed)
 
     def noisy(center, sigma=0.03):
@@ -38,8 +43,9 @@ def _doc(seed: int, n: int = 15, cpu: str = "test-cpu", speed: float = 1.0) -> d
                         "target_passes": 120 // k + 20, "chars_per_pass": 200 / (120 // k + 20)}
                        for d in DRAFTS for k in KS],
         "speedup": [{"draft": d, "k": k, "measured_median": s, "ci_low": s * 0.97, "ci_high": s * 1.03,
-                     "ratios": noisy(s)} for (d, k), s in SPEEDUP.items()],
-        "noise_floor": {"median": 1.0, "ci_low": 0.99, "ci_high": 1.01, "pairs": n, "ratios": noisy(1.0, 0.01)},
+                     "ratios": noisy(s * rng.lognormal(0.0, TAU))} for (d, k), s in SPEEDUP.items()],
+        "noise_floor": {"median": 1.0, "ci_low": 0.99, "ci_high": 1.01, "pairs": n, "ratios": noisy(1.0, 0.01),
+                        "drift": 0.0, "between_run": {"tau": TAU, "source": "record", "calibrations": 3}},
     }
 
 
@@ -121,11 +127,61 @@ def test_across_machines_only_ratios_are_judged(tmp_path, capsys):
 
 
 def test_too_few_samples_are_said_and_not_judged(tmp_path, capsys):
-    b = _doc(2, n=4)
+    a, b = _doc(1, n=4), _doc(2, n=4)
+    for doc in (a, b):  # two pairs a speedup row: no variance to test with
+        for r in doc["speedup"]:
+            r["ratios"] = r["ratios"][:2]
     for r in b["speedup"]:
         r["ratios"] = [x * 0.8 for x in r["ratios"]]
-    code, out, _ = _cli(tmp_path, _doc(1, n=4), b, capsys)
-    assert code == 0 and "too few samples (4, 4)" in out
+    code, out, _ = _cli(tmp_path, a, b, capsys)
+    assert code == 0 and "too few samples (2, 2)" in out
+    assert "too few samples (4, 4)" in out  # c and T(n)/T(1): 4 + 4 samples cannot get a U test below 0.01 / m
+
+
+def _workload_row(rng, level: float, pairs: int, tau: float, sigma: float = 0.02) -> dict:
+    """A speedup row of three prompts whose own speedups differ by ±10 % (pair j ran prompt j mod 3), its level
+    moved by the run's state (sd tau), each pair with timing noise sigma."""
+    prompts = np.array([0.9, 1.1, 1.0]) * level * rng.lognormal(0.0, tau)
+    ratios = [float(prompts[j % 3] * rng.lognormal(0.0, sigma)) for j in range(pairs)]
+    return {"draft": "bigram", "k": 4, "items": 3, "ratios": ratios,
+            "per_item_ratios": [{"prompt_id": p, "seed": i, "ratio": 1.0} for i, p in enumerate(("v", "p", "d"))]}
+
+
+def test_speedups_are_judged_per_prompt_so_the_prompts_spread_is_not_noise():
+    """±10 % between prompts hides a 5 % drop from a test that pools the pairs; per prompt it stands out."""
+    rng = np.random.default_rng(5)
+    ra, rb = _workload_row(rng, 1.45, 30, 0.0), _workload_row(rng, 1.45 * 0.95, 30, 0.0)
+    row = compare._speedup_row("bigram k=4 speedup", ra, rb, tau=0.002)
+    assert row.p < 1e-6 and row.change == pytest.approx(-0.05, abs=0.01)
+    pooled = compare._ratio_row("pooled", ra["ratios"], rb["ratios"])
+    assert pooled.p > 1e-3  # what the rule used to run on these pairs: nowhere near a Bonferroni threshold
+    # the figure is the mean of the prompts' geometric means, so the order the pairs came in does not matter
+    shuffled = dict(ra, ratios=ra["ratios"][3:] + ra["ratios"][:3])
+    assert compare._speedup_row("x", shuffled, rb, 0.002).a == pytest.approx(row.a, rel=1e-12)
+
+
+@pytest.mark.parametrize("tau, blind_at_least", [(0.005, 8), (0.02, 60)])
+def test_speedup_false_alarms_stay_within_the_rate_when_runs_move_by_tau(tau, blind_at_least):
+    """300 same-code pairs whose rows each move by the run's state (sd tau): the rule that counts 2τ² in its
+    variance flags at most its rate; the same test without the term flags more, the more so as τ grows."""
+    rng = np.random.default_rng(11)
+    honest = blind = 0
+    for _ in range(300):
+        ra, rb = _workload_row(rng, 1.3, 12, tau), _workload_row(rng, 1.3, 12, tau)
+        honest += compare._speedup_row("r", ra, rb, tau).p < 0.01
+        blind += compare._speedup_row("r", ra, rb, 0.0).p < 0.01
+    assert honest <= 300 * 0.01 * 2.5  # its rate, with room for 300 draws' own spread
+    assert blind >= blind_at_least
+
+
+def test_the_between_run_term_is_the_reports_own_else_the_default():
+    floor = {"drift": 0.0, "between_run": {"tau": 0.01, "source": "record", "calibrations": 4}}
+    assert compare.between_run({"noise_floor": floor}) == 0.01
+    drift = {**floor, "drift": 0.0075}
+    assert compare.between_run({"noise_floor": drift}) == pytest.approx(0.0125)  # in quadrature: 3-4-5
+    for br in ({"tau": 0.0, "source": "off"}, {"tau": 0.0, "source": "none"}, None):
+        assert compare.between_run({"noise_floor": {"between_run": br}}) == machine_record.DEFAULT_TAU
+    assert compare.between_run({}) == machine_record.DEFAULT_TAU
 
 
 @pytest.mark.parametrize("edit, message", [

@@ -6,6 +6,8 @@ import sys
 import numpy as np
 import pytest
 
+from specdec.measure import machine_record
+
 from specdec.report import calibrate, figures, render, build as report, sections
 from specdec.measure import stats
 
@@ -370,7 +372,8 @@ def test_the_between_run_term_adds_in_quadrature_with_the_drift():
     assert both["ci_high"] - both["ci_low"] > plain["ci_high"] - plain["ci_low"]
 
 
-def test_a_machine_without_a_record_gets_no_between_run_term_and_is_told(doc):
-    assert doc["noise_floor"]["between_run"] == {"tau": 0.0, "source": "none", "calibrations": 0}
-    assert doc["settings"]["between_run"]["source"] == "none"
-    assert "no between-run term yet" in render.tables(doc)
+def test_a_machine_without_a_record_gets_the_default_between_run_term_and_is_told(doc):
+    assert doc["noise_floor"]["between_run"] == {"tau": machine_record.DEFAULT_TAU, "source": "default",
+                                                 "calibrations": 0}
+    assert doc["settings"]["between_run"]["source"] == "default"
+    assert "a default between-run term in quadrature too (τ = 2.0%)" in render.tables(doc)

@@ -7,13 +7,18 @@ a difference there would be read as a change in performance.
 What is judged, and how:
   * Ratios -- c per draft, T(n)/T(1) per verify width, the speedup per draft x k -- from their per-sample
     values in report.json (each sample a ratio of two timings taken at the same moment, so drift and the
-    machine's speed cancel in it). A row has changed when a two-sided Mann-Whitney U test on A's and B's
-    samples gives p < ALPHA / m (Bonferroni over the m rows tested: the chance that two reports of the same
-    code flag anything is at most ALPHA) AND the medians differ by at least MIN_EFFECT (a significant 1 %
-    move is not worth a red build; `--min-effect` sets it). A row with too few samples to ever reach that p is
-    said so, not judged; one whose median moved that much without the test's support is called inconclusive
-    (exit 0). Every tested row also says what its verdict rules out: the smallest change the rule would have
-    flagged given the two sides' noise (`detectable_change`), so "same" reads "same (would have caught >= 4 %)".
+    machine's speed cancel in it). A row has changed when its test gives p < ALPHA / m (Bonferroni over the m
+    rows tested: the chance that two reports of the same code flag anything is at most ALPHA) and the figures
+    differ by at least --min-effect (default MIN_EFFECT). c and T(n)/T(1): a two-sided Mann-Whitney U test on
+    A's and B's samples. Speedups: a t-test on the mean log ratio *per prompt* (`stratified`): both reports
+    ran the same prompts in the same order, so the prompts' own spread of speedups (±10 % on the shipped
+    workload) is taken out instead of counted as noise, and the variance carries, besides each side's
+    sampling error, the between-run term τ of both reports (`between_run`): two runs of the same code differ
+    by more than their pairs show (on the development VM a stratified figure moved 1.1-2.6 % between
+    back-to-back quick reports, 1.2-2.8x its within-run standard error). A row with too few samples to reach
+    the threshold is said so, not judged; one that moved by --min-effect without the test's support is
+    called inconclusive (exit 0). Every tested row also says what its verdict rules out: the smallest change
+    the rule would have flagged given the two sides' noise, so "same" reads "same (would have caught >= 6 %)".
   * Counts -- acceptance and target passes per draft x k -- are exact given the seed: any difference is a
     change in behaviour.
   * Absolute times (target pass, verify passes, a drafted character) are printed as information only:
@@ -31,13 +36,15 @@ from pathlib import Path
 import numpy as np
 from scipy import stats
 
+from specdec.measure import machine_record
 from specdec.report.markdown import config_label
 
 REQUIRED = ("machine", "settings", "costs", "acceptance", "speedup")
 SETTINGS = ("prompt", "chars", "seed", "temperature", "ks")
 OPTIONAL_SETTINGS = ("workload", "trees")  # compared too; a report without them has none
 ALPHA = 0.01  # family-wise false-alarm rate over all tested rows
-MIN_EFFECT = 0.05  # smallest relative change of a median worth a verdict
+MIN_EFFECT = 0.0  # smallest relative change worth a verdict (--min-effect): none; the tests' noise decides
+NOTABLE = 0.05  # a move this large that the test does not support is called inconclusive, not "same"
 
 
 def load(path: str) -> dict:
@@ -125,6 +132,8 @@ class Row:
     samples: tuple = ()  # (A's, B's) per-sample values (ratio rows)
     verdict: str = ""  # "WORSE", "better", "same", "moved ..., not significant", "too few samples", "" (info)
     detectable: float | None = None  # the smallest relative change the rule would have flagged (ratio rows)
+    sd: float | None = None  # speedup rows: the standard deviation of log(B / A) the t-test divides by
+    dof: float = 0.0  # ... and its degrees of freedom
 
     @property
     def change(self) -> float:
@@ -162,12 +171,68 @@ def _rows(a: dict, b: dict) -> list[Row]:
             rows.append(Row(f"{label} acceptance", r["acceptance"], rb["acceptance"], "count", False))
             rows.append(Row(f"{label} target passes", r["target_passes"], rb["target_passes"], "count"))
     sp_b = {(r["draft"], config_label(r)): r for r in b["speedup"]}
+    tau = max(between_run(a), between_run(b))
     for r in a["speedup"]:
         rb = sp_b.get((r["draft"], config_label(r)))
         if rb is not None:
-            rows.append(_ratio_row(f"{r['draft']} {config_label(r)} speedup", _pairs(r, "A"), _pairs(rb, "B"),
-                                   higher_is_worse=False))
+            rows.append(_speedup_row(f"{r['draft']} {config_label(r)} speedup", r, rb, tau))
     return rows
+
+
+def between_run(doc: dict) -> float:
+    """τ, how far a report's speedups move between runs beyond their pairs' noise (one standard deviation, a
+    fraction of the figure): the between-run term the report used (this machine's record, or the default a
+    machine without one gets, `machine_record.DEFAULT_TAU`) in quadrature with the drift seen inside the run.
+    A report made with the term off, or before there was one, still moved between runs: it gets the default."""
+    floor = doc.get("noise_floor") or {}
+    br = floor.get("between_run") or {}
+    tau = br.get("tau") if br.get("source") in ("record", "default") else None
+    return math.hypot(floor.get("drift") or 0.0, machine_record.DEFAULT_TAU if tau is None else float(tau))
+
+
+def _strata(row: dict, side: str) -> dict:
+    """A speedup row's log per-pair ratios grouped by the prompt each pair ran: visit j ran the workload's item
+    j mod items (`schedule.Runs`), named by its (prompt id, seed) where report.json lists them."""
+    x = np.log(np.asarray(_pairs(row, side), dtype=float))
+    n = max(1, int(row.get("items") or 1))
+    items = row.get("pair_items") or [j % n for j in range(len(x))]
+    names = [(it.get("prompt_id"), it.get("seed")) for it in row.get("per_item_ratios") or []]
+    groups: dict = {}
+    for v, i in zip(x, items):
+        groups.setdefault(names[i] if i < len(names) else i, []).append(v)
+    return {key: np.asarray(v) for key, v in groups.items()}
+
+
+def stratified(groups: dict, keys: list) -> tuple[float, float] | None:
+    """(mean over the prompts `keys` of each prompt's mean log ratio, its variance): each prompt weighs the
+    same, and the within-prompt variance is pooled over prompts (a prompt has a handful of pairs). None when
+    the pairs cannot give a variance (no prompt with two pairs)."""
+    xs = [groups[k] for k in keys]
+    dof = sum(len(x) - 1 for x in xs)
+    if dof < 1:
+        return None
+    pooled = sum(float(((x - x.mean()) ** 2).sum()) for x in xs) / dof
+    return float(np.mean([x.mean() for x in xs])), pooled * sum(1 / len(x) for x in xs) / len(xs) ** 2
+
+
+def _speedup_row(name: str, ra: dict, rb: dict, tau: float) -> Row:
+    """A speedup row judged per prompt (`stratified`) with both reports' between-run term τ: log(B / A) over
+    √(var_A + var_B + 2τ²), against Student's t with Welch-Satterthwaite's degrees of freedom (a quick report's
+    handful of pairs per prompt makes the normal quantile too bold while the variances dominate). The figures shown are each side's
+    stratified (geometric) mean."""
+    ga, gb = _strata(ra, "A"), _strata(rb, "B")
+    keys = [k for k in ga if k in gb]
+    sa, sb = stratified(ga, keys), stratified(gb, keys)
+    n = (sum(len(ga[k]) for k in keys), sum(len(gb[k]) for k in keys))
+    if sa is None or sb is None or min(n) < 3:
+        med = float(np.median(_pairs(ra, "A"))), float(np.median(_pairs(rb, "B")))
+        return Row(name, *med, "ratio", False, n=n)
+    sd = math.sqrt(sa[1] + sb[1] + 2 * tau**2)
+    # Welch-Satterthwaite: only the two estimated variances carry doubt (τ is given), each with its pooled dof
+    dof = sd**4 / (sa[1] ** 2 / (n[0] - len(keys)) + sb[1] ** 2 / (n[1] - len(keys)))
+    t = (sb[0] - sa[0]) / sd
+    return Row(name, math.exp(sa[0]), math.exp(sb[0]), "ratio", False, p=float(2 * stats.t.sf(abs(t), dof)), n=n,
+               sd=sd, dof=dof)
 
 
 def _pairs(row: dict, side: str) -> list[float]:
@@ -229,7 +294,18 @@ def detectable(doc: dict, alpha: float = ALPHA) -> dict[str, float]:
     except ValueError:
         return {}
     threshold = alpha / max(1, len(rows))
-    return {r.name: detectable_change(r.samples[0], r.samples[0], threshold) for r in rows}
+    return {r.name: _detectable(r, threshold) for r in rows}
+
+
+def _detectable(r: Row, threshold: float) -> float:
+    """The smallest relative change row r's test flags at p < threshold: for a speedup row the t-test's
+    √(var_A + var_B + 2τ²) times Student's quantile, else `detectable_change` of its samples; inf when its
+    samples are too few for any."""
+    if r.sd is not None:
+        return math.expm1(float(stats.t.isf(threshold / 2, r.dof)) * r.sd)
+    if r.samples:
+        return detectable_change(r.samples[0], r.samples[1], threshold)
+    return math.inf
 
 
 def _judge(rows: list[Row], alpha: float, min_effect: float) -> int:
@@ -237,19 +313,19 @@ def _judge(rows: list[Row], alpha: float, min_effect: float) -> int:
     tested = [r for r in rows if r.kind == "ratio"]
     m = max(1, len(tested))
     for r in tested:
-        r.detectable = max(min_effect, detectable_change(r.samples[0], r.samples[1], alpha / m))
+        r.detectable = max(min_effect, _detectable(r, alpha / m))
     for r in rows:
         if r.kind == "count":
             moved = not math.isclose(r.a, r.b, rel_tol=0, abs_tol=1e-12)
         elif r.kind == "ratio":
-            moved = r.p < alpha / m and abs(r.change) >= min_effect
+            moved = r.p is not None and r.p < alpha / m and abs(r.change) >= min_effect
         else:
             continue
         if moved:
             r.verdict = "WORSE" if (r.b > r.a) == r.higher_is_worse else "better"
-        elif r.kind == "ratio" and 2 / math.comb(sum(r.n), r.n[0]) >= alpha / m:
-            r.verdict = f"too few samples {r.n}"  # the exact two-sided U test cannot get below alpha / m
-        elif r.kind == "ratio" and abs(r.change) >= min_effect:
+        elif r.kind == "ratio" and (r.p is None or math.isinf(r.detectable)):
+            r.verdict = f"too few samples {r.n}"  # no test on them can get below alpha / m
+        elif r.kind == "ratio" and abs(r.change) >= max(min_effect, NOTABLE):
             r.verdict = f"moved {r.change:+.0%}, not significant"  # the samples' spread can explain it
         else:
             r.verdict = "same" + (f" (would have caught >= {r.detectable:.1%})" if r.kind == "ratio" else "")
@@ -270,8 +346,10 @@ def compare(a: dict, b: dict, alpha: float = ALPHA, min_effect: float = MIN_EFFE
              f"B: {mb.get('cpu')} · {mb.get('threads')} thread(s) · commit {mb.get('commit')}",
              "same machine" if same_machine else
              "different machines: only ratios and counts are judged; absolute times compare the hardware",
-             f"rule: a ratio changed when Mann-Whitney p < {alpha:g}/{m} (Bonferroni) and its median moved "
-             f">= {min_effect:.0%}; a count changed when it differs at all", ""]
+             f"rule: a ratio changed when its test gives p < {alpha:g}/{m} (Bonferroni)"
+             + (f" and it moved >= {min_effect:.0%}" if min_effect else "") + "; c and T(n)/T(1): Mann-Whitney "
+             f"on the samples; speedups: per prompt, with the between-run term τ = {_tau(a, b):.1%}; a count "
+             "changed when it differs at all", ""]
     for side, doc in (("A", a), ("B", b)):
         floor = doc.get("noise_floor")
         if floor:
@@ -292,20 +370,26 @@ def compare(a: dict, b: dict, alpha: float = ALPHA, min_effect: float = MIN_EFFE
     if better:
         lines.append(f"better: {', '.join(better)}")
     if unsure:
-        lines.append(f"inconclusive (moved {min_effect:.0%} or more, but within what the samples' spread explains; "
-                     f"more samples would tell): {', '.join(unsure)}")
+        lines.append(f"inconclusive (moved {max(min_effect, NOTABLE):.0%} or more, but within what the noise "
+                     f"explains; more samples would tell): {', '.join(unsure)}")
     if not worse and not better and not unsure:
         finite = [r.detectable for r in rows if r.detectable is not None and math.isfinite(r.detectable)]
         caught = f"; the rows would have caught changes of {min(finite):.1%} to {max(finite):.1%}" if finite else ""
-        lines.append(f"no change: no ratio moved significantly by {min_effect:.0%} or more, and every count is "
-                     f"identical{caught}")
+        by = f" by {min_effect:.0%} or more" if min_effect else ""
+        lines.append(f"no change: no ratio moved significantly{by}, and every count is identical{caught}")
     return "\n".join(lines), worse
+
+
+def _tau(a: dict, b: dict) -> float:
+    return max(between_run(a), between_run(b))
 
 
 def _why(r: Row) -> str:
     if r.kind == "count":
         return f"{_fmt(r.a)} -> {_fmt(r.b)} (exact given the seed: a change in behaviour)"
-    return f"median {_fmt(r.a)} -> {_fmt(r.b)} ({r.change:+.1%}), Mann-Whitney p = {r.p:.1e}"
+    what = "per-prompt mean" if r.sd is not None else "median"
+    test = "t-test" if r.sd is not None else "Mann-Whitney"
+    return f"{what} {_fmt(r.a)} -> {_fmt(r.b)} ({r.change:+.1%}), {test} p = {r.p:.1e}"
 
 
 def _fmt(x: float) -> str:

@@ -443,7 +443,11 @@ def _between_note(br: dict | None) -> str:
     """What the intervals carry for changes between runs (machine_record), as a clause of table 3's note."""
     if not br or br.get("source") == "off":
         return ", and no between-run term (--between-run off)"
-    if br.get("source") == "none":
+    if br.get("source") == "default":
+        return (f", and a default between-run term in quadrature too (τ = {br['tau']:.1%}): this machine has no "
+                "recorded calibration yet, and a re-run meets another state of it; `specdec report --repeat 2` "
+                "records this machine's own")
+    if br.get("source") == "none":  # a report made before the default existed
         return (", and no between-run term yet: this machine has no recorded calibration, so a change of its state "
                 "between runs is not covered (`specdec report --repeat 2` records one)")
     return (f", and this machine's between-run term in quadrature too (τ = {br['tau']:.1%}: the 95 % conformal "

@@ -213,7 +213,7 @@ def paired_figures(r: Runs, num: str, den: str, floor: dict | None = None) -> di
             "workload_ci_low": w.low, "workload_ci_high": w.high, "items": w.items,
             "per_item_ratios": [{"prompt_id": r.items[i][0].id, "seed": r.items[i][1],
                                  "ratio": float(x / y)} for i, x, y in zip(by_run, a_run, b_run)],
-            "ratios": (a / b).tolist()}
+            "ratios": (a / b).tolist(), "pair_items": list(r.visit_items)}
 
 
 def speedup(run: ReportRun, seconds: float) -> dict:
