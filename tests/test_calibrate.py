@@ -91,10 +91,16 @@ def test_record_round_trip_per_machine_and_resolve():
     path = machine_record.append(MACHINE, {"needs": [0.05] * 30, "units": "fraction"})
     machine_record.append(MACHINE, {"needs": [9.0] * 30})  # an earlier version's units: left out
     assert path.parent.name == "specdec" and len(json.loads(path.read_text())[machine_record.key(MACHINE)]) == 2
-    assert machine_record.resolve(None, MACHINE) == {"tau": 0.05, "source": "record", "calibrations": 1}
+    # one calibration is not yet a record: the default holds until MIN_CALIBRATIONS, then the record's τ
+    assert machine_record.resolve(None, MACHINE) == {"tau": machine_record.DEFAULT_TAU, "source": "default",
+                                                     "calibrations": 1}
+    for _ in range(machine_record.MIN_CALIBRATIONS - 1):
+        machine_record.append(MACHINE, {"needs": [0.05] * 30, "units": "fraction"})
+    assert machine_record.resolve(None, MACHINE) == {"tau": 0.05, "source": "record",
+                                                     "calibrations": machine_record.MIN_CALIBRATIONS}
     assert machine_record.resolve("off", MACHINE) == {"tau": 0.0, "source": "off", "calibrations": 0}
     other = dict(MACHINE, threads=2)  # another thread count: another machine state, its own record
-    assert machine_record.load(other) == [] and len(machine_record.load(MACHINE)) == 1
+    assert machine_record.load(other) == [] and len(machine_record.load(MACHINE)) == machine_record.MIN_CALIBRATIONS
     with pytest.raises(ValueError, match="--between-run must be auto or off, got '0.1'"):
         machine_record.resolve("0.1", MACHINE)
 

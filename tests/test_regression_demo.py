@@ -77,3 +77,13 @@ def test_asv_flags_each_kind_of_regression_and_not_a_no_op():
                           text=True, timeout=3600)
     assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-2000:]
     assert "all verdicts hold" in proc.stdout
+
+
+def test_size_sets_every_slowdown_and_its_label():
+    demo = _demo()
+    small = demo.cases({"a": 0.05, "b": 0.05, "c": 0.05})
+    assert [c.label.split()[0] for c in small.values()][:1] == ["+5%"] and "5% slower" in small["b"].label
+    src = (ROOT / small["b"].path).read_text()
+    edited = demo._apply(src, small["b"].edits)
+    assert edited.count("_demo_spin(0.05, demo_since)") == 2 and "_demo_spin(0.15" not in edited
+    assert demo.CASES["a"].label.startswith("+20%")  # the defaults stay as documented

@@ -376,4 +376,4 @@ def test_a_machine_without_a_record_gets_the_default_between_run_term_and_is_tol
     assert doc["noise_floor"]["between_run"] == {"tau": machine_record.DEFAULT_TAU, "source": "default",
                                                  "calibrations": 0}
     assert doc["settings"]["between_run"]["source"] == "default"
-    assert "a default between-run term in quadrature too (τ = 2.0%)" in render.tables(doc)
+    assert "a default between-run term in quadrature too (τ = 2.0%): this machine has 0 recorded" in render.tables(doc)

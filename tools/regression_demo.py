@@ -1,8 +1,9 @@
 """Show that `asv continuous` catches a regression of each kind, each by the benchmarks meant to, and a no-op by none.
 
-    python tools/regression_demo.py [--cases abcd] [--rounds 3] [--scale 2] [--keep]
+    python tools/regression_demo.py [--cases abcd] [--rounds 3] [--scale 2] [--size F] [--factor X] [--keep]
 
-In a scratch clone of this repository it commits four changes, each on top of HEAD:
+In a scratch clone of this repository it commits four changes, each on top of HEAD (--size F makes every
+slowdown F, e.g. 0.05, and --factor X sets asv's threshold, which must then lie below 1 + F):
   (a) the bigram draft's proposal 20 % slower per character (it busy-waits a fifth of its own measured time);
   (b) speculative generation 15 % slower with no draft touched: every round of `speculative_generate`'s loop
       busy-waits 15 % of that round's measured time (extra work in the loop, the rule's side of a round);
@@ -42,6 +43,7 @@ from typing import Callable
 
 ROOT = Path(__file__).resolve().parent.parent
 FACTOR = "1.1"  # asv continuous flags a change beyond 10 % (timings: also a significant Mann-Whitney test)
+SIZES = {"a": 0.20, "b": 0.15, "c": 0.20}  # each slowdown's share of the time it extends (--size overrides)
 SPIN = '''
 def _demo_spin(share: float, since: float) -> float:  # regression demo: spin `share` of the CPU time since `since`
     import time
@@ -67,57 +69,65 @@ class Case:
 
 
 _SPEC = "def speculative_generate("
-CASES = {
-    "a": Case(
-        "+20 % bigram cost per character", "specdec/decoding/drafts.py",
-        [(None, "    def _row(self, key):\n        return self.table[key]\n",
-          "    def _row(self, key):\n        return self.table[key]\n\n"
-          "    def propose(self, tokens, k, rng, temperature):\n"
-          "        import time\n\n"
-          "        t0 = time.thread_time()\n"
-          "        out = super().propose(tokens, k, rng, temperature)\n"
-          "        _demo_spin(0.20, t0)  # regression demo: +20 % per drafted character\n"
-          "        return out\n"),
-         (None, "\n\n@functools.lru_cache(maxsize=1)\ndef _bigram_table",
-          SPIN + "\n\n@functools.lru_cache(maxsize=1)\ndef _bigram_table")],
-        r"DraftCharacter|DraftCost",
-        lambda row: "'bigram'" in row,
-        lambda rows: bool(rows)),
-    "b": Case(
-        "speculative generation 15 % slower (the loop; no draft touched)", "specdec/decoding/generate.py",
-        [(_SPEC, "    while (left := chars - (len(tokens) - n_prompt)) > 0:\n",
-          "    demo_since = time.thread_time()\n"
-          "    while (left := chars - (len(tokens) - n_prompt)) > 0:\n"
-          "        demo_since = _demo_spin(0.15, demo_since)  # regression demo: the previous round +15 %\n"),
-         (_SPEC, "    stats.chars = chars\n",
-          "    _demo_spin(0.15, demo_since)  # regression demo: the last round +15 %\n    stats.chars = chars\n"),
-         (None, "import numpy as np\n", "import time\n\nimport numpy as np\n"),
-         (None, "from specdec.model.protocol import Target, tree_support\n", "from specdec.model.protocol import Target, tree_support\n" + SPIN)],
-        r"Speedup|TargetOnlyGeneration",
-        lambda row: "Speedup.track_time_ratio" in row,
-        # half of the 18 eager draft x k rows (every backend's rows slow down alike; eager is the one every commit has)
-        lambda rows: sum("track_time_ratio" in r and "'eager'" in r for r in rows) >= 9),
-    "c": Case(
-        "the target's forward 20 % slower", "specdec/model/gpt.py",
-        [(None, "    def forward(self, idx",  # the GPT's (its blocks' forwards take x)
-          "    def forward(self, *args, **kwargs):\n"
-          "        import time\n\n"
-          "        t0 = time.thread_time()\n"
-          "        out = self._demo_forward(*args, **kwargs)\n"
-          "        _demo_spin(0.20, t0)  # regression demo: every forward +20 %\n"
-          "        return out\n\n"
-          "    def _demo_forward(self, idx"),
-         (None, "\n\nclass Attention(nn.Module):", SPIN + "\n\nclass Attention(nn.Module):")],
-        r"TargetPass|VerifyGrowth|TargetOnlyGeneration",
-        lambda row: "TargetPass.track_relative_time" in row or "TargetOnlyGeneration.track_relative_time" in row,
-        lambda rows: any("TargetPass.track_relative_time(1, 'eager', 1)" in r for r in rows)),
-    "d": Case(
-        "a no-op (a comment)", "specdec/decoding/drafts.py",
-        [(None, '"""The `Draft` interface', '"""(no-op edit) The `Draft` interface')],
-        None,
-        lambda row: False,
-        lambda rows: True),
-}
+
+
+def cases(sizes: dict[str, float]) -> dict[str, Case]:
+    """The four cases, each slowdown the share `sizes[key]` of the time it extends."""
+    a, b, c = (sizes[k] for k in "abc")
+    return {
+        "a": Case(
+            f"+{a:.0%} bigram cost per character", "specdec/decoding/drafts.py",
+            [(None, "    def _row(self, key):\n        return self.table[key]\n",
+              "    def _row(self, key):\n        return self.table[key]\n\n"
+              "    def propose(self, tokens, k, rng, temperature):\n"
+              "        import time\n\n"
+              "        t0 = time.thread_time()\n"
+              "        out = super().propose(tokens, k, rng, temperature)\n"
+              f"        _demo_spin({a}, t0)  # regression demo: +{a:.0%} per drafted character\n"
+              "        return out\n"),
+             (None, "\n\n@functools.lru_cache(maxsize=1)\ndef _bigram_table",
+              SPIN + "\n\n@functools.lru_cache(maxsize=1)\ndef _bigram_table")],
+            r"DraftCharacter|DraftCost",
+            lambda row: "'bigram'" in row,
+            lambda rows: bool(rows)),
+        "b": Case(
+            f"speculative generation {b:.0%} slower (the loop; no draft touched)", "specdec/decoding/generate.py",
+            [(_SPEC, "    while (left := chars - (len(tokens) - n_prompt)) > 0:\n",
+              "    demo_since = time.thread_time()\n"
+              "    while (left := chars - (len(tokens) - n_prompt)) > 0:\n"
+              f"        demo_since = _demo_spin({b}, demo_since)  # regression demo: the previous round +{b:.0%}\n"),
+             (_SPEC, "    stats.chars = chars\n",
+              f"    _demo_spin({b}, demo_since)  # regression demo: the last round +{b:.0%}\n    stats.chars = chars\n"),
+             (None, "import numpy as np\n", "import time\n\nimport numpy as np\n"),
+             (None, "from specdec.model.protocol import Target, tree_support\n", "from specdec.model.protocol import Target, tree_support\n" + SPIN)],
+            r"Speedup|TargetOnlyGeneration",
+            lambda row: "Speedup.track_time_ratio" in row,
+            # half of the 18 eager draft x k rows (every backend's rows slow down alike; eager is the one every commit has)
+            lambda rows: sum("track_time_ratio" in r and "'eager'" in r for r in rows) >= 9),
+        "c": Case(
+            f"the target's forward {c:.0%} slower", "specdec/model/gpt.py",
+            [(None, "    def forward(self, idx",  # the GPT's (its blocks' forwards take x)
+              "    def forward(self, *args, **kwargs):\n"
+              "        import time\n\n"
+              "        t0 = time.thread_time()\n"
+              "        out = self._demo_forward(*args, **kwargs)\n"
+              f"        _demo_spin({c}, t0)  # regression demo: every forward +{c:.0%}\n"
+              "        return out\n\n"
+              "    def _demo_forward(self, idx"),
+             (None, "\n\nclass Attention(nn.Module):", SPIN + "\n\nclass Attention(nn.Module):")],
+            r"TargetPass|VerifyGrowth|TargetOnlyGeneration",
+            lambda row: "TargetPass.track_relative_time" in row or "TargetOnlyGeneration.track_relative_time" in row,
+            lambda rows: any("TargetPass.track_relative_time(1, 'eager', 1)" in r for r in rows)),
+        "d": Case(
+            "a no-op (a comment)", "specdec/decoding/drafts.py",
+            [(None, '"""The `Draft` interface', '"""(no-op edit) The `Draft` interface')],
+            None,
+            lambda row: False,
+            lambda rows: True),
+    }
+
+
+CASES = cases(SIZES)
 
 
 def sh(cmd: list[str], cwd: Path, check: bool = True, env: dict | None = None) -> subprocess.CompletedProcess:
@@ -153,10 +163,10 @@ def commit(repo: Path, base: str, case: Case) -> str:
     return sha
 
 
-def continuous(repo: Path, base: str, head: str, bench: str | None, rounds: int, env: dict):
+def continuous(repo: Path, base: str, head: str, bench: str | None, rounds: int, env: dict, factor: str = FACTOR):
     # Rounds alternate between the two commits (A B B A ...), each in fresh processes, so load that comes and
     # goes lands on both sides -- the principle of the harness's alternated pairs, one level up.
-    cmd = [sys.executable, "-m", "asv", "continuous", "--machine", "regression-demo", "--factor", FACTOR, "--interleave-rounds",
+    cmd = [sys.executable, "-m", "asv", "continuous", "--machine", "regression-demo", "--factor", factor, "--interleave-rounds",
            "-a", f"rounds={rounds}", "--show-stderr"]
     return sh(cmd + (["-b", bench] if bench else []) + [base, head], repo, check=False, env=env)
 
@@ -180,10 +190,15 @@ def main() -> int:
     ap.add_argument("--cases", default="abcd", help="which of a b c d to run (default: all four)")
     ap.add_argument("--rounds", type=int, default=3, help="asv rounds, interleaved between the commits")
     ap.add_argument("--scale", type=float, default=2.0, help="SPECDEC_BENCH_SCALE: the harness's samples x this")
+    ap.add_argument("--size", type=float, help="every slowdown this share (default: a 0.20, b 0.15, c 0.20)")
+    ap.add_argument("--factor", default=FACTOR, help=f"asv continuous --factor (default {FACTOR})")
     ap.add_argument("--keep", action="store_true", help="keep the scratch clone")
     args = ap.parse_args()
-    if not set(args.cases) <= set(CASES) or args.rounds < 2 or args.scale <= 0:
+    chosen = cases({k: args.size for k in SIZES} if args.size is not None else SIZES)
+    if not set(args.cases) <= set(chosen) or args.rounds < 2 or args.scale <= 0:
         ap.error("--cases takes letters from abcd; --rounds must be at least 2; --scale above 0")
+    if args.size is not None and not (0 < args.size and 1 < float(args.factor) < 1 + args.size):
+        ap.error(f"--size must be above 0 and --factor between 1 and 1 + size; got {args.size}, {args.factor}")
     env = dict(os.environ, SPECDEC_BENCH_SCALE=str(args.scale))
     scratch = Path(tempfile.mkdtemp(prefix="specdec-regression-"))
     repo = scratch / "repo"
@@ -192,10 +207,10 @@ def main() -> int:
         sh(["git", "clone", "-q", str(ROOT), str(repo)], scratch)
         sh([sys.executable, "-m", "asv", "machine", "--yes", "--machine", "regression-demo"], repo)
         base = sh(["git", "rev-parse", "HEAD"], repo).stdout.strip()
-        shas = {key: commit(repo, base, CASES[key]) for key in args.cases}
+        shas = {key: commit(repo, base, chosen[key]) for key in args.cases}
         for key in args.cases:
-            case = CASES[key]
-            proc = continuous(repo, base, shas[key], case.bench, args.rounds, env)
+            case = chosen[key]
+            proc = continuous(repo, base, shas[key], case.bench, args.rounds, env, args.factor)
             ok, why = verdict(key, case, proc.stdout)
             results[key] = (ok, why)
             print(f"\n===== ({key}) {case.label}: asv continuous {base[:8]} {shas[key][:8]} "
@@ -210,7 +225,7 @@ def main() -> int:
             shutil.rmtree(scratch, ignore_errors=True)
     print()
     for key, (ok, why) in results.items():
-        print(f"({key}) {CASES[key].label}: {'holds' if ok else 'DOES NOT HOLD'} ({why})")
+        print(f"({key}) {chosen[key].label}: {'holds' if ok else 'DOES NOT HOLD'} ({why})")
     held = all(ok for ok, _ in results.values())
     print("all verdicts hold" if held else "SOME VERDICTS DO NOT HOLD")
     return 0 if held else 1

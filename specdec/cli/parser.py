@@ -143,7 +143,7 @@ def _compare_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("a", help="the baseline report.json")
     p.add_argument("b", help="the new report.json")
     p.add_argument("--min-effect", type=float, default=MIN_EFFECT, metavar="FRACTION", help="smallest relative "
-                   f"change of a median worth a verdict (default {MIN_EFFECT}; 0: every significant change)")
+                   f"change worth a verdict on top of the test (default {MIN_EFFECT:g}: every significant change)")
 
 
 def _overhead_args(p: argparse.ArgumentParser) -> None:

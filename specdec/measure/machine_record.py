@@ -35,6 +35,10 @@ UNITS = "fraction"  # what `needs` are in: a fraction of the row's figure
 # standard error within each run: a between-run term of 1.5 % pooled over the rows, 2.4 % for the noisiest.
 # 2 % until the machine's own calibrations replace it: conservative for most rows, not for every one.
 DEFAULT_TAU = 0.02
+# Calibrations a record needs before its own τ replaces the default: one quiet pair says little about the next
+# state (two fresh-machine `--repeat 2` pairs here both needed 0-0.9 %, in quiet stretches), and a shift of
+# the machine shows only in some pairs.
+MIN_CALIBRATIONS = 3
 
 
 class RecordError(ValueError):
@@ -125,15 +129,22 @@ def append(machine: dict, entry: dict) -> Path:
 def resolve(setting: str | None, machine: dict) -> dict:
     """The between-run term a report will use: {"tau", "source", "calibrations"}, τ a fraction of each figure.
 
-    setting: "auto" (or None) -- this machine's record; while it has too little, DEFAULT_TAU (source
-    "default"): a first report on a new machine is re-run at another state of it too; "off" -- none.
+    setting: "auto" (or None) -- this machine's record; while it has fewer than MIN_CALIBRATIONS calibrations
+    (or too few needs), DEFAULT_TAU (source "default"): a first report on a new machine is re-run at another
+    state of it too; "off" -- none.
     """
     if setting not in (None, "auto", "off"):
         raise ValueError(f"--between-run must be auto or off, got {setting!r}")
     if setting == "off":
         return {"tau": 0.0, "source": "off", "calibrations": 0}
     entries = load(machine)[-RECENT:]
-    tau = quantile(entries)
+    tau = learnt(entries)
     if tau is None:
         return {"tau": DEFAULT_TAU, "source": "default", "calibrations": len(entries)}
     return {"tau": tau, "source": "record", "calibrations": len(entries)}
+
+
+def learnt(entries: list[dict]) -> float | None:
+    """The τ a record gives once it has MIN_CALIBRATIONS calibrations (`quantile` of the recent ones); None
+    before, while reports take DEFAULT_TAU."""
+    return quantile(entries) if len(entries) >= MIN_CALIBRATIONS else None

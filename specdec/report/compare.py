@@ -7,18 +7,19 @@ a difference there would be read as a change in performance.
 What is judged, and how:
   * Ratios -- c per draft, T(n)/T(1) per verify width, the speedup per draft x k -- from their per-sample
     values in report.json (each sample a ratio of two timings taken at the same moment, so drift and the
-    machine's speed cancel in it). A row has changed when its test gives p < ALPHA / m (Bonferroni over the m
-    rows tested: the chance that two reports of the same code flag anything is at most ALPHA) and the figures
-    differ by at least --min-effect (default MIN_EFFECT). c and T(n)/T(1): a two-sided Mann-Whitney U test on
-    A's and B's samples. Speedups: a t-test on the mean log ratio *per prompt* (`stratified`): both reports
-    ran the same prompts in the same order, so the prompts' own spread of speedups (±10 % on the shipped
-    workload) is taken out instead of counted as noise, and the variance carries, besides each side's
-    sampling error, the between-run term τ of both reports (`between_run`): two runs of the same code differ
-    by more than their pairs show (on the development VM a stratified figure moved 1.1-2.6 % between
-    back-to-back quick reports, 1.2-2.8x its within-run standard error). A row with too few samples to reach
-    the threshold is said so, not judged; one that moved by --min-effect without the test's support is
-    called inconclusive (exit 0). Every tested row also says what its verdict rules out: the smallest change
-    the rule would have flagged given the two sides' noise, so "same" reads "same (would have caught >= 6 %)".
+    machine's speed cancel in it). Each is a t-test on the log change from A to B, and a row has changed when
+    p < ALPHA / m (Bonferroni over the m rows tested: the chance that two reports of the same code flag
+    anything is at most ALPHA) and the change is at least --min-effect (default none). c and T(n)/T(1): the
+    medians of the samples (`_ratio_row`). Speedups: the mean log ratio *per prompt* (`stratified`): both
+    reports ran the same prompts in the same order, so the prompts' own spread of speedups (±10 % on the
+    shipped workload) is taken out instead of counted as noise. Every variance carries, besides each side's
+    sampling error, both reports' between-run term τ (`between_run`): two runs of the same code differ by
+    more than their samples show (on the development VM a stratified speedup moved 1.1-2.6 % between
+    back-to-back quick reports, 1.2-2.8x its within-run standard error, and a T(5)/T(1) moved 14 % between
+    two quick reports in a noisy stretch: Mann-Whitney on their samples, the earlier rule, gave p = 7e-4).
+    A row with too few samples to be tested is said so, not judged; one that moved 5 % without the test's support is called
+    inconclusive (exit 0). Every tested row also says what its verdict rules out: the smallest change the
+    rule would have flagged given the two sides' noise, so "same" reads "same (would have caught >= 9 %)".
   * Counts -- acceptance and target passes per draft x k -- are exact given the seed: any difference is a
     change in behaviour.
   * Absolute times (target pass, verify passes, a drafted character) are printed as information only:
@@ -127,12 +128,11 @@ class Row:
     b: float
     kind: str  # "ratio" (tested), "count" (exact) or "info" (absolute time, not judged)
     higher_is_worse: bool = True
-    p: float | None = None  # Mann-Whitney p-value (ratio rows)
+    p: float | None = None  # the t-test's p-value (ratio rows; None: too few samples to test)
     n: tuple[int, int] = (0, 0)  # samples on each side (ratio rows)
-    samples: tuple = ()  # (A's, B's) per-sample values (ratio rows)
     verdict: str = ""  # "WORSE", "better", "same", "moved ..., not significant", "too few samples", "" (info)
     detectable: float | None = None  # the smallest relative change the rule would have flagged (ratio rows)
-    sd: float | None = None  # speedup rows: the standard deviation of log(B / A) the t-test divides by
+    sd: float | None = None  # ratio rows: the standard deviation of log(B / A) the t-test divides by
     dof: float = 0.0  # ... and its degrees of freedom
 
     @property
@@ -140,28 +140,52 @@ class Row:
         return self.b / self.a - 1 if self.a else math.inf
 
 
-def _ratio_row(name: str, sa, sb, higher_is_worse: bool = True) -> Row:
+MIN_SAMPLES = 5  # a cost row's median needs this many samples a side before its spread means anything
+
+
+def _ratio_row(name: str, sa, sb, tau: float, higher_is_worse: bool = True) -> Row:
+    """A cost row (c, T(n)/T(1)): the medians of A's and B's samples, judged by a t-test on log(median B /
+    median A) over √(var_A + var_B + 2τ²), var a median's from the samples' MAD (robust: a sample taken during
+    a neighbour's burst is an outlier, not spread) and τ both reports' between-run term."""
     sa, sb = np.asarray(sa, dtype=float), np.asarray(sb, dtype=float)
-    row = Row(name, float(np.median(sa)), float(np.median(sb)), "ratio", higher_is_worse, n=(len(sa), len(sb)),
-              samples=(sa, sb))
-    row.p = float(stats.mannwhitneyu(sa, sb, alternative="two-sided").pvalue)
+    row = Row(name, float(np.median(sa)), float(np.median(sb)), "ratio", higher_is_worse, n=(len(sa), len(sb)))
+    if min(row.n) < MIN_SAMPLES:
+        return row
+    va, vb = _median_variance(np.log(sa)), _median_variance(np.log(sb))
+    return _tested(row, math.log(row.b / row.a), va, vb, tau, (len(sa) - 1, len(sb) - 1))
+
+
+def _median_variance(x: np.ndarray) -> float:
+    """The variance of the median of x: (√(π/2) · σ)² / n, σ the MAD scaled to a normal's standard deviation."""
+    sigma = 1.4826 * float(np.median(np.abs(x - np.median(x))))
+    return math.pi / 2 * sigma**2 / len(x)
+
+
+def _tested(row: Row, diff: float, va: float, vb: float, tau: float, dofs: tuple[float, float]) -> Row:
+    """row with its t-test of the log change `diff`: sd = √(va + vb + 2τ²), Welch-Satterthwaite's degrees of
+    freedom from the two estimated variances and their own (τ is given, so it carries no doubt)."""
+    row.sd = math.sqrt(va + vb + 2 * tau**2)
+    den = va**2 / dofs[0] + vb**2 / dofs[1]
+    row.dof = row.sd**4 / den if den > 0 else math.inf
+    row.p = float(2 * stats.t.sf(abs(diff) / row.sd, row.dof)) if row.sd > 0 else (0.0 if diff else 1.0)
     return row
 
 
 def _rows(a: dict, b: dict) -> list[Row]:
     ca, cb = a["costs"], b["costs"]
+    tau = max(between_run(a), between_run(b))
     rows = [Row("target pass (us)", _need(a, "A", "costs", "target_pass_us"),
                 _need(b, "B", "costs", "target_pass_us"), "info")]
     verify_a = _need(a, "A", "costs", "verify_ratio_samples")
     verify_b = _need(b, "B", "costs", "verify_ratio_samples")
     for n in sorted(set(verify_a) & set(verify_b), key=int):
         rows.append(Row(f"{n}-position pass (us)", ca["verify_pass_us"][n], cb["verify_pass_us"][n], "info"))
-        rows.append(_ratio_row(f"T({n})/T(1)", verify_a[n], verify_b[n]))
+        rows.append(_ratio_row(f"T({n})/T(1)", verify_a[n], verify_b[n], tau))
     for name in sorted(set(_need(a, "A", "costs", "drafts")) & set(_need(b, "B", "costs", "drafts"))):
         da, db = ca["drafts"][name], cb["drafts"][name]
         rows.append(Row(f"{name} char (us)", da["char_us"], db["char_us"], "info"))
         rows.append(_ratio_row(f"{name} c", _need(a, "A", "costs", "drafts", name, "c_samples"),
-                               _need(b, "B", "costs", "drafts", name, "c_samples")))
+                               _need(b, "B", "costs", "drafts", name, "c_samples"), tau))
     # rows are named by configuration: 'k=8' for a chain, 'tree 4x2x2x1' for a tree (whose k is its depth)
     acc_b = {(r["draft"], config_label(r)): r for r in b["acceptance"]}
     for r in a["acceptance"]:
@@ -171,7 +195,6 @@ def _rows(a: dict, b: dict) -> list[Row]:
             rows.append(Row(f"{label} acceptance", r["acceptance"], rb["acceptance"], "count", False))
             rows.append(Row(f"{label} target passes", r["target_passes"], rb["target_passes"], "count"))
     sp_b = {(r["draft"], config_label(r)): r for r in b["speedup"]}
-    tau = max(between_run(a), between_run(b))
     for r in a["speedup"]:
         rb = sp_b.get((r["draft"], config_label(r)))
         if rb is not None:
@@ -227,12 +250,8 @@ def _speedup_row(name: str, ra: dict, rb: dict, tau: float) -> Row:
     if sa is None or sb is None or min(n) < 3:
         med = float(np.median(_pairs(ra, "A"))), float(np.median(_pairs(rb, "B")))
         return Row(name, *med, "ratio", False, n=n)
-    sd = math.sqrt(sa[1] + sb[1] + 2 * tau**2)
-    # Welch-Satterthwaite: only the two estimated variances carry doubt (τ is given), each with its pooled dof
-    dof = sd**4 / (sa[1] ** 2 / (n[0] - len(keys)) + sb[1] ** 2 / (n[1] - len(keys)))
-    t = (sb[0] - sa[0]) / sd
-    return Row(name, math.exp(sa[0]), math.exp(sb[0]), "ratio", False, p=float(2 * stats.t.sf(abs(t), dof)), n=n,
-               sd=sd, dof=dof)
+    row = Row(name, math.exp(sa[0]), math.exp(sb[0]), "ratio", False, n=n)
+    return _tested(row, sb[0] - sa[0], sa[1], sb[1], tau, (n[0] - len(keys), n[1] - len(keys)))
 
 
 def _pairs(row: dict, side: str) -> list[float]:
@@ -242,51 +261,9 @@ def _pairs(row: dict, side: str) -> list[float]:
     return row["ratios"]
 
 
-def detectable_change(sa, sb, threshold: float) -> float:
-    """The smallest relative change of a row's median that a Mann-Whitney test of A's samples against B's would
-    call significant (p < threshold), given the two sides' noise: both sides are first divided by their own
-    median (so what the figure describes is their spread, not the change between them), then B is scaled by
-    1 + d up or by 1 / (1 + d) down; the larger of the two smallest d that reach the threshold. inf when no
-    shift can (too few samples for the exact test to reach it)."""
-    a = np.asarray(sa, dtype=float) / np.median(sa)
-    b = np.asarray(sb, dtype=float) / np.median(sb)
-    n, m = len(a), len(b)
-    if n > 8 and m > 8:  # scipy's asymptotic branch: p < t exactly when U > nm/2 + 1/2 + z(t/2) * sd(U)
-        need = math.floor(n * m / 2 + 0.5 + stats.norm.isf(threshold / 2) * math.sqrt(n * m * (n + m + 1) / 12)) + 1
-        if need > n * m:
-            return math.inf
-        # U after scaling B by 1 + d counts the pairs with a_i / b_j < 1 + d (and b_j / a_i for scaling down),
-        # so the need-th smallest of those ratios is where the count first reaches `need`
-        up = np.partition((a[:, None] / b[None, :]).ravel(), need - 1)[need - 1]
-        down = np.partition((b[None, :] / a[:, None]).ravel(), need - 1)[need - 1]
-        return max(0.0, float(up) - 1, float(down) - 1)
-    return _detectable_exact(a, b, threshold)
-
-
-def _detectable_exact(a: np.ndarray, b: np.ndarray, threshold: float) -> float:
-    """`detectable_change` for small samples (scipy's exact test): bisection on the real test's p-value, which
-    only falls as the shift grows."""
-    def flagged(d: float, up: bool) -> bool:
-        shifted = b * (1 + d) if up else b / (1 + d)
-        return stats.mannwhitneyu(a, shifted, alternative="two-sided").pvalue < threshold
-
-    worst = 0.0
-    for up in (True, False):
-        lo, hi = 0.0, 1.0
-        while not flagged(hi, up):
-            lo, hi = hi, hi * 4
-            if hi > 1e3:
-                return math.inf
-        for _ in range(30):  # to ~1e-9 of the bracket: far finer than any figure printed
-            mid = (lo + hi) / 2
-            lo, hi = (lo, mid) if flagged(mid, up) else (mid, hi)
-        worst = max(worst, hi)
-    return worst
-
-
 def detectable(doc: dict, alpha: float = ALPHA) -> dict[str, float]:
     """Per timed row of one report, the smallest change a comparison of this report against a re-run with the
-    same noise could flag (`detectable_change` of its samples against themselves, at the rule's Bonferroni
+    same noise could flag (`_detectable` of its samples against themselves, at the rule's Bonferroni
     threshold over the report's rows; the rule's --min-effect comes on top). report.json keeps it, so a
     report alone says how small a change it can see. {} for a report without per-sample keys."""
     try:
@@ -298,14 +275,12 @@ def detectable(doc: dict, alpha: float = ALPHA) -> dict[str, float]:
 
 
 def _detectable(r: Row, threshold: float) -> float:
-    """The smallest relative change row r's test flags at p < threshold: for a speedup row the t-test's
-    √(var_A + var_B + 2τ²) times Student's quantile, else `detectable_change` of its samples; inf when its
-    samples are too few for any."""
-    if r.sd is not None:
-        return math.expm1(float(stats.t.isf(threshold / 2, r.dof)) * r.sd)
-    if r.samples:
-        return detectable_change(r.samples[0], r.samples[1], threshold)
-    return math.inf
+    """The smallest relative change row r's test flags at p < threshold: B's samples scaled by 1 + d move the
+    log change by log(1 + d) and leave the spread alone, so d = exp(t-quantile · sd) - 1; inf when the row has
+    too few samples to be tested."""
+    if r.sd is None:
+        return math.inf
+    return math.expm1(float(stats.t.isf(threshold / 2, r.dof)) * r.sd)
 
 
 def _judge(rows: list[Row], alpha: float, min_effect: float) -> int:
@@ -347,9 +322,9 @@ def compare(a: dict, b: dict, alpha: float = ALPHA, min_effect: float = MIN_EFFE
              "same machine" if same_machine else
              "different machines: only ratios and counts are judged; absolute times compare the hardware",
              f"rule: a ratio changed when its test gives p < {alpha:g}/{m} (Bonferroni)"
-             + (f" and it moved >= {min_effect:.0%}" if min_effect else "") + "; c and T(n)/T(1): Mann-Whitney "
-             f"on the samples; speedups: per prompt, with the between-run term τ = {_tau(a, b):.1%}; a count "
-             "changed when it differs at all", ""]
+             + (f" and it moved >= {min_effect:.0%}" if min_effect else "") + "; a t-test on the log change "
+             f"(c and T(n)/T(1): of the medians; speedups: per prompt) with the between-run term τ = "
+             f"{_tau(a, b):.1%}; a count changed when it differs at all", ""]
     for side, doc in (("A", a), ("B", b)):
         floor = doc.get("noise_floor")
         if floor:
@@ -387,9 +362,8 @@ def _tau(a: dict, b: dict) -> float:
 def _why(r: Row) -> str:
     if r.kind == "count":
         return f"{_fmt(r.a)} -> {_fmt(r.b)} (exact given the seed: a change in behaviour)"
-    what = "per-prompt mean" if r.sd is not None else "median"
-    test = "t-test" if r.sd is not None else "Mann-Whitney"
-    return f"{what} {_fmt(r.a)} -> {_fmt(r.b)} ({r.change:+.1%}), {test} p = {r.p:.1e}"
+    what = "per-prompt mean" if r.name.endswith("speedup") else "median"
+    return f"{what} {_fmt(r.a)} -> {_fmt(r.b)} ({r.change:+.1%}), t-test p = {r.p:.1e}"
 
 
 def _fmt(x: float) -> str:

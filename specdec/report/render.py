@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from specdec.report.render_trees import _chains, _median, best_exact, passes_exactness, tree_acceptance, tree_costs
 from specdec.measure.overhead import CAME_BACK, OLD_ROUND, known, scope_cells, scope_header
+from specdec.measure.machine_record import MIN_CALIBRATIONS
 from specdec.report.markdown import config_cell, config_label, row_name, spread, table, verdict, words
 
 PREDICTION_TOLERANCE = 0.05  # the refined model, before the run and as accounting, is held to 5 %
@@ -444,9 +445,9 @@ def _between_note(br: dict | None) -> str:
     if not br or br.get("source") == "off":
         return ", and no between-run term (--between-run off)"
     if br.get("source") == "default":
-        return (f", and a default between-run term in quadrature too (τ = {br['tau']:.1%}): this machine has no "
-                "recorded calibration yet, and a re-run meets another state of it; `specdec report --repeat 2` "
-                "records this machine's own")
+        return (f", and a default between-run term in quadrature too (τ = {br['tau']:.1%}): this machine has "
+                f"{br.get('calibrations', 0)} recorded calibration(s), fewer than the {MIN_CALIBRATIONS} its own term "
+                "needs, and a re-run meets another state of it; `specdec report --repeat 2` records one")
     if br.get("source") == "none":  # a report made before the default existed
         return (", and no between-run term yet: this machine has no recorded calibration, so a change of its state "
                 "between runs is not covered (`specdec report --repeat 2` records one)")
