@@ -166,7 +166,7 @@ def _calibration(docs: list[dict], out, record: bool) -> int:
                 "date": a["machine"].get("date"), "commit": a["machine"].get("commit"),
                 "quick": a["settings"].get("quick"), **cov["between_run"]})
         entries = machine_record.load(machine)
-        tau = machine_record.learnt(entries[-machine_record.RECENT:])
+        tau = machine_record.learnt(entries)
         later = (f"the default τ = {machine_record.DEFAULT_TAU:.1%} until it has {machine_record.MIN_CALIBRATIONS}"
                  if tau is None else f"τ = {tau:.1%}")
         models.log(f"recorded {len(covs)} calibration(s) in {path}: this machine now has {len(entries)}; later reports "

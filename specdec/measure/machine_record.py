@@ -145,6 +145,6 @@ def resolve(setting: str | None, machine: dict) -> dict:
 
 
 def learnt(entries: list[dict]) -> float | None:
-    """The τ a record gives once it has MIN_CALIBRATIONS calibrations (`quantile` of the recent ones); None
+    """The τ a record gives once it has MIN_CALIBRATIONS calibrations (`quantile` of the RECENT latest); None
     before, while reports take DEFAULT_TAU."""
     return quantile(entries) if len(entries) >= MIN_CALIBRATIONS else None

@@ -347,8 +347,9 @@ class _Session:
         if probs:
             b.bind_output("probs", "cpu", 0, np.float32, [1, T, V], self.probs.ctypes.data)
 
-    def _lengths(self, T: int, pos: int) -> None:
-        self.positions[0, :T] = self.arange[pos : pos + T]
+    def _lengths(self, T: int, pos: int, positions: np.ndarray | None = None) -> None:
+        """Write the T positions (pos.. in order, or a tree's `positions`) and the two lengths GQA reads."""
+        self.positions[0, :T] = self.arange[pos : pos + T] if positions is None else positions
         self.seqlens[0] = pos + T - 1
         self.total[()] = pos + T
 
@@ -400,9 +401,7 @@ class _Session:
         session, b = self.tree_session
         T = ids.shape[1]
         self.ids[0, :T] = ids[0]
-        self.positions[0, :T] = positions[0]
-        self.seqlens[0] = pos + T - 1
-        self.total[()] = pos + T
+        self._lengths(T, pos, positions[0])
         bias = np.ascontiguousarray(bias, dtype=np.float32)  # (T, pos + T): already so from `attention_lean`
         self._bind_t(b, T, probs=False)
         b.bind_input("bias", "cpu", 0, np.float32, [1, 1, T, pos + T], bias.ctypes.data)

@@ -17,9 +17,10 @@ What is judged, and how:
     more than their samples show (on the development VM a stratified speedup moved 1.1-2.6 % between
     back-to-back quick reports, 1.2-2.8x its within-run standard error, and a T(5)/T(1) moved 14 % between
     two quick reports in a noisy stretch: Mann-Whitney on their samples, the earlier rule, gave p = 7e-4).
-    A row with too few samples to be tested is said so, not judged; one that moved 5 % without the test's support is called
-    inconclusive (exit 0). Every tested row also says what its verdict rules out: the smallest change the
-    rule would have flagged given the two sides' noise, so "same" reads "same (would have caught >= 9 %)".
+    A row with too few samples to be tested is said so, not judged; one that moved 5 % without the test's
+    support is called inconclusive (exit 0). Every tested row also says what its verdict rules out: the
+    smallest change the rule would have flagged given the two sides' noise, so "same" reads "same (would have
+    caught >= 9 %)".
   * Counts -- acceptance and target passes per draft x k -- are exact given the seed: any difference is a
     change in behaviour.
   * Absolute times (target pass, verify passes, a drafted character) are printed as information only:
@@ -173,7 +174,7 @@ def _tested(row: Row, diff: float, va: float, vb: float, tau: float, dofs: tuple
 
 def _rows(a: dict, b: dict) -> list[Row]:
     ca, cb = a["costs"], b["costs"]
-    tau = max(between_run(a), between_run(b))
+    tau = _tau(a, b)
     rows = [Row("target pass (us)", _need(a, "A", "costs", "target_pass_us"),
                 _need(b, "B", "costs", "target_pass_us"), "info")]
     verify_a = _need(a, "A", "costs", "verify_ratio_samples")
@@ -241,8 +242,8 @@ def stratified(groups: dict, keys: list) -> tuple[float, float] | None:
 def _speedup_row(name: str, ra: dict, rb: dict, tau: float) -> Row:
     """A speedup row judged per prompt (`stratified`) with both reports' between-run term τ: log(B / A) over
     √(var_A + var_B + 2τ²), against Student's t with Welch-Satterthwaite's degrees of freedom (a quick report's
-    handful of pairs per prompt makes the normal quantile too bold while the variances dominate). The figures shown are each side's
-    stratified (geometric) mean."""
+    handful of pairs per prompt makes the normal quantile too bold while the variances dominate). The figures
+    shown are each side's stratified (geometric) mean."""
     ga, gb = _strata(ra, "A"), _strata(rb, "B")
     keys = [k for k in ga if k in gb]
     sa, sb = stratified(ga, keys), stratified(gb, keys)
@@ -356,6 +357,7 @@ def compare(a: dict, b: dict, alpha: float = ALPHA, min_effect: float = MIN_EFFE
 
 
 def _tau(a: dict, b: dict) -> float:
+    """The between-run term a comparison of A and B counts: the larger of the two reports' (`between_run`)."""
     return max(between_run(a), between_run(b))
 
 
