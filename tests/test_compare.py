@@ -298,3 +298,37 @@ def test_a_report_alone_says_what_a_comparison_against_it_could_see():
     again = compare._ratio_row("int8 c", c, c, compare.between_run(doc))
     assert got["int8 c"] == compare._detectable(again, compare.ALPHA / len(rows))
     assert compare.detectable({"costs": {}}) == {}  # an old report without the per-sample keys
+
+
+def test_the_speedup_change_is_split_over_the_cost_terms():
+    from specdec.report.compare_terms import split
+
+    # 10 passes and 30 drafted characters: A spends 10*250 + 30*10 = 2800 us, B (the draft twice as slow) 3100
+    s = split((10, 30), {"step": 200, "round": 250, "draft_char": 10}, {"step": 200, "round": 250, "draft_char": 20})
+    assert s["step"] == 0 and s["round"] == pytest.approx(0.0)
+    assert s["draft"] == pytest.approx(-math.log(3100 / 2800))
+    assert s["accounted"] == pytest.approx(-math.log(3100 / 2800))
+    # both moved: the round's and the draft's shares average the two orders, and add up to the whole
+    s = split((10, 30), {"step": 200, "round": 250, "draft_char": 10}, {"step": 220, "round": 300, "draft_char": 20})
+    whole = math.log(220 / 200) - math.log((10 * 300 + 30 * 20) / 2800)
+    assert s["accounted"] == pytest.approx(whole)
+    assert s["round"] == pytest.approx(-0.5 * (math.log(3300 / 2800) + math.log(3600 / 3100)))
+
+
+def test_compare_says_which_term_moved_a_speedup():
+    from pathlib import Path
+
+    from specdec.report.compare_terms import explain
+
+    a = json.loads((Path(__file__).parent.parent / "docs" / "example-report" / "report.json").read_text())
+    b = copy.deepcopy(a)
+    row = next(r for r in b["speedup"] if r["draft"] == "ngram" and r["k"] == 4 and not r.get("tree"))
+    row["terms_us"]["draft_char"] *= 2
+    row["measured"] *= 0.9
+    lines = explain(a, b)
+    assert len(lines) == 1 and lines[0].startswith("ngram k=4: speedup ")
+    assert "(-10.0%)" in lines[0] and "target step" in lines[0] and "round" in lines[0]
+    # the draft's share is the only term that moved: step and round account for nothing
+    assert f"({0.0:+.1%}), round" in lines[0]
+    next(r for r in b["acceptance"] if r["draft"] == "ngram" and r["k"] == 4 and not r.get("tree"))["drafted"] += 1
+    assert "behaviour changed" in explain(a, b)[0]

@@ -15,7 +15,10 @@ from specdec.model.backends import KNOWN
 from specdec.model.hf import DTYPES
 from specdec.report.compare import MIN_EFFECT
 
-DESCRIPTION = ("The `specdec` command: train, info, generate, verify, report, calibrate, compare, overhead, "
+AB_BUDGET = 120.0  # `specdec ab`'s default seconds
+AB_PAIRS = 8  # ... and worker pairs
+
+DESCRIPTION = ("The `specdec` command: train, info, generate, verify, report, calibrate, compare, ab, overhead, "
                "export-hf.")
 
 
@@ -146,6 +149,29 @@ def _compare_args(p: argparse.ArgumentParser) -> None:
                    f"change worth a verdict on top of the test (default {MIN_EFFECT:g}: every significant change)")
 
 
+def _ab_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("a", nargs="?", default=None, help="the baseline revision (anything git rev-parse takes)")
+    p.add_argument("b", nargs="?", default=None, help="the revision judged against it")
+    p.add_argument("--a-path", default=None, metavar="DIR", help="a source tree for A instead of a revision")
+    p.add_argument("--b-path", default=None, metavar="DIR", help="a source tree for B instead of a revision")
+    _backend(_checkpoint(p))
+    p.add_argument("--drafts", "--draft", dest="drafts", nargs="+", action="extend", default=None,
+                   help="drafts whose rows are timed (default bigram ngram; prompt-lookup for an hf: target)")
+    p.add_argument("--ks", nargs="+", type=int, default=None, help="k values (default 2 4)")
+    p.add_argument("--budget", type=float, default=AB_BUDGET, help=f"seconds for the whole run (default "
+                   f"{AB_BUDGET:g}); each worker pair gets an equal share")
+    p.add_argument("--pairs", type=int, default=AB_PAIRS, help=f"fresh worker pairs (default {AB_PAIRS}): the "
+                   "independent units the intervals count")
+    p.add_argument("--cpu", default=None, help="the one CPU both workers of a pair are pinned to (default the "
+                   "highest-numbered one allowed)")
+    p.add_argument("--chars", type=int, default=80, help="characters (tokens) per generation row (default 80)")
+    p.add_argument("--prompt", default="ROMEO:")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--temperature", type=float, default=1.0, help="0 is greedy")
+    p.add_argument("--threads", type=int, default=1, help="torch and BLAS threads in the workers (recorded)")
+    p.add_argument("--json", action="store_true", help="the result as one JSON document on stdout")
+
+
 def _overhead_args(p: argparse.ArgumentParser) -> None:
     _backend(_checkpoint(p), all_=True)
     p.add_argument("--threads", type=int, default=1, help="torch threads while measuring (recorded)")
@@ -168,6 +194,8 @@ SUBCOMMANDS = [
     ("calibrate", "coverage of a `report --repeat N` folder's reports, and record this machine's between-run "
      "spread from them; exit 1 if calibration does not hold", _calibrate_args),
     ("compare", "compare two report.json files; exit 1 if anything got worse", _compare_args),
+    ("ab", "did revision B make anything slower than A? both timed in one alternated run; exit 1 if worse",
+     _ab_args),
     ("overhead", "the target pass against its roofline floor, and where the time goes", _overhead_args),
     ("export-hf", "write the shipped target and small draft as transformers (GPT-2, safetensors) folders",
      _export_hf_args),

@@ -39,6 +39,7 @@ import numpy as np
 from scipy import stats
 
 from specdec.measure import machine_record
+from specdec.report import compare_terms
 from specdec.report.markdown import config_label
 
 REQUIRED = ("machine", "settings", "costs", "acceptance", "speedup")
@@ -337,6 +338,11 @@ def compare(a: dict, b: dict, alpha: float = ALPHA, min_effect: float = MIN_EFFE
         det = "" if r.detectable is None else "never" if math.isinf(r.detectable) else f"{r.detectable:.1%}"
         verdict = r.verdict or "(information)"
         lines.append(f"{r.name:34} {_fmt(r.a):>10} {_fmt(r.b):>10} {_ratio(r.a, r.b):>7} {p:>8} {det:>8}  {verdict}")
+    why = compare_terms.explain(a, b)
+    if why:
+        lines += ["", "why the speedups moved (accounting: the counts are exact given the seeds, so "
+                  + ("across machines " if not same_machine else "") + "a speedup's change is in its cost terms; "
+                  "each term's share of it, in speedup):"] + [f"  {line}" for line in why]
     worse = {r.name: _why(r) for r in rows if r.verdict == "WORSE"}
     better = [r.name for r in rows if r.verdict == "better"]
     unsure = [f"{r.name} ({r.change:+.0%})" for r in rows if r.verdict.endswith("not significant")]

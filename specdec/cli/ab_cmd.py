@@ -1,0 +1,74 @@
+"""`specdec ab A B`: did B make anything slower than A? Checks, the run, the verdicts (exit 1 when a row got worse)."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+
+from specdec.cli import models
+from specdec.cli.checks import UsageError, at_least, temperature_arg
+
+DEFAULT_DRAFTS = ("bigram", "ngram")  # the shipped target's; an hf: target's default is prompt-lookup
+DEFAULT_KS = (2, 4)
+MAX_BUDGET = 3600.0
+
+
+def _cpu(text: str | None) -> int:
+    """One CPU both workers of every pair run on: --cpu, else the highest-numbered one this process may use
+    (CPU 0 takes most of the machine's interrupts)."""
+    allowed = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+    if not allowed:
+        raise UsageError("specdec ab pins its workers to one CPU, which this platform cannot do (Linux only)")
+    if text is None:
+        return allowed[-1]
+    if not text.isdigit() or int(text) not in allowed:
+        raise UsageError(f"--cpu {text!r}: one CPU this process may use (allowed: {', '.join(map(str, allowed))})")
+    return int(text)
+
+
+def _check(args) -> tuple[dict, int]:
+    """Every option checked before a worktree or a worker exists; the workers' config and the CPU."""
+    if (args.a is None) != (args.a_path is not None) or (args.b is None) != (args.b_path is not None):
+        raise UsageError("give each side once: a revision (A, B) or a folder (--a-path DIR, --b-path DIR); got "
+                         f"A={args.a or args.a_path}, B={args.b or args.b_path}")
+    if not (math.isfinite(args.budget) and 0 < args.budget <= MAX_BUDGET):
+        raise UsageError(f"--budget must be seconds in (0, {MAX_BUDGET:g}], got {args.budget}")
+    at_least("--pairs", args.pairs, 2)
+    at_least("--chars", args.chars, 2)
+    at_least("--threads", args.threads, 1)
+    at_least("--seed", args.seed, 0)
+    temperature_arg(args.temperature)
+    ks = models.ks_arg(args.ks, DEFAULT_KS)
+    spec = models.target_spec(args)
+    if models.is_hf(spec) and not os.path.isdir(spec[len("hf:"):]) and not args.allow_download:
+        raise UsageError(f"--target {spec}: no such folder (specdec ab loads a local Hugging Face folder)")
+    drafts = args.drafts or (["prompt-lookup"] if models.is_hf(spec) else list(DEFAULT_DRAFTS))
+    models.check_draft_names(drafts)
+    config = {"target": spec, "backend": models.backend_name(args), "dtype": args.dtype, "drafts": drafts,
+              "ks": ks, "chars": args.chars, "prompt": args.prompt, "seed": args.seed,
+              "temperature": args.temperature, "threads": args.threads}
+    return config, _cpu(args.cpu)
+
+
+def cmd_ab(args) -> int:
+    from specdec.measure import ab
+    from specdec.measure.ab_sources import SourceError, sources
+    from specdec.report import ab_render
+
+    config, cpu = _check(args)
+    try:
+        with sources(args.a, args.b, args.a_path, args.b_path) as (a, b):
+            models.log(f"specdec ab: A = {a.name}, B = {b.name}; {args.pairs} worker pairs on CPU {cpu}, "
+                       f"budget {args.budget:g} s")
+            try:
+                run = ab.measure(a, b, config, args.budget, args.pairs, cpu, progress=models.log)
+            except ab.WorkerError as exc:
+                print(f"specdec ab: a worker failed before anything was measured: {exc}", file=sys.stderr)
+                return 1
+            doc = ab_render.document(run, a, b, cpu)
+    except SourceError as exc:
+        raise UsageError(str(exc)) from None
+    print(json.dumps(doc, indent=2) if args.json else ab_render.text(doc))
+    return 1 if doc["worse"] or not doc["complete"] else 0

@@ -1,0 +1,236 @@
+"""`specdec ab`: two revisions timed in one run, sample by sample, in pairs of fresh worker processes.
+
+The method (docs/ab.md):
+  * Each revision runs in worker processes of the current environment with its source first on the path
+    (`ab_worker.py`, the method, which calls only the revision's public API). A *worker pair* is one A worker
+    and one B worker, started fresh with hash seeds of their own: a process carries its own bias (address-space
+    layout, hash seed), so the pairs, not the samples, are the independent units the interval counts.
+  * Both workers of a pair are pinned to one CPU and take turns: only one runs at any moment, and the two see
+    the same stretch of the machine's state within milliseconds. A sample is `number` back-to-back calls of a
+    row (about SAMPLE_SECONDS, the number fixed for the whole run so both sides do the same work).
+  * Per row a block is A B B A or B A A B (a coin per block), giving two adjacent (A, B) samples; the row's
+    statistic is log(B / A) of each. Rows take turns in a random order per sweep, so a burst of outside load
+    touches one block of many rows rather than many blocks of one.
+  * Sweeps fill each pair's share of the budget; the pairs' estimates go to `ab_stats`.
+
+Workers set their threads (torch and BLAS) and keep the garbage collector out of a sample. The parent only
+waits on pipes while a worker times.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import select
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from specdec.measure.ab_sources import Source
+
+WORKER = Path(__file__).with_name("ab_worker.py")
+SAMPLE_SECONDS = 0.015  # one sample: a few to a few tens of milliseconds
+MIN_SWEEPS = 2  # every pair times every row at least this often (two blocks: four (A, B) samples)
+SETUP_TIMEOUT = 600.0  # seconds a worker may take to import and build its rows (an hf: model loads here)
+
+
+class WorkerError(RuntimeError):
+    """A worker died, hung, or answered with an error (its traceback is in the message)."""
+
+
+class Worker:
+    """One worker process of one revision, spoken to in JSON lines."""
+
+    def __init__(self, source: Source, hash_seed: int, log_dir: str):
+        env = dict(os.environ, PYTHONHASHSEED=str(hash_seed), PYTHONDONTWRITEBYTECODE="1")
+        env["PYTHONPATH"] = os.pathsep.join([source.path] + [p for p in [os.environ.get("PYTHONPATH")] if p])
+        self.source = source
+        self.log = Path(log_dir) / f"{source.label}-{hash_seed}.log"
+        with open(self.log, "w") as err:
+            self.proc = subprocess.Popen([sys.executable, str(WORKER)], stdin=subprocess.PIPE,
+                                         stdout=subprocess.PIPE, stderr=err, text=True, env=env,
+                                         start_new_session=True)  # Ctrl-C reaches the parent, which ends it
+
+    def send(self, req: dict) -> None:
+        try:
+            self.proc.stdin.write(json.dumps(req) + "\n")
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError):
+            raise WorkerError(self._died()) from None
+
+    def receive(self, timeout: float) -> dict:
+        ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
+        if not ready:
+            raise WorkerError(f"worker {self.source.label} ({self.source.name}) gave no answer in {timeout:.0f} s")
+        line = self.proc.stdout.readline()
+        if not line:
+            raise WorkerError(self._died())
+        answer = json.loads(line)
+        if "error" in answer:
+            raise WorkerError(f"worker {self.source.label} ({self.source.name}) failed:\n{answer['error']}")
+        return answer
+
+    def ask(self, req: dict, timeout: float = 120.0) -> dict:
+        self.send(req)
+        return self.receive(timeout)
+
+    def _died(self) -> str:
+        self.proc.poll()
+        tail = self.log.read_text()[-2000:] if self.log.exists() else ""
+        return f"worker {self.source.label} ({self.source.name}) exited ({self.proc.returncode}):\n{tail}"
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                self.send({"op": "exit"})
+                self.proc.wait(timeout=5)
+            except (WorkerError, subprocess.TimeoutExpired):
+                self.proc.kill()
+                self.proc.wait()
+        for stream in (self.proc.stdin, self.proc.stdout):
+            stream.close()
+
+
+@dataclass
+class Run:
+    """What one `specdec ab` run measured, before statistics: per row and worker pair, the log(B / A) of each
+    adjacent pair of samples, and every sample's seconds per call on each side."""
+
+    config: dict
+    rows: dict = field(default_factory=dict)  # name -> {"a": setup answer row, "b": ...}
+    numbers: dict = field(default_factory=dict)  # name -> calls per sample
+    logs: dict = field(default_factory=dict)  # name -> [[log(B/A), ...] per pair]
+    seconds: dict = field(default_factory=dict)  # name -> {"a": [...], "b": [...]}
+    pairs: list = field(default_factory=list)  # per pair: both workers' info, sweeps, setup seconds
+    complete: bool = True
+    error: str = ""  # why the run stopped early (complete False)
+    warnings: list = field(default_factory=list)
+    elapsed: float = 0.0
+
+
+def _setup_pair(a: Source, b: Source, config: dict, seeds: tuple[int, int], log_dir: str) -> tuple:
+    """Start both workers and build their rows side by side (unpinned: the two set up on both cores)."""
+    workers = (Worker(a, seeds[0], log_dir), Worker(b, seeds[1], log_dir))
+    try:
+        for w in workers:
+            w.send({"op": "setup", "config": {**config, "source": w.source.path}})
+        answers = tuple(w.receive(SETUP_TIMEOUT) for w in workers)
+    except BaseException:
+        for w in workers:
+            w.close()
+        raise
+    return workers, answers
+
+
+def _block(wa: Worker, wb: Worker, row: str, number: int, a_first: bool) -> tuple[list[float], list[float]]:
+    """A B B A (or B A A B): four samples; returns (A's seconds, B's seconds), adjacent ones at equal index."""
+    order = [wa, wb, wb, wa] if a_first else [wb, wa, wa, wb]
+    t = [w.ask({"op": "time", "row": row, "number": number})["t"] for w in order]
+    return ([t[0], t[3]], [t[1], t[2]]) if a_first else ([t[1], t[2]], [t[0], t[3]])
+
+
+def _sweep(run: Run, wa: Worker, wb: Worker, rows: list[str], rng: np.random.Generator, record: bool) -> None:
+    for row in rng.permutation(rows):
+        ta, tb = _block(wa, wb, str(row), run.numbers[row], bool(rng.random() < 0.5))
+        if record:
+            run.logs[row][-1] += [math.log(y / x) for x, y in zip(ta, tb)]
+            run.seconds[row]["a"] += ta
+            run.seconds[row]["b"] += tb
+
+
+def _first_pair(run: Run, answers: tuple[dict, dict], wa: Worker) -> list[str]:
+    """Rows both revisions can time; each row's calls per sample, fixed for the run from A's first worker."""
+    ra, rb = answers[0]["rows"], answers[1]["rows"]
+    for name in dict.fromkeys([*ra, *rb]):
+        run.rows[name] = {"a": ra.get(name, {"ok": False, "reason": "no such row"}),
+                          "b": rb.get(name, {"ok": False, "reason": "no such row"})}
+    timed = [n for n, r in run.rows.items() if r["a"]["ok"] and r["b"]["ok"]]
+    for name in timed:
+        run.numbers[name] = wa.ask({"op": "number", "row": name, "seconds": SAMPLE_SECONDS})["number"]
+        run.logs[name], run.seconds[name] = [], {"a": [], "b": []}
+    return timed
+
+
+def measure(a: Source, b: Source, config: dict, budget: float, pairs: int, cpu: int,
+            progress: Callable[[str], None] = lambda line: None, seed: int | None = None,
+            clock: Callable[[], float] = time.monotonic) -> Run:
+    """Time A against B: `pairs` worker pairs, each pinned to `cpu`, sweeping every row until its share of
+    `budget` seconds is spent (at least MIN_SWEEPS recorded sweeps). An interrupt ends the workers and
+    propagates; a worker that fails in the first pair raises WorkerError, in a later pair ends the run with
+    what was measured, marked incomplete."""
+    start = clock()
+    rng = np.random.default_rng(seed)
+    run = Run(config)
+    timed: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="specdec-ab-logs-") as log_dir:
+        for p in range(pairs):
+            share = (start + budget - clock()) / (pairs - p)
+            t0 = clock()
+            seeds = tuple(int(s) for s in rng.integers(1, 2**31, size=2))
+            (wa, wb), answers = _setup_pair(a, b, config, seeds, log_dir)
+            try:
+                if p == 0:
+                    timed = _first_pair(run, answers, wa)
+                _check_facts(run, answers, p)
+                for w in (wa, wb):
+                    w.ask({"op": "pin", "cpu": cpu})
+                setup = clock() - t0
+                for row in timed:
+                    run.logs[row].append([])
+                _sweep(run, wa, wb, timed, rng, record=False)  # warm-up, pinned
+                sweeps, s0 = 0, clock()
+                while timed and (sweeps < MIN_SWEEPS or clock() + (clock() - s0) / sweeps < t0 + share):
+                    _sweep(run, wa, wb, timed, rng, record=True)
+                    sweeps += 1
+                run.pairs.append({"a": _info(answers[0]), "b": _info(answers[1]), "sweeps": sweeps,
+                                  "setup_seconds": round(setup, 2)})
+                if p == 0:
+                    _check_budget(run, budget - (clock() - start), pairs, setup, (clock() - s0) / sweeps, progress)
+                progress(f"pair {p + 1}/{pairs}: {sweeps} sweeps of {len(timed)} rows, "
+                         f"{max(0.0, start + budget - clock()):.0f} s of the budget left")
+            except WorkerError as exc:
+                if p == 0:  # nothing measured yet: the failure is the answer
+                    raise
+                run.complete, run.error = False, str(exc)
+                progress(f"pair {p + 1}/{pairs} failed; stopping with {p} pair(s) measured")
+                break
+            finally:
+                wa.close()
+                wb.close()
+    run.elapsed = clock() - start
+    return run
+
+
+def _check_budget(run: Run, left: float, pairs: int, setup: float, sweep: float, progress) -> None:
+    """After the first pair: warn when the rest of the budget cannot give every later pair its start-up and
+    MIN_SWEEPS + 1 sweeps (the run then goes over its budget), naming the budget that would."""
+    need = setup + (MIN_SWEEPS + 2) * sweep  # start-up, a warm-up sweep and the recorded ones
+    if left < (pairs - 1) * need:
+        line = (f"the budget is too small for {pairs} worker pairs of {len(run.logs)} rows here: a pair needs "
+                f"about {need:.0f} s (start-up {setup:.0f} s, a sweep {sweep:.1f} s); give --budget "
+                f"{math.ceil(pairs * need)} or fewer rows; this run goes over its budget")
+        run.warnings.append(line)
+        progress(f"warning: {line}")
+
+
+def _info(answer: dict) -> dict:
+    return {k: answer.get(k) for k in ("pid", "hash_seed", "clock", "threads", "version")}
+
+
+def _check_facts(run: Run, answers: tuple[dict, dict], p: int) -> None:
+    """Every pair's workers must report the facts of the first pair's (deterministic given the seed): a
+    difference within one revision means its generation is not deterministic, so no comparison holds."""
+    for side, answer in zip(("a", "b"), answers):
+        for name, row in answer["rows"].items():
+            first = run.rows.get(name, {}).get(side, {})
+            if row.get("facts") != first.get("facts"):
+                raise WorkerError(f"row {name!r}: revision {side.upper()} gave other exact figures in worker "
+                                  f"pair {p + 1} than in pair 1 ({row.get('facts')} against {first.get('facts')})"
+                                  ": its generation is not deterministic given the seed")

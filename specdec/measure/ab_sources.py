@@ -1,0 +1,108 @@
+"""The two source trees `specdec ab` measures: git revisions checked out as temporary worktrees, or given folders.
+
+A revision is checked out with `git worktree add --detach` into a temporary folder outside the user's checkout
+(nothing is written into the checkout itself; git records the worktree in its own metadata and forgets it
+when the folder is removed), and removed again when the run ends, an interrupt or an error included.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+
+class SourceError(ValueError):
+    """A revision or folder that cannot be measured (bad input: one line, before any work)."""
+
+
+@dataclass(frozen=True)
+class Source:
+    label: str  # "A" or "B"
+    name: str  # what the user gave: a revision name or a folder
+    path: str  # the tree whose specdec/ package the workers import
+    commit: str | None  # the full hash for a revision (or a folder inside a git checkout), else None
+
+
+def _git(args: list[str], cwd: str | Path) -> str:
+    out = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True)
+    if out.returncode:
+        said = (out.stderr or out.stdout).strip()
+        raise SourceError(said.splitlines()[-1] if said else f"git {' '.join(args)} failed")
+    return out.stdout.strip()
+
+
+def repo_root(cwd: str | Path = ".") -> Path:
+    """The top of the git checkout around `cwd`; SourceError outside one."""
+    if shutil.which("git") is None:
+        raise SourceError("specdec ab A B needs git on PATH (or give two source trees: --a-path DIR --b-path DIR)")
+    try:
+        return Path(_git(["rev-parse", "--show-toplevel"], cwd))
+    except SourceError:
+        raise SourceError(f"{Path(cwd).absolute()} is not inside a git checkout: run specdec ab there, or give "
+                          "two source trees with --a-path DIR --b-path DIR") from None
+
+
+def resolve(root: Path, rev: str) -> str:
+    """The commit a revision name stands for; SourceError naming it when git does not know it."""
+    try:
+        return _git(["rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}"], root)
+    except SourceError:
+        raise SourceError(f"revision {rev!r} is not a commit in {root} (any name git rev-parse takes: "
+                          "a branch, a tag, HEAD~1, a hash)") from None
+
+
+def check_tree(option: str, path: str) -> str:
+    """A folder holding a specdec package (specdec/__init__.py); its absolute path."""
+    p = Path(path).absolute()
+    if not (p / "specdec" / "__init__.py").is_file():
+        raise SourceError(f"{option} {path}: not a specdec source tree (no specdec/__init__.py in it)")
+    return str(p)
+
+
+def _folder_commit(path: str) -> str | None:
+    try:
+        return _git(["rev-parse", "HEAD"], path)
+    except (SourceError, OSError):
+        return None
+
+
+@contextlib.contextmanager
+def sources(a: str | None, b: str | None, a_path: str | None = None, b_path: str | None = None,
+            cwd: str | Path = ".") -> Iterator[tuple[Source, Source]]:
+    """(A, B) ready to import from; revisions are checked out for the block and removed after it.
+
+    Everything that can be refused is checked before any checkout: the revisions resolve, the folders hold a
+    package."""
+    given = {"A": (a, a_path), "B": (b, b_path)}
+    root = None
+    plan = {}
+    for label, (rev, path) in given.items():
+        if path is not None:
+            plan[label] = Source(label, path, check_tree(f"--{label.lower()}-path", path), _folder_commit(path))
+        else:
+            root = root or repo_root(cwd)
+            plan[label] = Source(label, rev, "", resolve(root, rev))
+    with tempfile.TemporaryDirectory(prefix="specdec-ab-") as tmp:
+        made: list[Path] = []
+        try:
+            for label, src in plan.items():
+                if src.path:
+                    continue
+                where = Path(tmp) / label
+                _git(["worktree", "add", "--detach", "--quiet", str(where), src.commit], root)
+                made.append(where)
+                plan[label] = Source(label, src.name, str(where), src.commit)
+                if not (where / "specdec" / "__init__.py").is_file():
+                    raise SourceError(f"revision {src.name!r} ({src.commit[:10]}) has no specdec package")
+            yield plan["A"], plan["B"]
+        finally:
+            for where in made:
+                subprocess.run(["git", "worktree", "remove", "--force", str(where)], cwd=root,
+                               capture_output=True)
+            if made:
+                subprocess.run(["git", "worktree", "prune"], cwd=root, capture_output=True)

@@ -1,0 +1,90 @@
+"""The statistics of `specdec ab`: per row, the change B/A with a 95 % interval and a family-wise verdict.
+
+Within a worker pair, a row's log(B / A) samples are summarised by their 20 % trimmed mean (robust to the
+heavy tails of a shared machine: 5-95 % of adjacent samples lie within ±25 % here, and a mean would follow the
+few samples a burst lands on). Across the P pairs those estimates are independent -- each pair is two fresh
+processes -- so the row's change is their mean, its standard error their spread over √P, and Student's t with
+P - 1 degrees of freedom gives the interval and the test. Per-process bias (layout, hash seed) is therefore
+inside the interval, not assumed away.
+
+The verdict controls the false-alarm rate over all rows of a run: a row is worse (better) when its two-sided
+test gives p < ALPHA / m, m the rows tested (Bonferroni). "same" comes with the smallest change that test
+would have flagged, exp(t · se) - 1 at the same threshold (`detectable`).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy import stats
+
+ALPHA = 0.01  # family-wise false-alarm rate over a run's rows
+TRIM = 0.2  # fraction cut from each end of a pair's log ratios before averaging
+
+
+def pair_estimates(logs: list[list[float]]) -> np.ndarray:
+    """Each worker pair's trimmed mean of its log(B / A) samples (pairs without samples left out)."""
+    return np.asarray([stats.trim_mean(x, TRIM) for x in logs if len(x)], dtype=float)
+
+
+def row_test(logs: list[list[float]], m: int, alpha: float = ALPHA) -> dict:
+    """A row's change and verdict from its pairs' log ratios; m the rows tested in the run."""
+    est = pair_estimates(logs)
+    out = {"pairs": len(est), "samples": int(sum(len(x) for x in logs))}
+    if len(est) < 2:
+        return {**out, "change": math.expm1(float(est.mean())) if len(est) else None, "verdict": "too few pairs",
+                "p": None, "ci95": None, "detectable": math.inf}
+    mean, se, dof = float(est.mean()), float(est.std(ddof=1) / math.sqrt(len(est))), len(est) - 1
+    p = float(2 * stats.t.sf(abs(mean) / se, dof)) if se > 0 else (0.0 if mean else 1.0)
+    half95 = float(stats.t.isf(0.025, dof)) * se
+    detect = math.expm1(float(stats.t.isf(alpha / m / 2, dof)) * se)
+    verdict = ("worse" if mean > 0 else "better") if p < alpha / m else "same"
+    spread = spreads(logs)
+    return {**out, "change": math.expm1(mean), "ci95": [math.expm1(mean - half95), math.expm1(mean + half95)],
+            "p": p, "verdict": verdict, "detectable": detect, "se": se, **spread}
+
+
+def spreads(logs: list[list[float]]) -> dict:
+    """How much of a row's noise is per process: the sd of single log ratios within a pair (pooled), and the sd
+    of the pairs' estimates beyond what that within-pair noise explains (a method-of-moments variance
+    component, floored at zero)."""
+    xs = [np.asarray(x, dtype=float) for x in logs if len(x) > 1]
+    if not xs:
+        return {"within_sd": None, "between_sd": None}
+    dof = sum(len(x) - 1 for x in xs)
+    within = math.sqrt(sum(float(((x - x.mean()) ** 2).sum()) for x in xs) / dof)
+    est = np.asarray([x.mean() for x in xs])
+    expected = float(np.mean([within**2 / len(x) for x in xs]))
+    between = math.sqrt(max(0.0, float(est.var(ddof=1)) - expected)) if len(est) > 1 else None
+    return {"within_sd": within, "between_sd": between}
+
+
+def judge(logs: dict[str, list[list[float]]], alpha: float = ALPHA) -> dict[str, dict]:
+    """Every row's test, with the Bonferroni divisor the number of rows."""
+    m = max(1, len(logs))
+    return {name: row_test(x, m, alpha) for name, x in logs.items()}
+
+
+def explain(name: str, tests: dict[str, dict], seconds: dict[str, dict]) -> dict | None:
+    """Which measured terms moved with an end-to-end row (accounting, after the fact).
+
+    A speculative generation is its rounds without the draft (`round D k=K`) plus the draft's proposals; the
+    draft's share s of A's generation time is (spec - round) / spec from the two rows' median seconds, and the
+    change the terms account for is (1 - s)·Δround + s·Δdraft. The passes are listed beside: the round's cost
+    is mostly its verify pass. Target-only generation is its single-position passes. None for other rows."""
+    parts = name.split()
+    if parts[0] == "target-only":
+        terms = ["pass 1"]
+    elif parts[0] == "spec" and len(parts) == 3:
+        draft, k = parts[1], int(parts[2].split("=")[1])
+        terms = [f"draft {draft}", f"round {draft} k={k}", f"verify {k + 1}", "pass 1"]
+    else:
+        return None
+    out = {"terms": {t: tests[t]["change"] for t in terms if t in tests}}
+    if parts[0] == "spec" and all(t in tests for t in terms[:2]):
+        spec, rounds = (float(np.median(seconds[n]["a"])) for n in (name, terms[1]))
+        share = min(1.0, max(0.0, (spec - rounds) / spec))
+        accounted = (1 - share) * math.log1p(tests[terms[1]]["change"]) + share * math.log1p(tests[terms[0]]["change"])
+        out.update({"draft_share": share, "accounted": math.expm1(accounted)})
+    return out

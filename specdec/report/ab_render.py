@@ -1,0 +1,115 @@
+"""`specdec ab`'s result: one JSON document (`document`) and its text (`text`).
+
+The document holds per timed row the change B/A, its 95 % interval, p, the verdict and what the run could
+have detected, each side's median seconds per call, and the spread within and between worker pairs; the
+exact figures that differ between the revisions ("behaviour changed"); the rows a revision could not time,
+with the reason; and for end-to-end rows the terms that moved with them (`ab_stats.explain`).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from specdec.measure import ab_stats
+from specdec.measure.ab import Run
+from specdec.measure.ab_sources import Source
+
+
+def _behaviour(run: Run) -> list[dict]:
+    """Rows whose exact figures (passes, drafted, accepted, text hash, greedy equality) differ from A to B."""
+    out = []
+    for name, row in run.rows.items():
+        fa, fb = row["a"].get("facts") or {}, row["b"].get("facts") or {}
+        if row["a"]["ok"] and row["b"]["ok"] and fa != fb:
+            keys = sorted(k for k in set(fa) | set(fb) if fa.get(k) != fb.get(k))
+            out.append({"row": name, "changed": {k: [fa.get(k), fb.get(k)] for k in keys}})
+    return out
+
+
+def document(run: Run, a: Source, b: Source, cpu: int, alpha: float = ab_stats.ALPHA) -> dict:
+    tests = ab_stats.judge(run.logs, alpha)
+    rows = {}
+    for name, t in tests.items():
+        secs = run.seconds[name]
+        rows[name] = {**t, "a_seconds": float(np.median(secs["a"])) if secs["a"] else None,
+                      "b_seconds": float(np.median(secs["b"])) if secs["b"] else None,
+                      "number": run.numbers[name]}
+        why = ab_stats.explain(name, tests, run.seconds)
+        if why:
+            rows[name]["why"] = why
+    unavailable = {name: {s: r[s]["reason"] for s in ("a", "b") if not r[s]["ok"]}
+                   for name, r in run.rows.items() if not (r["a"]["ok"] and r["b"]["ok"])}
+    return {
+        "a": {"name": a.name, "commit": a.commit, "path": a.path},
+        "b": {"name": b.name, "commit": b.commit, "path": b.path},
+        "config": run.config, "cpu": cpu, "alpha": alpha, "tested": len(tests),
+        "pairs": run.pairs, "complete": run.complete, "error": run.error,
+        "warnings": run.warnings, "seconds": round(run.elapsed, 1),
+        "rows": rows, "behaviour_changed": _behaviour(run), "unavailable": unavailable,
+        "worse": sorted(n for n, r in rows.items() if r["verdict"] == "worse"),
+    }
+
+
+def _pct(x: float | None) -> str:
+    return "" if x is None or not math.isfinite(x) else f"{x:+.1%}"
+
+
+def _side(s: dict) -> str:
+    return f"{s['name']} ({s['commit'][:10]})" if s.get("commit") else s["name"]
+
+
+def _why_line(name: str, row: dict, rows: dict) -> str:
+    why = row["why"]
+    terms = ", ".join(f"{t} {_pct(c)} ({rows[t]['verdict']})" for t, c in why["terms"].items())
+    line = f"  why {name} {_pct(row['change'])}: {terms}"
+    if "accounted" in why:
+        line += (f"; accounting: the draft is {why['draft_share']:.0%} of A's generation, so its terms "
+                 f"account for {_pct(why['accounted'])}")
+    return line
+
+
+def text(doc: dict) -> str:
+    cfg, pairs = doc["config"], doc["pairs"]
+    info = pairs[0]["a"] if pairs else {}
+    threads = info.get("threads") or {}
+    lines = [f"A: {_side(doc['a'])}", f"B: {_side(doc['b'])}",
+             f"{len(pairs)} worker pair(s), both workers of a pair pinned to CPU {doc['cpu']}; "
+             f"{threads.get('torch')} torch thread(s), {threads.get('blas')} BLAS thread(s), clock "
+             f"{info.get('clock')}; backend {cfg.get('backend')}, target {cfg.get('target') or 'shipped'}; "
+             f"{doc['seconds']:.0f} s",
+             f"rule: a row changed when its t-test over the worker pairs gives p < {doc['alpha']:g}/{doc['tested']} "
+             f"(Bonferroni: {doc['alpha']:.0%} family-wise); 'detects' is the smallest change that would have "
+             "been flagged", ""]
+    lines += [f"warning: {w}" for w in doc["warnings"]]
+    if not doc["complete"]:
+        lines += [f"INCOMPLETE: the run stopped early: {doc['error'].splitlines()[0] if doc['error'] else ''}", ""]
+    lines.append(f"{'row':22} {'A (us)':>10} {'B (us)':>10} {'B/A':>7} {'95% interval':>16} {'p':>8} "
+                 f"{'detects':>8}  verdict")
+    for name, r in doc["rows"].items():
+        ci = f"{_pct(r['ci95'][0])}..{_pct(r['ci95'][1])}" if r["ci95"] else ""
+        p = f"{r['p']:.1e}" if r["p"] is not None else ""
+        us = [f"{s * 1e6:.1f}" if s is not None else "" for s in (r["a_seconds"], r["b_seconds"])]
+        det = "" if not math.isfinite(r["detectable"]) else (f"{r['detectable']:.1%}" if r["detectable"] < 1
+                                                               else ">100%")
+        lines.append(f"{name:22} {us[0]:>10} {us[1]:>10} {_pct(r['change']):>7} {ci:>16} {p:>8} {det:>8}  "
+                     f"{r['verdict']}")
+    moved = [n for n, r in doc["rows"].items() if "why" in r and (r["verdict"] != "same" or any(
+        doc["rows"][t]["verdict"] != "same" for t in r["why"]["terms"]))]
+    if moved:
+        lines += ["", "what moved with the end-to-end rows:"] + [_why_line(n, doc["rows"][n], doc["rows"]) for n in moved]
+    for b in doc["behaviour_changed"]:
+        lines.append(f"behaviour changed: {b['row']}: " + ", ".join(f"{k} {v[0]} -> {v[1]}" for k, v in b["changed"].items()))
+    for name, why in doc["unavailable"].items():
+        lines.append(f"unavailable: {name}: " + "; ".join(f"{s.upper()}: {r}" for s, r in why.items()))
+    lines.append("")
+    if doc["worse"]:
+        lines.append("WORSE: " + ", ".join(f"{n} {_pct(doc['rows'][n]['change'])}" for n in doc["worse"]))
+    else:
+        finite = [min(r["detectable"], 1.0) for r in doc["rows"].values() if math.isfinite(r["detectable"])]
+        better = [n for n, r in doc["rows"].items() if r["verdict"] == "better"]
+        lines.append("no row got worse" + (f"; better: {', '.join(better)}" if better else "")
+                     + (f"; the rows would have caught {min(finite):.1%} to {max(finite):.1%}".replace("100.0%", ">100%")
+                        if finite else ""))
+    return "\n".join(lines)

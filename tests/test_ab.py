@@ -1,0 +1,251 @@
+"""`specdec ab`: the statistics by hand, the revisions' checkouts, bad input, and one real run of two trees."""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy import stats
+
+import specdec
+from specdec.cli.commands import main
+from specdec.measure import ab, ab_stats
+from specdec.measure.ab_sources import Source, SourceError, sources
+from specdec.report import ab_render
+
+PACKAGE = Path(specdec.__file__).parent
+
+
+# --- statistics ------------------------------------------------------------------------------------------
+
+
+def test_a_pairs_estimate_is_its_trimmed_mean():
+    # 10 samples, 20 % cut from each end: the two lowest and two highest go, the mean of the middle six stays
+    logs = [[-0.9, -0.5, 0.01, 0.02, 0.03, 0.03, 0.02, 0.01, 0.4, 0.8]]
+    assert ab_stats.pair_estimates(logs) == pytest.approx([(0.01 + 0.02 + 0.03 + 0.03 + 0.02 + 0.01) / 6])
+
+
+def test_row_test_is_a_t_test_over_the_pairs():
+    logs = [[0.01, 0.01], [0.03, 0.03], [0.02, 0.02]]  # pair estimates 0.01, 0.03, 0.02: mean 0.02, sd 0.01
+    se = 0.01 / math.sqrt(3)
+    t = ab_stats.row_test(logs, m=1)
+    assert t["pairs"] == 3 and t["samples"] == 6
+    assert t["change"] == pytest.approx(math.expm1(0.02))
+    assert t["p"] == pytest.approx(2 * stats.t.sf(0.02 / se, 2))
+    half = stats.t.isf(0.025, 2) * se
+    assert t["ci95"] == pytest.approx([math.expm1(0.02 - half), math.expm1(0.02 + half)])
+    assert t["detectable"] == pytest.approx(math.expm1(stats.t.isf(0.005, 2) * se))
+    assert t["verdict"] == "same"  # t = 3.46 with 2 degrees of freedom: p = 0.074
+
+
+@pytest.mark.parametrize("shift, verdict", [(0.05, "worse"), (-0.05, "better"), (0.0, "same")])
+def test_the_verdict_follows_the_sign_at_the_bonferroni_threshold(shift, verdict):
+    logs = [[shift + d, shift + d] for d in (-0.001, 0.0, 0.001, 0.0, 0.0005, -0.0005)]
+    t = ab_stats.row_test(logs, m=14)
+    assert t["verdict"] == verdict
+    assert (t["p"] < 0.01 / 14) == (verdict != "same")
+
+
+def test_bonferroni_makes_more_rows_need_a_smaller_p():
+    logs = [[0.02 + d] * 2 for d in (-0.004, 0.0, 0.004, 0.002, -0.002)]  # t = 14.1, 4 dof: p = 1.5e-4
+    assert ab_stats.row_test(logs, m=1)["verdict"] == "worse"
+    assert ab_stats.row_test(logs, m=100)["verdict"] == "same"  # 1e-4 threshold
+
+
+def test_one_pair_gives_no_verdict():
+    t = ab_stats.row_test([[0.1, 0.1, 0.1]], m=1)
+    assert t["verdict"] == "too few pairs" and t["p"] is None and math.isinf(t["detectable"])
+
+
+def test_spreads_split_within_from_between_pairs():
+    # within each pair the samples are ±0.01 around the pair's mean: within sd = sqrt(0.0002 / 1) per pair
+    logs = [[0.0, 0.02], [0.10, 0.12], [0.20, 0.22]]
+    s = ab_stats.spreads(logs)
+    assert s["within_sd"] == pytest.approx(math.sqrt(0.0002))
+    # the pair means 0.01, 0.11, 0.21 have variance 0.01; the within noise explains 0.0002 / 2 of it
+    assert s["between_sd"] == pytest.approx(math.sqrt(0.01 - 0.0001))
+
+
+def test_explain_accounts_for_a_speculative_row_by_its_terms():
+    tests = {"spec bigram k=4": {"change": 0.03}, "draft bigram": {"change": 0.10},
+             "round bigram k=4": {"change": 0.0}, "verify 5": {"change": 0.0}, "pass 1": {"change": 0.001}}
+    seconds = {"spec bigram k=4": {"a": [10.0, 10.0, 10.0]}, "round bigram k=4": {"a": [7.0, 7.0, 7.0]}}
+    why = ab_stats.explain("spec bigram k=4", tests, seconds)
+    assert why["draft_share"] == pytest.approx(0.3)
+    assert why["accounted"] == pytest.approx(math.expm1(0.3 * math.log(1.1)))
+    assert list(why["terms"]) == ["draft bigram", "round bigram k=4", "verify 5", "pass 1"]
+    assert ab_stats.explain("target-only", tests, seconds) == {"terms": {"pass 1": 0.001}}
+    assert ab_stats.explain("draft bigram", tests, seconds) is None
+
+
+# --- the document and its exit code -------------------------------------------------------------------------
+
+
+def _fake_run(shift: dict[str, float], facts_b: dict | None = None) -> ab.Run:
+    """A run whose rows moved by `shift` (log ratio) in each of five pairs, with a tiny spread."""
+    run = ab.Run({"backend": "onnx", "target": None})
+    for name, s in shift.items():
+        facts = {"target_passes": 30} if name.startswith("spec") else {}
+        run.rows[name] = {"a": {"ok": True, "reason": "", "facts": facts},
+                          "b": {"ok": True, "reason": "", "facts": (facts_b or {}).get(name, facts)}}
+        run.numbers[name] = 1
+        run.logs[name] = [[s + d, s - d] for d in (0.001, 0.002, 0.003, 0.0015, 0.0025)]
+        run.seconds[name] = {"a": [1e-3] * 10, "b": [1e-3 * math.exp(s)] * 10}
+    run.rows["draft ngram"] = {"a": {"ok": True, "reason": "", "facts": {}},
+                               "b": {"ok": False, "reason": "UnknownDraftError: no ngram", "facts": {}}}
+    run.pairs = [{"a": {"threads": {"torch": 1, "blas": 1}, "clock": "thread_time"}, "b": {}}] * 5
+    return run
+
+
+def test_the_document_names_worse_rows_behaviour_and_unavailable_ones():
+    run = _fake_run({"draft bigram": 0.09, "round bigram k=4": 0.0, "spec bigram k=4": 0.03,
+                     "verify 5": 0.0, "pass 1": 0.0}, facts_b={"spec bigram k=4": {"target_passes": 31}})
+    a, b = Source("A", "main", "/a", "a" * 40), Source("B", "HEAD", "/b", "b" * 40)
+    doc = ab_render.document(run, a, b, cpu=1)
+    assert doc["worse"] == ["draft bigram", "spec bigram k=4"]
+    assert doc["rows"]["round bigram k=4"]["verdict"] == "same"
+    assert doc["behaviour_changed"] == [{"row": "spec bigram k=4", "changed": {"target_passes": [30, 31]}}]
+    assert doc["unavailable"] == {"draft ngram": {"b": "UnknownDraftError: no ngram"}}
+    out = ab_render.text(doc)
+    assert "why spec bigram k=4 +3.0%: draft bigram +9.4% (worse), round bigram k=4 +0.0% (same)" in out
+    assert "behaviour changed: spec bigram k=4: target_passes 30 -> 31" in out
+    assert "unavailable: draft ngram: B: UnknownDraftError: no ngram" in out
+    assert out.splitlines()[-1] == "WORSE: draft bigram +9.4%, spec bigram k=4 +3.0%"
+    json.dumps(doc)  # --json writes it as it is
+
+
+@pytest.mark.parametrize("shift, code", [(0.05, 1), (0.0, 0), (-0.05, 0)])
+def test_ab_exits_1_only_when_a_row_got_worse(monkeypatch, capsys, tmp_path, shift, code):
+    monkeypatch.setattr(ab, "measure", lambda *a, **k: _fake_run({"draft bigram": shift}))
+    args = ["ab", "--a-path", str(tmp_path), "--b-path", str(tmp_path), "--budget", "1"]
+    (tmp_path / "specdec").mkdir()
+    (tmp_path / "specdec" / "__init__.py").write_text("")
+    assert main(args) == code
+    assert ("WORSE: draft bigram" in capsys.readouterr().out) == (code == 1)
+
+
+# --- bad input: one line, exit 2, before any work -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["ab", "HEAD"], "give each side once"),
+    (["ab", "HEAD", "no-such-rev-xyz"], "revision 'no-such-rev-xyz' is not a commit"),
+    (["ab", "--a-path", "/nonexistent", "--b-path", "/nonexistent"], "not a specdec source tree"),
+    (["ab", "HEAD", "HEAD", "--budget", "0"], "--budget must be seconds in (0, 3600]"),
+    (["ab", "HEAD", "HEAD", "--pairs", "1"], "--pairs must be at least 2"),
+    (["ab", "HEAD", "HEAD", "--cpu", "99"], "--cpu '99': one CPU this process may use"),
+    (["ab", "HEAD", "HEAD", "--drafts", "nope"], "unknown draft 'nope'"),
+    (["ab", "HEAD", "HEAD", "--ks", "0"], "k must be at least 1"),
+    (["ab", "HEAD", "HEAD", "--temperature", "nan"], "--temperature must be"),
+])
+def test_bad_input_is_one_line_and_exit_2(monkeypatch, capsys, argv, says):
+    monkeypatch.setattr(ab, "measure", lambda *a, **k: pytest.fail("measured despite bad input"))
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and says in err and len(err.strip().splitlines()) == 1
+
+
+# --- the checkouts --------------------------------------------------------------------------------------------
+
+
+def _git(cwd, *args) -> str:
+    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True).stdout.strip()
+
+
+@pytest.fixture
+def repo(tmp_path) -> Path:
+    """A git repository with two commits of a stand-in package."""
+    root = tmp_path / "repo"
+    (root / "specdec").mkdir(parents=True)
+    _git(root, "init", "-q")
+    for n in (1, 2):
+        (root / "specdec" / "__init__.py").write_text(f"VERSION = {n}\n")
+        _git(root, "add", "-A")
+        _git(root, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", f"v{n}")
+    return root
+
+
+def test_revisions_are_checked_out_outside_the_checkout_and_removed_after(repo):
+    before = _git(repo, "worktree", "list")
+    with sources("HEAD~1", "HEAD", cwd=repo) as (a, b):
+        assert (Path(a.path) / "specdec" / "__init__.py").read_text() == "VERSION = 1\n"
+        assert (Path(b.path) / "specdec" / "__init__.py").read_text() == "VERSION = 2\n"
+        assert not Path(a.path).is_relative_to(repo) and a.commit == _git(repo, "rev-parse", "HEAD~1")
+        paths = (a.path, b.path)
+    assert not any(Path(p).exists() for p in paths)
+    assert _git(repo, "worktree", "list") == before
+    assert _git(repo, "status", "--porcelain") == ""
+
+
+def test_an_interrupt_removes_the_checkouts_too(repo):
+    with pytest.raises(KeyboardInterrupt):
+        with sources("HEAD", "HEAD~1", cwd=repo) as (a, _):
+            kept = a.path
+            raise KeyboardInterrupt
+    assert not Path(kept).exists() and len(_git(repo, "worktree", "list").splitlines()) == 1
+
+
+def test_a_folder_outside_git_cannot_name_revisions(tmp_path):
+    with pytest.raises(SourceError, match="not inside a git checkout"):
+        with sources("HEAD", "HEAD", cwd=tmp_path):
+            pass
+
+
+# --- one real run: two copies of this package, B's bigram made slower and its ngram removed --------------
+
+SLOWER_BIGRAM = '''
+
+import time as _time
+
+
+def _slowed(factory):
+    def make(target, **options):
+        draft = factory(target, **options)
+        inner = draft.propose
+
+        def propose(*args, **kwargs):
+            end = _time.perf_counter() + 4e-4  # a busy wait: CPU time the worker's clock counts
+            while _time.perf_counter() < end:
+                pass
+            return inner(*args, **kwargs)
+
+        draft.propose = propose
+        return draft
+
+    return make
+
+
+DRAFTS["bigram"] = _slowed(DRAFTS["bigram"])
+del DRAFTS["ngram"]
+'''
+
+
+def test_a_real_run_finds_a_much_slower_draft_and_says_what_b_lacks(tmp_path, capsys):
+    trees = {}
+    for side in ("a", "b"):
+        trees[side] = tmp_path / side
+        shutil.copytree(PACKAGE, trees[side] / "specdec", ignore=shutil.ignore_patterns("__pycache__"))
+    with open(trees["b"] / "specdec" / "decoding" / "registry.py", "a") as f:
+        f.write(SLOWER_BIGRAM)
+    code = main(["ab", "--a-path", str(trees["a"]), "--b-path", str(trees["b"]), "--budget", "1", "--pairs", "2",
+                 "--drafts", "bigram", "ngram", "--ks", "2", "--chars", "20", "--json"])
+    doc = json.loads(capsys.readouterr().out)
+    rows = doc["rows"]
+    assert set(rows) == {"target-only", "pass 1", "verify 3", "draft bigram", "spec bigram k=2",
+                         "round bigram k=2"}
+    assert set(doc["unavailable"]) == {"draft ngram", "spec ngram k=2", "round ngram k=2"}
+    assert "UnknownDraftError" in doc["unavailable"]["draft ngram"]["b"]
+    # +400 us on a proposal of a few tens of us: paired, B/A is far above 2 whatever the machine's load
+    assert rows["draft bigram"]["change"] > 1.0
+    assert doc["behaviour_changed"] == []  # slower, not different: the same exact figures
+    assert len(doc["pairs"]) == 2 and all(p["sweeps"] >= ab.MIN_SWEEPS for p in doc["pairs"])
+    assert {p["a"]["hash_seed"] for p in doc["pairs"]}.isdisjoint({p["b"]["hash_seed"] for p in doc["pairs"]})
+    assert all(p["a"]["threads"] == {"torch": 1, "blas": 1} for p in doc["pairs"])
+    assert code in (0, 1) and doc["complete"]
+    assert np.isfinite(rows["spec bigram k=2"]["a_seconds"])
