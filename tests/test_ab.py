@@ -249,3 +249,18 @@ def test_a_real_run_finds_a_much_slower_draft_and_says_what_b_lacks(tmp_path, ca
     assert all(p["a"]["threads"] == {"torch": 1, "blas": 1} for p in doc["pairs"])
     assert code in (0, 1) and doc["complete"]
     assert np.isfinite(rows["spec bigram k=2"]["a_seconds"])
+
+
+def test_a_users_hugging_face_pair_runs_through_the_same_rows(hf_exported, capsys):
+    """The exported pair as --target hf:... with an hf: draft and prompt lookup, this tree on both sides (an A/A):
+    every row timed on both sides, none unavailable, no behaviour changed."""
+    tree = str(PACKAGE.parent)
+    target, small = f"hf:{hf_exported['target']}", f"hf:{hf_exported['small']}"
+    main(["ab", "--a-path", tree, "--b-path", tree, "--target", target, "--drafts", small, "prompt-lookup",
+          "--ks", "2", "--chars", "12", "--budget", "1", "--pairs", "2", "--json"])
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["unavailable"] == {} and doc["behaviour_changed"] == []
+    assert set(doc["rows"]) == {"target-only", "pass 1", "verify 3", f"draft {small}", f"spec {small} k=2",
+                                f"round {small} k=2", "draft prompt-lookup", "spec prompt-lookup k=2",
+                                "round prompt-lookup k=2"}
+    assert doc["config"]["backend"] == "eager" and doc["config"]["target"] == target

@@ -48,7 +48,7 @@ class WorkerError(RuntimeError):
 class Worker:
     """One worker process of one revision, spoken to in JSON lines."""
 
-    def __init__(self, source: Source, hash_seed: int, log_dir: str):
+    def __init__(self, source: Source, hash_seed: int, log_dir: str, cpus: list[int] | None = None):
         env = dict(os.environ, PYTHONHASHSEED=str(hash_seed), PYTHONDONTWRITEBYTECODE="1")
         env["PYTHONPATH"] = os.pathsep.join([source.path] + [p for p in [os.environ.get("PYTHONPATH")] if p])
         self.source = source
@@ -56,7 +56,8 @@ class Worker:
         with open(self.log, "w") as err:
             self.proc = subprocess.Popen([sys.executable, str(WORKER)], stdin=subprocess.PIPE,
                                          stdout=subprocess.PIPE, stderr=err, text=True, env=env,
-                                         start_new_session=True)  # Ctrl-C reaches the parent, which ends it
+                                         start_new_session=True,  # Ctrl-C reaches the parent, which ends it
+                                         preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None)
 
     def send(self, req: dict) -> None:
         try:
@@ -115,18 +116,24 @@ class Run:
     elapsed: float = 0.0
 
 
-def _setup_pair(a: Source, b: Source, config: dict, seeds: tuple[int, int], log_dir: str) -> tuple:
-    """Start both workers and build their rows side by side (unpinned: the two set up on both cores)."""
-    workers = (Worker(a, seeds[0], log_dir), Worker(b, seeds[1], log_dir))
+def _start_pair(a: Source, b: Source, config: dict, rng: np.random.Generator, log_dir: str,
+                cpus: list[int] | None) -> tuple[Worker, Worker]:
+    """Start both workers of a pair (fresh hash seeds) and ask them to build their rows; `cpus` keeps them off
+    the CPU a running pair is timed on while they import and build (None: anywhere)."""
+    seeds = [int(s) for s in rng.integers(1, 2**31, size=2)]
+    workers = (Worker(a, seeds[0], log_dir, cpus), Worker(b, seeds[1], log_dir, cpus))
     try:
         for w in workers:
             w.send({"op": "setup", "config": {**config, "source": w.source.path}})
-        answers = tuple(w.receive(SETUP_TIMEOUT) for w in workers)
     except BaseException:
-        for w in workers:
-            w.close()
+        _close(workers)
         raise
-    return workers, answers
+    return workers
+
+
+def _close(workers) -> None:
+    for w in workers or ():
+        w.close()
 
 
 def _block(wa: Worker, wb: Worker, row: str, number: int, a_first: bool) -> tuple[list[float], list[float]]:
@@ -145,7 +152,7 @@ def _sweep(run: Run, wa: Worker, wb: Worker, rows: list[str], rng: np.random.Gen
             run.seconds[row]["b"] += tb
 
 
-def _first_pair(run: Run, answers: tuple[dict, dict], wa: Worker) -> list[str]:
+def _first_pair(run: Run, answers: tuple[dict, dict], wa: Worker) -> None:
     """Rows both revisions can time; each row's calls per sample, fixed for the run from A's first worker."""
     ra, rb = answers[0]["rows"], answers[1]["rows"]
     for name in dict.fromkeys([*ra, *rb]):
@@ -155,66 +162,84 @@ def _first_pair(run: Run, answers: tuple[dict, dict], wa: Worker) -> list[str]:
     for name in timed:
         run.numbers[name] = wa.ask({"op": "number", "row": name, "seconds": SAMPLE_SECONDS})["number"]
         run.logs[name], run.seconds[name] = [], {"a": [], "b": []}
-    return timed
 
 
 def measure(a: Source, b: Source, config: dict, budget: float, pairs: int, cpu: int,
             progress: Callable[[str], None] = lambda line: None, seed: int | None = None,
-            clock: Callable[[], float] = time.monotonic) -> Run:
+            clock: Callable[[], float] = time.monotonic, overlap: bool = True) -> Run:
     """Time A against B: `pairs` worker pairs, each pinned to `cpu`, sweeping every row until its share of
-    `budget` seconds is spent (at least MIN_SWEEPS recorded sweeps). An interrupt ends the workers and
-    propagates; a worker that fails in the first pair raises WorkerError, in a later pair ends the run with
-    what was measured, marked incomplete."""
+    `budget` seconds is spent (at least MIN_SWEEPS recorded sweeps). With `overlap` (and another CPU allowed)
+    the next pair starts and builds its rows on the other CPUs while a pair is timed, so start-up costs the
+    budget once, not once a pair. An interrupt ends the workers and propagates; a worker that fails in the
+    first pair raises WorkerError, in a later pair ends the run with what was measured, marked incomplete."""
     start = clock()
     rng = np.random.default_rng(seed)
     run = Run(config)
-    timed: list[str] = []
+    others = sorted(set(os.sched_getaffinity(0)) - {cpu}) if overlap else []
     with tempfile.TemporaryDirectory(prefix="specdec-ab-logs-") as log_dir:
-        for p in range(pairs):
-            share = (start + budget - clock()) / (pairs - p)
-            t0 = clock()
-            seeds = tuple(int(s) for s in rng.integers(1, 2**31, size=2))
-            (wa, wb), answers = _setup_pair(a, b, config, seeds, log_dir)
-            try:
+        pending = _start_pair(a, b, config, rng, log_dir, None)
+        try:
+            for p in range(pairs):
+                workers, pending = pending, None
+                until = clock() + (start + budget - clock()) / (pairs - p)
+                try:
+                    answers = tuple(w.receive(SETUP_TIMEOUT) for w in workers)
+                    if others and p + 1 < pairs:
+                        pending = _start_pair(a, b, config, rng, log_dir, others)
+                    _time_pair(run, p, workers, answers, cpu, rng, until, clock)
+                except WorkerError as exc:
+                    if p == 0:  # nothing measured yet: the failure is the answer
+                        raise
+                    run.complete, run.error = False, str(exc)
+                    progress(f"pair {p + 1}/{pairs} failed; stopping with {p} pair(s) measured")
+                    break
+                finally:
+                    _close(workers)
                 if p == 0:
-                    timed = _first_pair(run, answers, wa)
-                _check_facts(run, answers, p)
-                for w in (wa, wb):
-                    w.ask({"op": "pin", "cpu": cpu})
-                setup = clock() - t0
-                for row in timed:
-                    run.logs[row].append([])
-                _sweep(run, wa, wb, timed, rng, record=False)  # warm-up, pinned
-                sweeps, s0 = 0, clock()
-                while timed and (sweeps < MIN_SWEEPS or clock() + (clock() - s0) / sweeps < t0 + share):
-                    _sweep(run, wa, wb, timed, rng, record=True)
-                    sweeps += 1
-                run.pairs.append({"a": _info(answers[0]), "b": _info(answers[1]), "sweeps": sweeps,
-                                  "setup_seconds": round(setup, 2)})
-                if p == 0:
-                    _check_budget(run, budget - (clock() - start), pairs, setup, (clock() - s0) / sweeps, progress)
-                progress(f"pair {p + 1}/{pairs}: {sweeps} sweeps of {len(timed)} rows, "
+                    _check_budget(run, budget - (clock() - start), pairs, progress)
+                progress(f"pair {p + 1}/{pairs}: {run.pairs[-1]['sweeps']} sweeps of {len(run.logs)} rows, "
                          f"{max(0.0, start + budget - clock()):.0f} s of the budget left")
-            except WorkerError as exc:
-                if p == 0:  # nothing measured yet: the failure is the answer
-                    raise
-                run.complete, run.error = False, str(exc)
-                progress(f"pair {p + 1}/{pairs} failed; stopping with {p} pair(s) measured")
-                break
-            finally:
-                wa.close()
-                wb.close()
+                if pending is None and p + 1 < pairs:
+                    pending = _start_pair(a, b, config, rng, log_dir, None)
+        finally:
+            _close(pending)
     run.elapsed = clock() - start
     return run
 
 
-def _check_budget(run: Run, left: float, pairs: int, setup: float, sweep: float, progress) -> None:
+def _time_pair(run: Run, p: int, workers: tuple[Worker, Worker], answers: tuple[dict, dict], cpu: int,
+               rng: np.random.Generator, until: float, clock: Callable[[], float]) -> None:
+    """One pair's samples: both workers pinned to `cpu`, a warm-up sweep, then sweeps until `until`."""
+    wa, wb = workers
+    t0 = clock()
+    if p == 0:
+        _first_pair(run, answers, wa)
+    _check_facts(run, answers, p)
+    for w in workers:
+        w.ask({"op": "pin", "cpu": cpu})
+    timed = list(run.logs)
+    for row in timed:
+        run.logs[row].append([])
+    _sweep(run, wa, wb, timed, rng, record=False)  # warm-up, pinned
+    ready = clock()
+    sweeps = 0
+    while timed and (sweeps < MIN_SWEEPS or clock() + (clock() - ready) / sweeps < until):
+        _sweep(run, wa, wb, timed, rng, record=True)
+        sweeps += 1
+    run.pairs.append({"a": _info(answers[0]), "b": _info(answers[1]), "sweeps": sweeps,
+                      "ready_seconds": round(ready - t0, 2),
+                      "sweep_seconds": round((clock() - ready) / max(1, sweeps), 3)})
+
+
+def _check_budget(run: Run, left: float, pairs: int, progress) -> None:
     """After the first pair: warn when the rest of the budget cannot give every later pair its start-up and
     MIN_SWEEPS + 1 sweeps (the run then goes over its budget), naming the budget that would."""
-    need = setup + (MIN_SWEEPS + 2) * sweep  # start-up, a warm-up sweep and the recorded ones
+    first = run.pairs[0]
+    setup, sweep = first["ready_seconds"], first["sweep_seconds"]
+    need = setup + (MIN_SWEEPS + 1) * sweep  # getting ready (with its warm-up sweep) and the recorded sweeps
     if left < (pairs - 1) * need:
         line = (f"the budget is too small for {pairs} worker pairs of {len(run.logs)} rows here: a pair needs "
-                f"about {need:.0f} s (start-up {setup:.0f} s, a sweep {sweep:.1f} s); give --budget "
+                f"about {need:.0f} s (getting ready {setup:.0f} s, a sweep {sweep:.1f} s); give --budget "
                 f"{math.ceil(pairs * need)} or fewer rows; this run goes over its budget")
         run.warnings.append(line)
         progress(f"warning: {line}")

@@ -85,7 +85,8 @@ def text(doc: dict) -> str:
     lines += [f"warning: {w}" for w in doc["warnings"]]
     if not doc["complete"]:
         lines += [f"INCOMPLETE: the run stopped early: {doc['error'].splitlines()[0] if doc['error'] else ''}", ""]
-    lines.append(f"{'row':22} {'A (us)':>10} {'B (us)':>10} {'B/A':>7} {'95% interval':>16} {'p':>8} "
+    w = max([22] + [len(n) for n in doc["rows"]])
+    lines.append(f"{'row':{w}} {'A (us)':>10} {'B (us)':>10} {'B/A':>7} {'95% interval':>16} {'p':>8} "
                  f"{'detects':>8}  verdict")
     for name, r in doc["rows"].items():
         ci = f"{_pct(r['ci95'][0])}..{_pct(r['ci95'][1])}" if r["ci95"] else ""
@@ -93,7 +94,7 @@ def text(doc: dict) -> str:
         us = [f"{s * 1e6:.1f}" if s is not None else "" for s in (r["a_seconds"], r["b_seconds"])]
         det = "" if not math.isfinite(r["detectable"]) else (f"{r['detectable']:.1%}" if r["detectable"] < 1
                                                                else ">100%")
-        lines.append(f"{name:22} {us[0]:>10} {us[1]:>10} {_pct(r['change']):>7} {ci:>16} {p:>8} {det:>8}  "
+        lines.append(f"{name:{w}} {us[0]:>10} {us[1]:>10} {_pct(r['change']):>7} {ci:>16} {p:>8} {det:>8}  "
                      f"{r['verdict']}")
     moved = [n for n, r in doc["rows"].items() if "why" in r and (r["verdict"] != "same" or any(
         doc["rows"][t]["verdict"] != "same" for t in r["why"]["terms"]))]
