@@ -16,7 +16,7 @@ from specdec.model.hf import DTYPES
 from specdec.report.compare import MIN_EFFECT
 
 AB_BUDGET = 120.0  # `specdec ab`'s default seconds
-AB_PAIRS = 8  # ... and worker pairs
+AB_PAIRS = 12  # ... and worker pairs
 
 DESCRIPTION = ("The `specdec` command: train, info, generate, verify, report, calibrate, compare, ab, overhead, "
                "export-hf.")
