@@ -264,3 +264,39 @@ def test_a_users_hugging_face_pair_runs_through_the_same_rows(hf_exported, capsy
                                 f"round {small} k=2", "draft prompt-lookup", "spec prompt-lookup k=2",
                                 "round prompt-lookup k=2"}
     assert doc["config"]["backend"] == "eager" and doc["config"]["target"] == target
+
+
+def _children() -> set[int]:
+    """Live child processes of this one (from /proc: the tests need Linux)."""
+    import os
+
+    kids = set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == os.getpid() and fields[0] != "Z":
+            kids.add(int(stat.parent.name))
+    return kids
+
+
+def test_an_interrupt_ends_every_worker_the_running_pair_and_the_next(tmp_path):
+    before = _children()
+    tree = Source("A", "tree", str(PACKAGE.parent), None)
+    config = {"target": None, "backend": "eager", "dtype": None, "drafts": ["bigram"], "ks": [2], "chars": 12,
+              "prompt": "ROMEO:", "seed": 0, "temperature": 1.0, "threads": 1}
+
+    def stop(line):
+        raise KeyboardInterrupt  # after the first pair, while the second is starting beside it
+
+    with pytest.raises(KeyboardInterrupt):
+        ab.measure(tree, Source("B", "tree", tree.path, None), config, budget=1, pairs=3, cpu=ab_cmd_cpu(),
+                   progress=stop, seed=0)
+    assert _children() <= before
+
+
+def ab_cmd_cpu() -> int:
+    from specdec.cli.ab_cmd import _cpu
+
+    return _cpu(None)
