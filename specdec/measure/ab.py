@@ -212,11 +212,11 @@ def _time_pair(run: Run, p: int, workers: tuple[Worker, Worker], answers: tuple[
     """One pair's samples: both workers pinned to `cpu`, a warm-up sweep, then sweeps until `until`."""
     wa, wb = workers
     t0 = clock()
+    for w in workers:
+        w.ask({"op": "pin", "cpu": cpu})
     if p == 0:
         _first_pair(run, answers, wa)
     _check_facts(run, answers, p)
-    for w in workers:
-        w.ask({"op": "pin", "cpu": cpu})
     timed = list(run.logs)
     for row in timed:
         run.logs[row].append([])
