@@ -328,7 +328,8 @@ def _timed_rows(runs: dict[str, list], pairs_per_run: int = 1) -> dict[str, dict
 
 
 def workload_generations(drafts: list[str], ks: list[int]) -> dict:
-    """Per draft x k ('draft/k') over six workload runs (every fourth prompt, seeds in turn); {} where the workload API is absent."""
+    """Per draft x k ('draft/k') over six workload runs (every fourth prompt, seeds in turn); {} where the
+    workload API is absent."""
     import specdec
 
     if not hasattr(specdec, "load_workload"):

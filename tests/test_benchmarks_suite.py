@@ -103,7 +103,6 @@ def test_parameter_lists_are_fixed_not_read_from_the_package():
         for values in (cls.params if isinstance(cls.params, tuple) else (cls.params,)):
             assert isinstance(values, list) and values, cls.__name__
     assert common.KS == [1, 4, 8] and common.POSITIONS == [2, 5, 9]
-    import specdec
 
     assert common.BACKENDS == list(backends.KNOWN) and common.BACKENDS[0] == "eager"
 
