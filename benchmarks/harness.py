@@ -1,6 +1,6 @@
 """The asv suite's own measuring method, fixed across commits while the code under test varies.
 
-The report measures through `specdec.timing`; this suite does not import it (nor `specdec.stats` or any other
+The report measures through `specdec.measure.timing`; this suite does not import it (nor `measure.stats` or any other
 internal), because asv runs today's benchmarks against every commit's package: a method living in the package
 would change from commit to commit, and move the figures with no change in performance.
 

@@ -42,7 +42,7 @@ REPORT_BUDGET = 20.0
 # The shared report's schedule runs on a FakeClock that moves this much per reading: its budget buys the same
 # pairs on a fast machine as on a loaded one (every row its minimum of 3, for the tests' properties), and its
 # wall time is that work's, not the budget's.
-REPORT_TICK = 0.15
+REPORT_TICK = 0.1
 
 
 @pytest.fixture(scope="session")

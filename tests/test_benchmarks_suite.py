@@ -64,7 +64,7 @@ def test_readme_lists_the_lower_is_better_figures():
 
 
 def test_the_suite_uses_only_the_public_api():
-    """No specdec.timing, specdec.stats or other internals: the method must not change with the commit."""
+    """No specdec.measure.timing, specdec.measure.stats or other internals: the method must not change with the commit."""
     for path in sorted((ROOT / "benchmarks").glob("*.py")):
         tree = ast.parse(path.read_text())
         for node in ast.walk(tree):

@@ -90,7 +90,7 @@ def measure(
     started: float | None = None,
     log=print,
 ) -> dict:
-    """Run every section within `budget` seconds and return the report document (schema in README.md).
+    """Run every section within `budget` seconds and return the report document (its keys: docs/report-json.md).
 
     target: the shipped GPT or any `model.protocol.Target` (a Hugging Face model: `load_target("hf:PATH")`).
     drafts: names (`make_draft`'s) or Draft objects, whose `.name` names their rows; default `default_drafts`.
