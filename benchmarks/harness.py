@@ -1,6 +1,6 @@
 """The asv suite's own measuring method, fixed across commits while the code under test varies.
 
-The report measures through `specdec.timing`; this suite does not import it (nor `specdec.stats` or any other
+The report measures through `specdec.measure.timing`; this suite does not import it (nor `measure.stats` or any other
 internal), because asv runs today's benchmarks against every commit's package: a method living in the package
 would change from commit to commit, and move the figures with no change in performance.
 
@@ -328,7 +328,8 @@ def _timed_rows(runs: dict[str, list], pairs_per_run: int = 1) -> dict[str, dict
 
 
 def workload_generations(drafts: list[str], ks: list[int]) -> dict:
-    """Per draft x k ('draft/k') over six workload runs (every fourth prompt, seeds in turn); {} where the workload API is absent."""
+    """Per draft x k ('draft/k') over six workload runs (every fourth prompt, seeds in turn); {} where the
+    workload API is absent."""
     import specdec
 
     if not hasattr(specdec, "load_workload"):

@@ -29,8 +29,6 @@ from specdec.model.train import CheckpointError, load_checkpoint, load_target, s
 from specdec.decoding.trees import TreeSpec
 from specdec.measure.workload import WORKLOADS, Workload, WorkloadError, load_workload
 
-# Submodules `specdec.decode` and `specdec.train` keep their names: the corpus's decode and the training
-# function are reached as specdec.corpus.decode and specdec.train.train, never shadowing a module.
 __version__ = "0.1.0"
 
 __all__ = [

@@ -64,7 +64,7 @@ def test_readme_lists_the_lower_is_better_figures():
 
 
 def test_the_suite_uses_only_the_public_api():
-    """No specdec.timing, specdec.stats or other internals: the method must not change with the commit."""
+    """No specdec.measure.timing, specdec.measure.stats or other internals: the method must not change with the commit."""
     for path in sorted((ROOT / "benchmarks").glob("*.py")):
         tree = ast.parse(path.read_text())
         for node in ast.walk(tree):
@@ -103,7 +103,6 @@ def test_parameter_lists_are_fixed_not_read_from_the_package():
         for values in (cls.params if isinstance(cls.params, tuple) else (cls.params,)):
             assert isinstance(values, list) and values, cls.__name__
     assert common.KS == [1, 4, 8] and common.POSITIONS == [2, 5, 9]
-    import specdec
 
     assert common.BACKENDS == list(backends.KNOWN) and common.BACKENDS[0] == "eager"
 

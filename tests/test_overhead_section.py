@@ -26,7 +26,8 @@ def _scope(measured, profiled):
     cats = dict.fromkeys(CATEGORIES, 0.0)
     cats["matmul"], cats[overhead.RESIDUAL] = 10.0, profiled - 10.0
     return {"categories": cats, "measured_us": measured, "profiled_us": profiled, "profiler_us": 100.0,
-            "accounted_us": profiled - 100.0, "accounted_ratio": 1.02, "stretch": 1.25, "events_per_unit": 50.0, "units_per_block": 4}
+            "accounted_us": profiled - 100.0, "accounted_ratio": 1.02, "stretch": 1.25, "events_per_unit": 50.0,
+            "units_per_block": 4}
 
 
 @pytest.fixture

@@ -32,14 +32,24 @@ def _local_links(page: Path) -> list[str]:
 
 def test_readme_opens_with_main_job_and_test_commands():
     main, tests = _commands()[:2]
-    for cmd in (main, tests):
-        assert cmd.startswith("python3 -m venv .venv && . .venv/bin/activate && pip install torch==2.13.0 && ")
-    assert main.endswith("specdec report") and "pytest" in tests
+    assert main.startswith("python3 -m venv .venv && . .venv/bin/activate && pip install torch==2.13.0 && ")
+    assert main.endswith("specdec report")
+    # the tests' own venv: CI deletes and remakes it, so it must not be the one the main job's command made
+    assert tests.startswith("python3 -m venv .venv-test && . .venv-test/bin/activate && pip install torch==2.13.0 && ")
+    assert tests.endswith(" && ruff check . && pytest --benchmark-disable")
 
 
-def test_ci_runs_the_readme_test_command_verbatim():
+def test_ci_runs_the_readme_test_command_verbatim_and_removes_only_its_venv():
     ci = (ROOT / ".ci" / "run").read_text().splitlines()
-    assert _commands()[1] in ci
+    assert ci[-1] == _commands()[1]
+    assert "rm -rf .venv-test" in ci and "rm -rf .venv" not in ci
+    assert ".venv-test/" in (ROOT / ".gitignore").read_text().splitlines()
+
+
+def test_the_license_pyproject_claims_is_there():
+    assert 'license = { text = "MIT" }' in (ROOT / "pyproject.toml").read_text()
+    text = (ROOT / "LICENSE").read_text()
+    assert text.startswith("MIT License\n") and "Copyright (c) 2026 the specdec developers" in text
 
 
 def test_package_torch_range_stays_open():
@@ -79,6 +89,48 @@ def test_readme_documents_every_command():
     text = README.read_text()
     missing = [name for name in commands if f"specdec {name}" not in text]
     assert not missing, f"commands README does not show: {missing}"
+
+
+# Every command that loads a model takes these; README says so in one sentence instead of in each synopsis line.
+MODEL_FLAGS = {"--target", "--checkpoint", "--dtype", "--allow-download"}
+
+
+def _synopsis() -> dict[str, set[str]]:
+    """The flags of each `specdec CMD` line (and its continuation lines) in README's Commands block."""
+    block = README.read_text().split("## Commands", 1)[1].split("```", 2)[1]
+    flags, cmd = {}, None
+    for line in block.splitlines():
+        m = re.match(r"specdec (\S+)", line)
+        if m:
+            cmd = m.group(1)
+            flags[cmd] = set()
+        if cmd:
+            flags[cmd] |= set(re.findall(r"(?<![\w-])(--?[a-z][a-z-]*)", line))
+    return flags
+
+
+def _parser_flags() -> dict[str, set[str]]:
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    return {name: {o for a in p._actions for o in a.option_strings} - {"-h", "--help"}
+            for name, p in sub.choices.items()}
+
+
+def test_readme_synopsis_and_the_parser_agree_flag_for_flag():
+    readme, parser = _synopsis(), _parser_flags()
+    assert set(readme) == set(parser)
+    for name in parser:
+        assert readme[name] <= parser[name], f"README shows flags `specdec {name}` lacks: {readme[name] - parser[name]}"
+        rest = parser[name] - readme[name]
+        assert rest in (set(), MODEL_FLAGS), f"`specdec {name}` flags README's synopsis does not show: {rest}"
+    sentence = README.read_text().split("Every command that loads a model takes", 1)[1].split("\n\n", 1)[0]
+    assert all(f"`{f}" in sentence for f in MODEL_FLAGS)
+
+
+def test_the_synopsis_check_sees_a_missing_flag():
+    """Negative control: a flag the parser has and the synopsis lost is found."""
+    parser = _parser_flags()
+    readme = {**_synopsis(), "compare": _synopsis()["compare"] - {"--min-effect"}}
+    assert parser["compare"] - readme["compare"] == {"--min-effect"} != MODEL_FLAGS
 
 
 def test_readme_api_names_are_public():

@@ -24,12 +24,11 @@ TREE = {"shape": "2x2", "budget": 6}
 
 
 def _doc():
-    return {
+    doc = {
         "machine": {"cpu": "Test CPU", "device": "cpu", "backend": "eager", "threads": 1},
         "settings": {"workload": {"name": "shakespeare24", "items": 3}, "prompt": None, "chars": 60, "budget": 20.0},
         "wall_seconds": 19.4,
         "noise_floor": dict(FLOOR),
-        "warnings": [BUSY],
         "exactness": [
             _ex("target", "a", None, tv=0.011), _ex("target", "b", None, tv=0.015),
             _ex("fast", "a", 0.5), _ex("fast", "b", 0.2),
@@ -46,6 +45,8 @@ def _doc():
             _sp("broken", 1, 3.0, 2.9, 3.1),
         ],
     }
+    doc["warnings"] = [BUSY] + render.result_warnings(doc)  # as the report puts them together
+    return doc
 
 
 def test_the_headline_facts_by_hand():
@@ -67,6 +68,22 @@ def test_the_headline_facts_by_hand():
         "WARNING: exactness gave a CHECK for fast tree 2x2 at context a",
         "WARNING: exactness gave a CHECK for broken k=2 at context b"]
     assert all("do not use it" in w for w in h["warnings"][1:])
+
+
+def test_one_list_of_warnings_for_the_headline_and_the_document():
+    """A row timed once (a slow machine's budget) warns in report.json's list, and the headline shows that
+    list: it adds none of its own."""
+    doc = _doc()
+    doc["speedup"][3]["pairs"] = 1
+    few = render.result_warnings(doc)
+    assert few[0] == ("WARNING: only 1 timed pair(s) for some rows: no re-run interval, so no verdict for them; "
+                      "give a larger --budget (the fixed work took most of this one).")
+    assert len(few) == 3  # then the two CHECKs
+    doc["warnings"] = [BUSY] + few
+    assert render.headline_facts(doc)["warnings"] == doc["warnings"]
+    text = render.headline(doc)
+    assert [line.strip("*") for line in text.splitlines() if line.startswith("**WARNING")] == doc["warnings"]
+    assert render.headline_facts({**doc, "warnings": []})["warnings"] == []
 
 
 def test_nothing_faster_recommends_target_only():

@@ -5,6 +5,8 @@ import torch
 from specdec.measure import timing
 from specdec.model.gpt import GPT
 
+from .conftest import FakeClock
+
 
 def test_timed_runs_with_the_garbage_collector_off():
     import gc
@@ -14,13 +16,13 @@ def test_timed_runs_with_the_garbage_collector_off():
     assert seen == [False] * 3 and gc.isenabled()
 
 
-def test_warm_up_is_sized_by_time_with_a_minimum_of_calls():
-    import time
-
+def test_warm_up_is_sized_by_time_with_a_minimum_of_calls(monkeypatch):
     calls = []
     assert timing.warm_up(lambda: calls.append(1), seconds=0.0, min_calls=3) == 3
-    n = timing.warm_up(lambda: time.sleep(0.01), seconds=0.05)
-    assert 4 <= n <= 6
+    clock = FakeClock()  # each call "takes" 1 s: the count is the same on a fast and a loaded machine
+    monkeypatch.setattr(timing.time, "perf_counter", clock)
+    assert timing.warm_up(lambda: clock.advance(1.0), seconds=5.0) == 5
+    assert timing.warm_up(lambda: clock.advance(1.0), seconds=5.0, min_calls=8) == 8
 
 
 def test_round_robin_interleaves_samples():

@@ -224,11 +224,10 @@ def test_tree_generation_fits_the_target_first_and_three_chars(target, draft_fac
     assert p_first > 1e-4 and p_joint > 1e-4
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("draft", ["bigram", "ngram"])
-@pytest.mark.parametrize("shape", ["2", "8x1x1", "4x2x2x1"])
-def test_tree_generation_fits_the_target_large(target, draft_factory, draft, shape):
-    p_first, p_joint = _pipeline_p_values(target, draft_factory(draft), TreeSpec.parse(shape), 6000, seed0=10_000)
+@pytest.mark.parametrize("shape", ["2", "8x1x1"])
+def test_tree_generation_fits_the_target_for_a_chain_and_a_wide_root(target, draft_factory, shape):
+    """The other two shapes of a tree's extremes: one node, and a wide root over a chain."""
+    p_first, p_joint = _pipeline_p_values(target, draft_factory("ngram"), TreeSpec.parse(shape), 1200, seed0=10_000)
     assert p_first > 1e-4 and p_joint > 1e-4
 
 
@@ -264,12 +263,3 @@ def test_rule_chi_square_on_synthetic_tables_and_its_controls(monkeypatch, contr
         counts[out[0] * 3 + out[1]] += 1
     p_value = stats.chi_square_p(counts, (P3[0][:, None] * P3).ravel())
     assert p_value > 1e-4 if control is None else p_value < 1e-6
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("control", ["replacement", "no q update"])
-def test_pipeline_negative_controls_fail_the_first_char_chi_square(monkeypatch, target, draft_factory, control):
-    """Through speculative_generate: 3000 draws show 'no q update' only at p ~ 1e-4 (ngram), 15 000 decide it."""
-    _break(monkeypatch, control)
-    p_first, _ = _pipeline_p_values(target, draft_factory("ngram"), TreeSpec.parse("4x2x2x1"), 15_000, seed0=10_000)
-    assert p_first < 1e-6

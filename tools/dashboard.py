@@ -6,8 +6,8 @@ Needs recorded results (`asv run ...` over some commits of main: see README) and
 (`apt-get update && apt-get install -y chromium`). `asv publish` writes .asv/html, whose page loads jQuery, flot,
 bootstrap and three small plugins from public CDNs; this machine has no internet but the npm registry, so the
 same files are fetched with `npm pack` (cached in ~/.cache/specdec/asv-vendor), copied to .asv/html/vendor/, and
-every page is pointed at them (without the CDN builds' integrity hashes). The page is then served on 127.0.0.1 (its graphs load JSON, which a file:// page
-may not) and headless Chromium saves one PNG per graph in GRAPHS.
+every page is pointed at them (without the CDN builds' integrity hashes). The page is then served on 127.0.0.1
+(its graphs load JSON, which a file:// page may not) and headless Chromium saves one PNG per graph in GRAPHS.
 """
 
 from __future__ import annotations

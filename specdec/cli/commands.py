@@ -331,8 +331,9 @@ def _cmd_export_hf(args) -> int:
 
 
 COMMANDS = {"train": _cmd_train, "info": _cmd_info, "generate": _cmd_generate, "verify": _cmd_verify,
-            "report": report_cmd.cmd_report, "calibrate": report_cmd.cmd_calibrate, "compare": _cmd_compare, "ab": ab_cmd.cmd_ab, "overhead": _cmd_overhead,
-            "export-hf": _cmd_export_hf}
+            "report": report_cmd.cmd_report, "calibrate": report_cmd.cmd_calibrate, "compare": _cmd_compare,
+            "ab": ab_cmd.cmd_ab,
+            "overhead": _cmd_overhead, "export-hf": _cmd_export_hf}
 
 
 def main(argv: list[str] | None = None) -> int:

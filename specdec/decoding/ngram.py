@@ -18,8 +18,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import os
-from pathlib import Path
 
 import numpy as np
 

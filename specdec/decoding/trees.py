@@ -27,7 +27,7 @@ from typing import Callable
 import numpy as np
 import torch
 
-from specdec.model import corpus, sampling
+from specdec.model import sampling
 from specdec.decoding import rule
 
 MAX_NODES = 4096  # what TreeSpec builds at all; far past anything one verify pass can hold

@@ -196,12 +196,12 @@ def measure_machine(seconds: float = 2.0, threads: int = 1) -> Machine:
     try:
         a, b = torch.randn(GEMM_SIZE, GEMM_SIZE), torch.randn(GEMM_SIZE, GEMM_SIZE)
         out = torch.empty(GEMM_SIZE, GEMM_SIZE)
-        mm_s = _best(lambda: torch.mm(a, b, out=out), seconds / 3)
+        mm_s = _best(lambda: torch.mm(a, b, out=out), seconds / 3)  # noqa: F821 (deleted below)
         small = torch.ones(CACHE_BYTES // 4)
 
         def reads():
             for _ in range(CACHE_READS):
-                small.sum()
+                small.sum()  # noqa: F821 (deleted below)
 
         cache_s = _best(reads, seconds / 3) / CACHE_READS
         del a, b, out, small

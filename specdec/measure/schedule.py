@@ -25,6 +25,11 @@ import numpy as np
 
 from specdec.measure import stats, timing
 
+# The clock every decision of this module reads (budgets, deadlines, visit times; not the timed calls, which
+# `timing` measures): a test swaps it for a fake one, so that what a schedule decides is the same on a fast
+# and on a loaded machine.
+now: Callable[[], float] = time.perf_counter
+
 
 @dataclass
 class Section:
@@ -37,16 +42,16 @@ class Budget:
     """Seconds for a whole report, counted from construction; `reserve` is kept back for writing files."""
 
     def __init__(self, seconds: float, reserve: float = 0.0, start: float | None = None):
-        """start: a `time.perf_counter()` reading to count from (default: now) -- a command's own start, so
-        that what it did before measuring (importing torch, loading the target) is inside its budget."""
+        """start: a `now()` reading (`time.perf_counter()`) to count from (default: now) -- a command's own
+        start, so that what it did before measuring (importing torch, loading the target) is inside its budget."""
         if not seconds > 0:
             raise ValueError(f"the budget must be a positive number of seconds, got {seconds}")
         self.seconds = seconds
         self.reserve = reserve
-        self.start = time.perf_counter() if start is None else start
+        self.start = now() if start is None else start
 
     def elapsed(self) -> float:
-        return time.perf_counter() - self.start
+        return now() - self.start
 
     def left(self) -> float:
         return max(0.0, self.seconds - self.reserve - self.elapsed())
@@ -61,9 +66,9 @@ def run_sections(sections: list[Section], budget: Budget, log: Callable[[str], N
         allotted = budget.left() * sec.share / shares if sec.share else None
         note = f" ({allotted:.0f} s of the budget)" if allotted is not None else ""
         log(f"[{i + 1}/{len(sections)}] {sec.name}{note}")
-        t0 = time.perf_counter()
+        t0 = now()
         doc.update(sec.run(allotted if allotted is not None else budget.left()))
-        spent.append({"section": sec.name, "seconds": round(time.perf_counter() - t0, 2),
+        spent.append({"section": sec.name, "seconds": round(now() - t0, 2),
                       "allotted": None if allotted is None else round(allotted, 2)})
     return doc, spent
 
@@ -107,7 +112,7 @@ class Runs:
 
     def visit(self, device: str = "cpu") -> None:
         gc.collect(1)  # outside the timed region: young garbage gone (a full collection walks every table: ~0.1 s)
-        t0 = time.perf_counter()
+        t0 = now()
         i = self.visits % len(self.items)
         item = self.items[i]
         if self.warm is not None:
@@ -119,7 +124,7 @@ class Runs:
         self.visit_items.append(i)
         if self.between is not None:
             self.extra.append(self.between())
-        self.visit_seconds.append(time.perf_counter() - t0)
+        self.visit_seconds.append(now() - t0)
 
 
 def interleave(rows: list[Runs], seconds: float, min_visits: int, precision: float, device: str = "cpu",
@@ -131,7 +136,7 @@ def interleave(rows: list[Runs], seconds: float, min_visits: int, precision: flo
     one. A visit starts only if the row's median visit time still fits before the deadline -- except in the
     first round, which always runs, so that every row has a figure.
     """
-    deadline = time.perf_counter() + seconds
+    deadline = now() + seconds
     rnd = 0
     while True:
         if rnd < min_visits:
@@ -144,12 +149,12 @@ def interleave(rows: list[Runs], seconds: float, min_visits: int, precision: flo
                 return rnd
             widest = active[0]
             log(f"    {label}round {rnd + 1}: {len(open_rows)} row(s) wider than {precision:.0%}; widest "
-                f"{widest.key} at {widths[id(widest)]:.1%}; {deadline - time.perf_counter():.0f} s left")
+                f"{widest.key} at {widths[id(widest)]:.1%}; {deadline - now():.0f} s left")
         shift = rnd % len(active)
         typical = np.median([v for r in rows for v in r.visit_seconds]) if any(r.visits for r in rows) else 0.0
         for row in active[shift:] + active[:shift]:
             est = float(np.median(row.visit_seconds)) if row.visits else typical
-            if rnd and time.perf_counter() + est > deadline:  # the first round always runs: every row has a figure
+            if rnd and now() + est > deadline:  # the first round always runs: every row has a figure
                 return rnd
             row.visit(device)
         rnd += 1

@@ -41,7 +41,6 @@ from __future__ import annotations
 import copy
 
 import torch
-import torch.nn as nn
 import torch.nn.functional as F
 
 from specdec.model import backend_onnx

@@ -2,9 +2,10 @@
 
 The report is a list of sections (`schedule.Section`; the functions are in `sections`), each returning its part
 of the JSON document, run by one scheduler against a budget in seconds: fixed work first (building the drafts,
-the tree configurations' child acceptance and shapes, the exactness draws, the deterministic acceptance counts), then the timed sections, each given its share of the
-time left -- the overhead table (the target pass against its floor, and where the time goes), the cost table,
-the paired speedups (with the A/A noise floor among them), adaptive k, greedy.
+the tree configurations' child acceptance and shapes, the exactness draws, the deterministic acceptance counts),
+then the timed sections, each given its share of the time left -- the overhead table (the target pass against its
+floor, and where the time goes), the cost table, the paired speedups (with the A/A noise floor among them),
+adaptive k, greedy.
 Every figure is taken over a workload (by default the shipped `shakespeare24`), or over one prompt and seed.
 Measurement and presentation (`render`) are separate: every table, finding and figure is rendered from the
 document, so a `report.json` from another machine or commit renders the same way and `specdec compare` reads
@@ -89,7 +90,7 @@ def measure(
     started: float | None = None,
     log=print,
 ) -> dict:
-    """Run every section within `budget` seconds and return the report document (schema in README.md).
+    """Run every section within `budget` seconds and return the report document (its keys: docs/report-json.md).
 
     target: the shipped GPT or any `model.protocol.Target` (a Hugging Face model: `load_target("hf:PATH")`).
     drafts: names (`make_draft`'s) or Draft objects, whose `.name` names their rows; default `default_drafts`.
@@ -268,7 +269,8 @@ def _conclude(doc: dict, spent: list[dict], wall: float, after_own_run: bool, lo
     doc["sections"] = spent
     doc["wall_seconds"] = wall
     doc["state_shift"] = hygiene.state_shift(doc.get("speedup", []))
-    doc["warnings"] = hygiene.warnings(doc["machine"], doc.get("noise_floor"), after_own_run, doc["state_shift"])
+    doc["warnings"] = (hygiene.warnings(doc["machine"], doc.get("noise_floor"), after_own_run, doc["state_shift"])
+                       + render.result_warnings(doc))
     for w in doc["warnings"]:
         log(w)
     doc["headline"] = render.headline_facts(doc)

@@ -42,8 +42,8 @@ def headline_facts(doc: dict) -> dict:
     run: what was measured (machine, backend, threads, workload, budget). noise_floor: the A/A figure and its
     re-run interval. drafts: per draft, its best measured configuration among those whose exactness rows all
     pass, with its interval, pairs and `timing_verdict` (config None when no configuration passed).
-    recommendation: the best FASTER configuration over every draft, or TARGET_ONLY. warnings: the run's machine
-    warnings (each says what to do), then one per configuration whose exactness gave a CHECK.
+    recommendation: the best FASTER configuration over every draft, or TARGET_ONLY. warnings: the document's
+    `warnings` as they are (the machine's, then `result_warnings`; each says what to do).
     """
     m, s, floor = doc["machine"], doc["settings"], doc["noise_floor"]
     w = s["workload"]
@@ -58,13 +58,6 @@ def headline_facts(doc: dict) -> dict:
                        "ci": [b["ci_low"], b["ci_high"]], "pairs": b["pairs"], "verdict": timing_verdict(b, floor)})
     faster = [d for d in drafts if d["verdict"] == FASTER]
     best = max(faster, key=lambda d: d["measured"]) if faster else None
-    checks = [f"WARNING: exactness gave a CHECK for {row_name(r)} at context {r['context']} (chi-square p = "
-              f"{r['p_value']:.2g}); it is left out of the answer above; {CHECK_ADVICE}."
-              for r in doc["exactness"] if verdict(r) == "CHECK"]
-    few = min([floor["pairs"]] + [r["pairs"] for r in doc["speedup"]])
-    if few < MIN_PAIRS:
-        checks.insert(0, f"WARNING: only {few} timed pair(s) for some rows: no re-run interval, so no verdict for "
-                         "them; give a larger --budget (the fixed work took most of this one).")
     return {
         "run": {"machine": m["cpu"], "device": m["device"], "backend": m.get("backend", "eager"),
                 "threads": m["threads"], "workload": w["name"] if s.get("prompt") is None else None,
@@ -75,8 +68,22 @@ def headline_facts(doc: dict) -> dict:
                         "pairs": floor["pairs"]},
         "drafts": drafts,
         "recommendation": TARGET_ONLY if best is None else f"{best['draft']} {best['config']}",
-        "warnings": list(doc.get("warnings", [])) + checks,
+        "warnings": list(doc.get("warnings", [])),
     }
+
+
+def result_warnings(doc: dict) -> list[str]:
+    """The warnings the figures themselves give: rows timed too few times for an interval, then one per
+    configuration whose exactness gave a CHECK. The report appends them to the machine's warnings in
+    `doc["warnings"]`, the one list the headline and report.json both show."""
+    out = [f"WARNING: exactness gave a CHECK for {row_name(r)} at context {r['context']} (chi-square p = "
+           f"{r['p_value']:.2g}); it is left out of the answer above; {CHECK_ADVICE}."
+           for r in doc["exactness"] if verdict(r) == "CHECK"]
+    few = min([doc["noise_floor"]["pairs"]] + [r["pairs"] for r in doc["speedup"]])
+    if few < MIN_PAIRS:
+        out.insert(0, f"WARNING: only {few} timed pair(s) for some rows: no re-run interval, so no verdict for "
+                      "them; give a larger --budget (the fixed work took most of this one).")
+    return out
 
 
 def _others(m: dict) -> str:
@@ -135,7 +142,8 @@ def _setup(doc: dict) -> list[str]:
             f"(one run per prompt)")
     out = [f"\n## Setup\n\n{m['cpu']}, {m['threads']} thread(s) ({m.get('interop_threads')} inter-op){pinned}, "
            f"{m['device']}, torch {m['torch_version']}, commit {m.get('commit') or 'n/a'}, {m['date']}; load average "
-           f"{m.get('load_start')} at the start, {m.get('load_end')} at the end{_others(m)}. {what}; {s['chars']} {words(doc)['units']}, "
+           f"{m.get('load_start')} at the start, {m.get('load_end')} at the end{_others(m)}. {what}; "
+           f"{s['chars']} {words(doc)['units']}, "
            f"temperature {s['temperature']}. Budget {s['budget']:.0f} s, measured in {doc['wall_seconds']:.0f} s."]
     t = s.get("target")
     if t and t.get("name") != "shipped":

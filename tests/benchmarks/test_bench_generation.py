@@ -22,7 +22,7 @@ from specdec.decoding import trees
 from specdec.measure.acceptance import measure_child_acceptance
 from specdec.model.protocol import tree_support
 
-from .conftest import USER_TARGET, backends_for_suite, drafts_for_suite
+from .conftest import backends_for_suite, drafts_for_suite
 
 PROMPT, CHARS, SEED = "ROMEO:", 200, 0
 DRAFTS = drafts_for_suite()
