@@ -25,11 +25,10 @@ from typing import Callable
 
 import numpy as np
 import torch
-from torch.profiler import ProfilerActivity, profile, record_function
 
-from specdec.model import backend_onnx, backends, sampling
+from specdec.model import backends, sampling
 from specdec.decoding import generate as decode
-from specdec.measure import hygiene, timing
+from specdec.measure import hygiene, ort_profile, timing
 from specdec.decoding.drafts import Draft
 from specdec.model.gpt import GPT, GPTConfig
 from specdec.decoding import rule
@@ -319,7 +318,7 @@ def attribute(run: Callable[[object], int], repeats: int = 9, per_event_us: floa
       stretches (`stretch`: profiled rest over timed rest), are scaled onto the timed rest in proportion.
     - A SESSION span (the onnx backend's pass with its softmax or sampling, one ONNX Runtime run) is split the
       same way by ONNX Runtime's own profiler, which `inside()` turns on around the profiled blocks
-      (`backend_onnx.kernel_profile`: category -> µs of its kernels, and what that profiler added, measured on
+      (`ort_profile.kernel_profile`: category -> µs of its kernels, and what that profiler added, measured on
       a chain of tiny kernels, which is taken out of the profiled span): its kernels' µs in proportion, and
       the rest of the span -- the runtime's executor, the binding, the Python around the run -- to RESIDUAL.
     So the categories sum to `accounted_us`, the median timed block's wall time, which is held against
@@ -403,7 +402,7 @@ def _profiled_blocks(run: Callable[[object], int], repeats: int,
     prof = _Profile(0.0, 0, 0, 0, {}, None)
     with inside() if inside is not None else contextlib.nullcontext() as kernels:
         for _ in range(repeats):
-            with hygiene.no_gc(), profile(activities=[ProfilerActivity.CPU]) as torch_prof:
+            with hygiene.no_gc(), _torch_profile() as torch_prof:
                 t0 = time.perf_counter()
                 prof.units += run(True)
                 prof.wall_s += time.perf_counter() - t0
@@ -481,7 +480,7 @@ def profiler_cost_us(calls: int = 2000, repeats: int = 3) -> float:
     def best(profiled: bool) -> tuple[float, int]:
         times, n = [], 0
         for _ in range(repeats):
-            with hygiene.no_gc(), (profile(activities=[ProfilerActivity.CPU]) if profiled else contextlib.nullcontext()) as prof:
+            with hygiene.no_gc(), (_torch_profile() if profiled else contextlib.nullcontext()) as prof:
                 t0 = time.perf_counter()
                 loop()
                 times.append(time.perf_counter() - t0)
@@ -537,12 +536,20 @@ def attribution(target: GPT, draft: Draft, k: int, chars: int = 40, seed: int = 
     """
     prompt = decode.check_request(target, timing.COST_PROMPT, chars, k=k)
     per_event = profiler_cost_us()
-    inside = functools.partial(backend_onnx.kernel_profile, target)  # onnx: ONNX Runtime's profiler splits its runs
+    inside = functools.partial(ort_profile.kernel_profile, target)  # onnx: ONNX Runtime's profiler splits its runs
     rounds = {"round": _rounds(target, draft, prompt, chars, k, seed, lean)}
     if lean:
         rounds[OLD_ROUND] = _rounds(target, draft, prompt, chars, k, seed, lean=False)
     return {"step": attribute(_steps(target, prompt, chars, seed), repeats, per_event, inside),
             **attribute_alternated(rounds, repeats, per_event, inside)}
+
+
+
+def _torch_profile():
+    """torch.profiler over the CPU, imported where used: `import specdec` does not pay for it."""
+    from torch.profiler import ProfilerActivity, profile
+
+    return profile(activities=[ProfilerActivity.CPU])
 
 
 _SPANS: dict[str, float] = {}  # label -> seconds, filled by the "time" mode of `_label`
@@ -567,7 +574,11 @@ def _label(mode, name: str):
     """A label's span: timed (mode "time"), recorded for torch.profiler (mode True) or nothing (False)."""
     if mode == "time":
         return _Span(name)
-    return record_function(name) if mode else contextlib.nullcontext()
+    if not mode:
+        return contextlib.nullcontext()
+    from torch.profiler import record_function  # imported where used: `import specdec` does not pay for it
+
+    return record_function(name)
 
 
 def _prefill(target: GPT, prompt: list[int]) -> int:
