@@ -27,6 +27,8 @@ import torch
 from specdec.model import sampling
 from specdec.model.protocol import units
 from specdec.decoding import trees
+from specdec.decoding import tree_draft
+from specdec.decoding import tree_walk
 from specdec.decoding.generate import generate, speculative_generate
 from specdec.decoding.drafts import Draft
 from specdec.model.gpt import GPT
@@ -192,8 +194,8 @@ def tree_first_char_counts(target: GPT, draft: Draft, spec: trees.TreeSpec, prom
     rng = np.random.default_rng(seed)
     counts = np.zeros(len(p))
     for _ in range(samples):
-        tree = trees.draft_tree(level, draft, tokens, rng, temperature)
-        path, nxt = trees.accept_tree(tree, np.broadcast_to(p, (len(tree.tokens) + 1, len(p))), rng)
+        tree = tree_draft.draft_tree(level, draft, tokens, rng, temperature)
+        path, nxt = tree_walk.accept_tree(tree, np.broadcast_to(p, (len(tree.tokens) + 1, len(p))), rng)
         counts[tree.tokens[path[0]] if path else nxt] += 1
     return counts, p
 

@@ -20,7 +20,7 @@ from specdec.model.gpt import GPT
 
 
 def kernel_category(op: str, node: str) -> str:
-    """The attribution category (`overhead.CATEGORIES`) of one kernel ONNX Runtime ran, by its op and node name."""
+    """The attribution category (`profiler_split.CATEGORIES`) of one kernel ONNX Runtime ran, by its op and node name."""
     if node.startswith(("sample/", "probs/")):  # the sampling tail and the rule's softmax: `graph`'s names
         return "logits to sample"
     if op in ("MatMul", "FusedMatMul", "Gemm"):
