@@ -22,7 +22,8 @@ from specdec.model.protocol import Target, TargetConfig
 # The Hugging Face adapter and export import transformers (the optional [hf] extra) only when called.
 from specdec.model.hf import HFModelError, HFTarget, load_hf
 from specdec.model.export_hf import export_hf
-from specdec.measure.overhead import attribution, measure_machine, overhead_table, pass_bytes, pass_flops
+from specdec.measure.attribution import attribution
+from specdec.measure.roofline import measure_machine, overhead_table, pass_bytes, pass_flops
 from specdec.decoding.rule import accept_reject
 from specdec.measure.stats import expected_length, optimal_k, predicted_speedup, refined_speedup, summarize
 from specdec.model.train import CheckpointError, load_checkpoint, load_target, save_checkpoint

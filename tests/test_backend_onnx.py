@@ -9,7 +9,8 @@ import torch
 pytest.importorskip("onnxruntime")
 
 import specdec  # noqa: E402
-from specdec.model import backend_onnx, backends, corpus, sampling
+from specdec.measure import ort_profile  # noqa: E402
+from specdec.model import backend_onnx, backends, corpus, onnx_graph, sampling  # noqa: E402
 from specdec.decoding import generate as decode  # noqa: E402
 from specdec.model.backends import to_backend  # noqa: E402
 
@@ -119,7 +120,7 @@ def test_the_graph_is_a_valid_onnx_model_with_one_attention_kernel_per_block(tar
     import onnx
 
     for kind in ("pass", "step", "tree"):  # every kind is valid, one GQA kernel per block, no name twice
-        other = backend_onnx.graph(target, kind)
+        other = onnx_graph.graph(target, kind)
         onnx.checker.check_model(other, full_check=True)
         names = [t.name for t in other.graph.initializer]
         assert len(names) == len(set(names)), kind
@@ -129,8 +130,8 @@ def test_the_graph_is_a_valid_onnx_model_with_one_attention_kernel_per_block(tar
         gqa = [n for n in other.graph.node if n.op_type == "GroupQueryAttention"]
         # the tree's mask is GQA's attention_bias (its 11th input); chains pass none
         assert all((list(n.input[10:]) == ["bias"]) == (kind == "tree") for n in gqa), kind
-    assert "bias" in [i.name for i in backend_onnx.graph(target, "tree").graph.input]
-    g = backend_onnx.graph(target, "step")
+    assert "bias" in [i.name for i in onnx_graph.graph(target, "tree").graph.input]
+    g = onnx_graph.graph(target, "step")
     assert [o.name for o in g.graph.output][:1] == ["logits"] and g.graph.output[-1].name == "next"
 
 
@@ -157,7 +158,7 @@ def test_pass_probs_are_the_eager_distributions_of_the_last_positions(target, on
     ("Softmax", "probs/softmax", "logits to sample"), ("CumSum", "sample/s.c", "logits to sample"),
 ])
 def test_kernel_category(op, node, expected):
-    assert backend_onnx.kernel_category(op, node) == expected
+    assert ort_profile.kernel_category(op, node) == expected
 
 
 @torch.inference_mode()
@@ -166,7 +167,7 @@ def test_kernel_profile_splits_the_runs_inside_and_leaves_the_sessions_as_they_w
     before = backend_onnx._STATE[m]
     ids = corpus.encode(PROMPT)
     rng = np.random.default_rng(0)
-    with backend_onnx.kernel_profile(m) as kernels:
+    with ort_profile.kernel_profile(m) as kernels:
         assert backend_onnx._STATE[m] is not before and kernels == {}
         m(m.ids(ids[:20]), 0)  # the pass graph
         m.sample_step(ids[20:21], 20, 1.0, rng)  # the step graph
@@ -174,11 +175,11 @@ def test_kernel_profile_splits_the_runs_inside_and_leaves_the_sessions_as_they_w
     assert kernels["runs"] == 2
     assert kernels["matmul"] > 0 and kernels["attention"] > 0 and kernels["logits to sample"] > 0
     assert kernels["tensor creation"] > 0 and kernels["elementwise"] > 0
-    with backend_onnx.kernel_profile(to_backend(m, "eager")) as nothing:
+    with ort_profile.kernel_profile(to_backend(m, "eager")) as nothing:
         pass
     assert nothing is None
 
 
 def test_the_runtime_profilers_own_cost_is_measured_positive():
-    between, inside = backend_onnx.profiler_cost_us(1, nodes=16, runs=50)
+    between, inside = ort_profile.profiler_cost_us(1, nodes=16, runs=50)
     assert between >= 0 and inside > 0  # a (1, 128) Add takes a few ns: what its reported time holds is the profiler's

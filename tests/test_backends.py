@@ -8,6 +8,7 @@ import specdec
 from specdec.model import backends, corpus
 from specdec.measure import exactness
 from specdec.decoding import trees
+from specdec.decoding import tree_draft
 from specdec.model.backends import FusedGPT, to_backend
 from specdec.decoding.generate import generate, speculative_generate
 from specdec.model.gpt import ContextOverflowError
@@ -76,7 +77,7 @@ def test_logits_match_eager_prefill_steps_verify_and_tree(target, backend, kind)
     both(ids[30:35], 30)  # a 5-position verify pass
     # a tree pass: two pending tokens, then a 2x2x2 tree from the bigram draft
     pos, n_pend = 35, 2
-    t = trees.draft_tree(trees.TreeSpec.from_widths((2, 2, 2)), specdec.make_draft("bigram", target),
+    t = tree_draft.draft_tree(trees.TreeSpec.from_widths((2, 2, 2)), specdec.make_draft("bigram", target),
                          ids[: pos + n_pend], np.random.default_rng(3), 1.0)
     both(ids[pos : pos + n_pend] + t.tokens, pos, t.attention(pos, n_pend))
     path = [1, 3] if len(t.tokens) > 3 else [0]

@@ -16,7 +16,7 @@ import pytest
 
 import benchmarks
 from benchmarks import common, harness
-from specdec.measure import overhead
+from specdec.measure import roofline
 from specdec.model import backends
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -170,7 +170,7 @@ def test_overhead_share_is_one_minus_the_floor_over_each_harness_sample(monkeypa
 
     seen = {}
     monkeypatch.setattr(specdec, "measure_machine", lambda seconds, threads: seen.setdefault(
-        "machine", overhead.Machine(matmul_gflops=gflops, cache_gbps=gbps, memory_gbps=1.0, threads=threads)))
+        "machine", roofline.Machine(matmul_gflops=gflops, cache_gbps=gbps, memory_gbps=1.0, threads=threads)))
 
     def round_robin(calls, samples, number):
         seen["calls"] = sorted(calls)

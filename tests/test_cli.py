@@ -61,11 +61,11 @@ PROFILE = ("import torch\nfrom torch.profiler import profile, ProfilerActivity\n
            "with profile(activities=[ProfilerActivity.CPU]):\n    torch.ones(3) + 1\n")
 
 
-@pytest.mark.parametrize("quiet,lines", [("", 2), ("from specdec.measure.overhead import quiet_profiler\n"
+@pytest.mark.parametrize("quiet,lines", [("", 2), ("from specdec.measure.profiler_split import quiet_profiler\n"
                                                     "quiet_profiler()\n", 0)])
 def test_the_profilers_start_and_stop_lines_are_silenced_where_profiles_start(quiet, lines):
     """Negative control and fix: a torch.profiler profile logs `profiler_start` and `profiler_stop` on stderr
-    unless `overhead.quiet_profiler` (which every profile of the attribution calls first) ran."""
+    unless `profiler_split.quiet_profiler` (which every profile of the attribution calls first) ran."""
     proc = subprocess.run([sys.executable, "-c", PROFILE.format(quiet=quiet)], capture_output=True, text=True,
                           timeout=600, env=_env_without_kineto_level())
     assert proc.returncode == 0, proc.stderr

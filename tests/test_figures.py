@@ -11,7 +11,7 @@ pytest.importorskip("matplotlib")
 
 from matplotlib.text import Text  # noqa: E402
 
-from specdec.measure.overhead import CATEGORIES  # noqa: E402
+from specdec.measure.profiler_split import CATEGORIES  # noqa: E402
 from specdec.report import figures  # noqa: E402
 
 PIXEL = 0.5  # an extent may round half a pixel past the edge
@@ -33,7 +33,8 @@ def _doc(drafts):
 
 
 def _attribution(backends, old=True):
-    """report.json's attribution: each backend's step, round and (unless a report from before it) old round."""
+    """report.json's attribution: each backend's step and round, and with `old` the "round (old)" scope an older
+    version also saved."""
     scopes = {"step": 10.0, "round": 20.0, **({"round (old)": 30.0} if old else {})}
     return {b: {scope: {c: base + i for i, c in enumerate(CATEGORIES)} for scope, base in scopes.items()}
             for b in backends}
@@ -98,18 +99,17 @@ def _bar_labels(fig) -> list[str]:
     return [t.get_text() for t in fig.axes[0].get_xticklabels()]
 
 
-def test_the_attribution_figure_draws_the_old_round_beside_the_lean_one():
-    """Three bars a backend -- step, old round, round -- each a stack of every category (30 + i for the old
-    round's i-th category); a report without the old round draws two."""
+def test_the_attribution_figure_draws_the_step_and_the_round():
+    """Two bars a backend -- step, round -- each a stack of every category (20 + i for the round's i-th
+    category); an older report's "round (old)" draws no bar."""
     fig = figures.attribution_figure(_attribution(["eager", "onnx"]))
     try:
-        assert _bar_labels(fig) == ["eager\nstep", "eager\nround (old)", "eager\nround",
-                                    "onnx\nstep", "onnx\nround (old)", "onnx\nround"]
+        assert _bar_labels(fig) == ["eager\nstep", "eager\nround", "onnx\nstep", "onnx\nround"]
         patches = fig.axes[0].patches
-        assert len(patches) == 6 * len(CATEGORIES)  # one rectangle per bar and category
-        old_bars = patches[1::6]  # bar 1 (eager's old round) of each category's six
-        assert [p.get_height() for p in old_bars] == [30.0 + i for i in range(len(CATEGORIES))]
-        assert old_bars[-1].get_y() == sum(30.0 + i for i in range(len(CATEGORIES) - 1))  # stacked
+        assert len(patches) == 4 * len(CATEGORIES)  # one rectangle per bar and category
+        round_bars = patches[1::4]  # bar 1 (eager's round) of each category's four
+        assert [p.get_height() for p in round_bars] == [20.0 + i for i in range(len(CATEGORIES))]
+        assert round_bars[-1].get_y() == sum(20.0 + i for i in range(len(CATEGORIES) - 1))  # stacked
     finally:
         fig.clf()
     fig = figures.attribution_figure(_attribution(["eager"], old=False))

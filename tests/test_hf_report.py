@@ -16,11 +16,11 @@ pytest.importorskip("transformers")
 
 import specdec
 from specdec.decoding.prompt_lookup import PromptLookupDraft
-from specdec.measure import exactness, overhead
+from specdec.measure import exactness, roofline
 from specdec.measure.acceptance import acceptance_over
 from specdec.measure.workload import WorkloadError, load_workload, single
 from specdec.model import sampling
-from specdec.report import figures, render
+from specdec.report import figures, overhead_text, render
 
 QUIET = dict(quick=True, budget=20, chars=60, ks=[1, 2], threads=1, log=lambda s: None)
 NOT_SHIPPED = {"write-up table", "backends", "quantized drafts"}
@@ -115,28 +115,28 @@ def test_the_gpt2_report_keeps_characters(gpt2_doc):
 
 
 def test_gpt2_pass_flops_and_bytes_by_hand(gpt2, gpt2_doc):
-    cfg = overhead.model_config(gpt2)
+    cfg = roofline.model_config(gpt2)
     # C = 128, 3 layers, V = 84: the shipped shapes. T = 1 after 100 cached positions:
     # Linear 2·12·128² = 393,216 per layer, x3 = 1,179,648; attention 2·2·1·101·128 = 51,712, x3 = 155,136;
     # lm_head 2·128·84 = 21,504 -> 1,356,288
-    assert overhead.pass_flops(cfg, 1, 100) == 1_179_648 + 155_136 + 21_504 == 1_356_288
+    assert roofline.pass_flops(cfg, 1, 100) == 1_179_648 + 155_136 + 21_504 == 1_356_288
     # floats: Linear 3·12·128² = 589,824 and GPT-2's Conv1D biases 3·(3C + C + 4C + C) = 3,456; lm_head 10,752;
     # wte and wpe rows 256; LayerNorms 7·256 = 1,792; KV 2·3·101·128 = 77,568 -> 683,648 floats
-    assert overhead.pass_bytes(cfg, 1, 100) == (589_824 + 3_456 + 10_752 + 256 + 1_792 + 77_568) * 4 == 2_734_592
+    assert roofline.pass_bytes(cfg, 1, 100) == (589_824 + 3_456 + 10_752 + 256 + 1_792 + 77_568) * 4 == 2_734_592
     # the report's overhead rows carry the same counts
     row = next(r for r in gpt2_doc["overhead"] if r["positions"] == 1)
     assert (row["flops"], row["bytes"]) == (1_356_288, 2_734_592)
 
 
 def test_llama_pass_flops_and_bytes_by_hand(llama, llama_doc):
-    cfg = overhead.model_config(llama)
+    cfg = roofline.model_config(llama)
     # C = 32, I = 64, 2 layers, 4 heads of 8, 2 key/value heads (width 16), V = 320, untied head.
     # per layer: q 32·32 + k, v 2·32·16 + o 32·32 + gate, up, down 3·32·64 = 9,216 weights
     # T = 1, S = 101: per layer 2·9,216 + 2·2·101·32 = 31,360, x2 = 62,720; lm_head 2·32·320 = 20,480
-    assert overhead.pass_flops(cfg, 1, 100) == 62_720 + 20_480 == 83_200
+    assert roofline.pass_flops(cfg, 1, 100) == 62_720 + 20_480 == 83_200
     # floats: 2·9,216 + lm_head 10,240 + one wte row 32 (rotary: no position table) + RMSNorms 5·32 = 160
     # + KV 2·2·101·16 = 6,464 -> 35,328
-    assert overhead.pass_bytes(cfg, 1, 100) == (18_432 + 10_240 + 32 + 160 + 6_464) * 4 == 141_312
+    assert roofline.pass_bytes(cfg, 1, 100) == (18_432 + 10_240 + 32 + 160 + 6_464) * 4 == 141_312
     row = next(r for r in llama_doc["overhead"] if r["positions"] == 1)
     assert (row["flops"], row["bytes"]) == (83_200, 141_312)
 
@@ -146,13 +146,13 @@ def test_an_unknown_architecture_reads_unknown_never_a_guess(llama):
 
     cfg = GPTNeoXConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
                         vocab_size=320)
-    assert overhead.pass_shape(cfg) is None
-    assert overhead.pass_flops(cfg, 1, 100) is None and overhead.pass_bytes(cfg, 1, 100) is None
+    assert roofline.pass_shape(cfg) is None
+    assert roofline.pass_flops(cfg, 1, 100) is None and roofline.pass_bytes(cfg, 1, 100) is None
     doc = {"overhead_setup": {"machine": {"threads": 1, "matmul_gflops": 10.0, "cache_gbps": 20.0,
                                           "memory_gbps": 5.0}, "context_pos": 100, "totals": {}},
            "overhead": [{"backend": "transformers", "positions": 1, "measured_us": 500.0, "floor_us": None,
                          "share": None, "flops": None, "bytes": None}], "attribution": {}}
-    lines = "\n".join(render.overhead_tables(doc)).splitlines()
+    lines = "\n".join(overhead_text.overhead_tables(doc)).splitlines()
     assert "| 1         |       500.0 |  unknown |                               unknown | unknown | unknown |" in lines
 
 

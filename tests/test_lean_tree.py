@@ -1,9 +1,9 @@
 """The lean tree round is the reference round, bitwise: the same drafts, masks, walks, cache and generations.
 
-Each lean piece (`trees.draft_tree`, `Tree.attention_lean`, `trees.accept_tree`, the onnx `tree_logits` and
-`keep_path_lean`, `decode.settle_tree_round`) is held to its reference (`lean=False` / the first code) on the
-same inputs: equal outputs and the random generator left in the same state, so everything after a round is
-unchanged too.
+Each lean piece (`tree_draft.draft_tree`, `Tree.attention_lean`, `tree_walk.accept_tree`, the onnx
+`tree_logits` and `keep_path_lean`, `decode.settle_tree_round`) is held to its reference (tests/oracles.py,
+`Tree.attention`, `keep_path`) on the same inputs: equal outputs and the random generator left in the same
+state, so everything after a round is unchanged too.
 """
 
 import numpy as np
@@ -12,13 +12,16 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import specdec
 from specdec.decoding import generate as decode
 from specdec.decoding import trees
+from specdec.decoding import sequoia
+from specdec.decoding import tree_draft
+from specdec.decoding import tree_walk
 from specdec.decoding.drafts import TableDraft
 from specdec.decoding.trees import TreeSpec
 from specdec.measure.acceptance import measure_child_acceptance
 from specdec.model import backends, corpus, sampling
+from tests import oracles
 
 PROMPT = "ROMEO:"
 SEEDS = range(51)
@@ -72,8 +75,8 @@ def test_lean_draft_is_the_reference_draft(draft_factory, draft, temperature):
     for spec in [TreeSpec.parse(s) for s in SPECS] + [ODD, TreeSpec(())]:
         for seed in range(8):
             a, b = np.random.default_rng(seed), np.random.default_rng(seed)
-            ref = trees.draft_tree(spec, d, context, a, temperature, lean=False)
-            lean = trees.draft_tree(spec, d, context, b, temperature)
+            ref = oracles.draft_tree_reference(spec, d, context, a, temperature)
+            lean = tree_draft.draft_tree(spec, d, context, b, temperature)
             _same_tree(lean, ref)
             assert _state(a) == _state(b)
 
@@ -83,7 +86,7 @@ def test_a_sparse_row_deep_in_the_tree_drops_nodes_there():
     # after [0, 1] the root's row (of 1) has 3 characters: all 3 root children; below, the row of 0 has 2
     # characters (2 children), of 1 three (2 children), of 2 one (1 child): 3 + 2 + 2 + 1 = 8 nodes
     for seed in range(5):
-        t = trees.draft_tree(TreeSpec.parse("3x2"), _Sparse(), [0, 1], np.random.default_rng(seed), 1.0)
+        t = tree_draft.draft_tree(TreeSpec.parse("3x2"), _Sparse(), [0, 1], np.random.default_rng(seed), 1.0)
         assert sorted(t.tokens[:3]) == [0, 1, 2] and len(t.tokens) == 8
         below = {t.tokens[a]: sorted(t.tokens[j] for j in t.children[a + 1]) for a in range(3)}
         assert below[0] == [0, 1] and below[2] == [2] and len(set(below[1])) == 2
@@ -140,7 +143,7 @@ def test_lean_walk_is_the_reference_walk(case):
     t, p, seed = case
     q_before = [None if q is None else q.copy() for q in t.q]
     a, b = np.random.default_rng(seed), np.random.default_rng(seed)
-    assert trees.accept_tree(t, p, b) == trees.accept_tree(t, p, a, lean=False)
+    assert tree_walk.accept_tree(t, p, b) == oracles.accept_tree_reference(t, p, a)
     assert _state(a) == _state(b)
     for q, q0 in zip(t.q, q_before):  # the lean walk writes only its own copies
         assert (q is None and q0 is None) or np.array_equal(q, q0)
@@ -152,7 +155,7 @@ def test_the_walks_agree_on_greedy_one_hot_rows():
     t = trees.Tree([2, 1], [-1, 0], [0, 1], [[0], [1], []], [np.eye(3)[2], np.eye(3)[1], None])
     p = np.stack([np.eye(3)[2], np.eye(3)[0], np.eye(3)[1]])  # accept node 0, reject node 1 -> emit 0
     a, b = np.random.default_rng(0), np.random.default_rng(0)
-    assert trees.accept_tree(t, p, a, lean=False) == trees.accept_tree(t, p, b) == ([0], 0)
+    assert oracles.accept_tree_reference(t, p, a) == tree_walk.accept_tree(t, p, b) == ([0], 0)
     assert _state(a) == _state(b)
 
 
@@ -169,7 +172,7 @@ def test_onnx_tree_logits_and_keep_path_lean_are_the_forward_and_keep_path(onnx_
     m = onnx_target
     m.setup_cache(1)
     prompt = corpus.encode(PROMPT + " what light")
-    t = trees.draft_tree(TreeSpec.parse("4x2x2x1"), draft_factory("ngram"), prompt, np.random.default_rng(2), 1.0)
+    t = tree_draft.draft_tree(TreeSpec.parse("4x2x2x1"), draft_factory("ngram"), prompt, np.random.default_rng(2), 1.0)
     pos = 5
     m(m.ids(prompt[:pos]), 0)
     ids = prompt[pos:] + t.tokens
@@ -193,14 +196,19 @@ def test_onnx_tree_logits_and_keep_path_lean_are_the_forward_and_keep_path(onnx_
 
 def _generations(target, draft, spec, seeds, temperature, chars):
     for seed in seeds:
-        ref = decode._tree_generate(target, draft, PROMPT, chars, spec, seed, temperature, lean=False)
+        with pytest.MonkeyPatch.context() as patch:  # the round drafts and walks with the reference code
+            patch.setattr(tree_draft, "draft_tree", oracles.draft_tree_reference)
+            patch.setattr(tree_walk, "accept_tree", oracles.accept_tree_reference)
+            patch.setattr(decode, "_tree_logits_lean", oracles.tree_logits_reference)
+            patch.setattr(target, "keep_path_lean", target.keep_path, raising=False)
+            ref = decode._tree_generate(target, draft, PROMPT, chars, spec, seed, temperature)
         lean = decode._tree_generate(target, draft, PROMPT, chars, spec, seed, temperature)
         yield seed, ref, lean
 
 
 @pytest.fixture(scope="module")
 def budget_tree(target, draft_factory):
-    return trees.optimal_tree(measure_child_acceptance(target, draft_factory("ngram"), chars=100, width=8), 32)[0]
+    return sequoia.optimal_tree(measure_child_acceptance(target, draft_factory("ngram"), chars=100, width=8), 32)[0]
 
 
 CHARS = {"4x2x2x1": 33, "2x2": 27, "budget": 41}  # a few rounds each, the last one trimmed to what is left
@@ -234,9 +242,15 @@ def test_settle_tree_round_lean_and_reference_leave_the_same_round(onnx_target, 
         rng, tokens = np.random.default_rng(9), list(text)
         stats = decode.GenerationStats(k=4, accepted_per_position=[0] * 5, tried_per_depth=[0] * 4,
                                        accepted_per_depth=[0] * 4)
-        t = trees.draft_tree(TreeSpec.parse("4x2x2x1"), draft, tokens, rng, 1.0, lean)
-        with torch.inference_mode():
-            new_pos = decode.settle_tree_round(m, tokens, len(text) - 1, t, rng, 1.0, stats, lean)
+        with pytest.MonkeyPatch.context() as patch:
+            if not lean:  # the reference round: tests/oracles.py's drafting, pass and walk, and `keep_path`
+                patch.setattr(tree_draft, "draft_tree", oracles.draft_tree_reference)
+                patch.setattr(tree_walk, "accept_tree", oracles.accept_tree_reference)
+                patch.setattr(decode, "_tree_logits_lean", oracles.tree_logits_reference)
+                patch.setattr(m, "keep_path_lean", m.keep_path)
+            t = tree_draft.draft_tree(TreeSpec.parse("4x2x2x1"), draft, tokens, rng, 1.0)
+            with torch.inference_mode():
+                new_pos = decode.settle_tree_round(m, tokens, len(text) - 1, t, rng, 1.0, stats)
         out.append((new_pos, tokens, stats, _state(rng), [a[:, :, : len(tokens)].copy() for a in m._np_cache]))
     (pa, ta, sa, ra, ca), (pb, tb, sb, rb, cb) = out
     assert (pa, ta, sa, ra) == (pb, tb, sb, rb)
@@ -249,17 +263,3 @@ def test_probs_of_numpy_logits_are_the_probs_of_the_tensor():
     x = np.random.default_rng(0).normal(size=(5, 84)).astype(np.float32) * 4
     for temperature in TEMPERATURES:
         np.testing.assert_array_equal(sampling.probs(x, temperature), sampling.probs(torch.from_numpy(x), temperature))
-
-
-def test_speculative_generate_passes_lean_to_the_tree_round(target, draft_factory, monkeypatch):
-    """lean=False reaches the tree round (the reference drafting runs), with the same output as the lean one."""
-    from specdec.decoding import trees as trees_module
-
-    calls = []
-    reference = trees_module.draft_tree_reference
-    monkeypatch.setattr(trees_module, "draft_tree_reference", lambda *a, **kw: calls.append(1) or reference(*a, **kw))
-    spec = trees_module.TreeSpec.parse("2x2")
-    old = specdec.speculative_generate(target, draft_factory("ngram"), "ROMEO:", 30, 1, 0, tree=spec, lean=False)
-    assert calls
-    new = specdec.speculative_generate(target, draft_factory("ngram"), "ROMEO:", 30, 1, 0, tree=spec)
-    assert old.ids == new.ids and old.stats == new.stats

@@ -10,9 +10,12 @@ import torch
 
 import specdec
 from specdec import cli
-from specdec.measure import overhead
+from specdec.measure import attribution as attribution_mod
+from specdec.measure import profiler_split, roofline
+from specdec.report import overhead_text
 from specdec.model.gpt import GPTConfig
-from specdec.measure.overhead import CATEGORIES, RESIDUAL, Machine
+from specdec.measure.profiler_split import CATEGORIES, RESIDUAL
+from specdec.measure.roofline import Machine
 from specdec.model import backends
 
 CFG = GPTConfig()  # the shipped target's: C = 128, 3 layers, V = 84, context 256
@@ -61,8 +64,8 @@ def test_pass_bytes_weights_are_the_models_parameters_but_the_unread_embedding_r
 
 def test_floor_is_the_larger_of_compute_and_bandwidth_time():
     m = Machine(matmul_gflops=10.0, cache_gbps=2.0, memory_gbps=1.0, threads=1)
-    assert overhead.floor_us(1_000_000, 1_000_000, m) == pytest.approx(500.0)  # 1e6 B / 2 GB/s = 500 µs
-    assert overhead.floor_us(100_000_000, 1_000, m) == pytest.approx(10_000.0)  # 1e8 FLOP / 10 GFLOP/s
+    assert roofline.floor_us(1_000_000, 1_000_000, m) == pytest.approx(500.0)  # 1e6 B / 2 GB/s = 500 µs
+    assert roofline.floor_us(100_000_000, 1_000, m) == pytest.approx(10_000.0)  # 1e8 FLOP / 10 GFLOP/s
 
 
 def test_measure_machine_gives_finite_positive_figures_and_restores_threads():
@@ -92,7 +95,7 @@ def test_overhead_table_rows(target):
         assert r["backend"] == "eager" and r["measured_us"] > 0
         assert r["flops"] == specdec.pass_flops(CFG, r["positions"], 50)
         assert r["bytes"] == specdec.pass_bytes(CFG, r["positions"], 50)
-        assert r["floor_us"] == overhead.floor_us(r["flops"], r["bytes"], m)
+        assert r["floor_us"] == roofline.floor_us(r["flops"], r["bytes"], m)
         assert r["share"] == 1 - r["floor_us"] / r["measured_us"]
 
 
@@ -103,7 +106,7 @@ def test_overhead_table_names_the_targets_backend(target):
     assert [r["backend"] for r in rows] == ["fused"]
     scope = {"categories": dict.fromkeys(CATEGORIES, 0.0), "profiled_us": 0.0, "measured_us": 0.0, "profiler_us": 0.0,
              "accounted_us": 0.0, "accounted_ratio": 1.0, "stretch": 1.0}
-    text = overhead.render(m, rows, {"step": scope, "round": scope})
+    text = overhead_text.render(m, rows, {"step": scope, "round": scope})
     assert text.splitlines()[2].startswith("fused target pass")
 
 
@@ -112,30 +115,23 @@ def _fake_scope(cats, measured, ratio):
             "accounted_us": sum(cats.values()), "accounted_ratio": ratio, "stretch": 1.5}
 
 
-def test_the_text_puts_the_old_and_the_lean_round_side_by_side_with_what_came_back():
+def test_the_text_puts_the_step_and_the_round_side_by_side():
     m = Machine(matmul_gflops=50.0, cache_gbps=20.0, memory_gbps=5.0, threads=1)
     rows = [{"backend": "eager", "positions": 1, "measured_us": 10.0, "floor_us": 1.0, "share": 0.9, "flops": 1,
              "bytes": 1}]
     step = dict.fromkeys(CATEGORIES, 1.0)
-    old = {name: 10.0 * (i + 1) for i, name in enumerate(CATEGORIES)}  # 10, 20, ..., 80: sums to 360
-    lean = {**old, "draft": 12.5, RESIDUAL: 90.0}  # the draft saved 70 - 12.5 = 57.5, the residual lost 10
-    attr = {"step": _fake_scope(step, 8.0, 1.01), "round": _fake_scope(lean, 300.0, 1.02),
-            "round (old)": _fake_scope(old, 350.0, 1.03)}
-    lines = overhead.render(m, rows, attr).splitlines()
+    rnd = {name: 10.0 * (i + 1) for i, name in enumerate(CATEGORIES)}  # 10, 20, ..., 80: sums to 360
+    attr = {"step": _fake_scope(step, 8.0, 1.01), "round": _fake_scope(rnd, 350.0, 1.03),
+            "round (old)": _fake_scope(rnd, 400.0, 1.05)}  # an older report's scope: not shown
+    lines = overhead_text.render(m, rows, attr).splitlines()
     head = lines.index(next(x for x in lines if x.startswith("category")))
-    assert "came back: round (old) less round, what the lean round saved" in lines[head - 1]
-    assert lines[head].split() == ["category", "step", "round", "(old)", "round", "came", "back"]
+    assert lines[head].split() == ["category", "step", "round"]
     table = {x[:32].strip(): x[32:].split() for x in lines[head + 1:]}
-    assert table["matmul"] == ["1.0", "10.0", "10.0", "0.0"]
-    assert table["draft"] == ["1.0", "70.0", "12.5", "57.5"]
-    assert table[RESIDUAL] == ["1.0", "80.0", "90.0", "-10.0"]
-    assert table["accounted (sum of the above)"] == ["8.0", "360.0", "312.5", "47.5"]  # 360 - 57.5 + 10
-    assert table["measured untimed"] == ["8.0", "350.0", "300.0", "50.0"]
-    assert table["accounted / untimed (pairs)"] == ["1.010", "1.030", "1.020"]  # no difference of ratios
-    del attr["round (old)"]  # lean=False: the round alone, no difference
-    lines = overhead.render(m, rows, attr).splitlines()
-    assert next(x for x in lines if x.startswith("category")).split() == ["category", "step", "round"]
-    assert next(x for x in lines if x.startswith("draft ")).split() == ["draft", "1.0", "12.5"]
+    assert table["matmul"] == ["1.0", "10.0"]
+    assert table["draft"] == ["1.0", "70.0"]
+    assert table["accounted (sum of the above)"] == ["8.0", "360.0"]
+    assert table["measured untimed"] == ["8.0", "350.0"]
+    assert table["accounted / untimed (pairs)"] == ["1.010", "1.030"]
 
 
 def test_overhead_table_refuses_widths_past_the_context(target):
@@ -154,7 +150,7 @@ def test_overhead_table_refuses_widths_past_the_context(target):
     ("aten::softmax", "elementwise"),
 ])
 def test_category_of_an_op(name, expected):
-    assert overhead.category(name) == expected
+    assert profiler_split.category(name) == expected
 
 
 def _only(fn, n=20):
@@ -177,7 +173,7 @@ def _check_sums(scope):
 
 def test_a_function_that_only_multiplies_matrices_is_all_matmul():
     a = torch.randn(64, 64)
-    scope = overhead.attribute(_only(lambda labelled: torch.mm(a, a)), repeats=1)
+    scope = profiler_split.attribute(_only(lambda labelled: torch.mm(a, a)), repeats=1)
     _check_sums(scope)
     cats = scope["categories"]
     assert cats["matmul"] > 0
@@ -185,7 +181,7 @@ def test_a_function_that_only_multiplies_matrices_is_all_matmul():
 
 
 def test_a_function_that_only_allocates_is_all_tensor_creation():
-    scope = overhead.attribute(_only(lambda labelled: torch.zeros(64, 64)), repeats=1)
+    scope = profiler_split.attribute(_only(lambda labelled: torch.zeros(64, 64)), repeats=1)
     cats = scope["categories"]
     assert cats["tensor creation"] > 0
     assert all(cats[name] == 0 for name in CATEGORIES if name not in ("tensor creation", RESIDUAL))
@@ -195,40 +191,36 @@ def test_a_label_takes_all_the_ops_inside_it():
     a = torch.randn(64, 64)
 
     def fn(labelled):
-        with overhead._label(labelled, "the rule"):
+        with profiler_split.label(labelled, "the rule"):
             torch.mm(a, a)
 
-    cats = overhead.attribute(_only(fn), repeats=1)["categories"]
+    cats = profiler_split.attribute(_only(fn), repeats=1)["categories"]
     assert cats["the rule"] > 0 and cats["matmul"] == 0
 
 
 def test_attribution_of_a_step_and_a_round(target, draft_factory):
     out = specdec.attribution(target, draft_factory("bigram"), k=2, chars=6, repeats=1)
-    assert set(out) == {"step", "round", "round (old)"}
+    assert set(out) == {"step", "round"}
     for scope in out.values():
         _check_sums(scope)
         assert scope["categories"]["matmul"] > 0 and scope["categories"]["attention"] > 0
     step = out["step"]["categories"]
     assert step["the rule"] == 0 and step["draft"] == 0 and step["logits to sample"] > 0
-    for name in ("round", "round (old)"):  # the old round's labels are counted as the lean round's
-        rnd = out[name]["categories"]
-        assert rnd["the rule"] > 0 and rnd["draft"] > 0 and rnd["logits to sample"] > 0, name
+    rnd = out["round"]["categories"]
+    assert rnd["the rule"] > 0 and rnd["draft"] > 0 and rnd["logits to sample"] > 0
     assert out["step"]["units_per_block"] == 6 and 2 <= out["round"]["units_per_block"] <= 6
-    assert out["round (old)"]["units_per_block"] == out["round"]["units_per_block"]  # the same rounds
 
 
-def test_the_old_and_the_lean_blocks_run_the_same_rounds_with_their_own_draft_code(target, draft_factory,
-                                                                                 monkeypatch):
-    """Same seed, same state: the lean block (the draft's propose) and the old one (its propose_reference) settle
-    the same rounds into the same tokens, however often they run; each block calls only its own draft code."""
+def test_the_round_blocks_run_the_same_rounds_in_every_mode(target, draft_factory, monkeypatch):
+    """Same seed, same state: bare, timed and profiled blocks settle the same rounds into the same tokens, with
+    the draft's own propose."""
     from specdec.decoding import generate as decode
     from specdec.measure import timing
 
     draft = draft_factory("bigram")
     calls, settled = [], []
-    for name in ("propose", "propose_reference"):
-        real = getattr(draft, name)
-        monkeypatch.setattr(draft, name, lambda *a, real=real, name=name: calls.append(name) or real(*a))
+    real = draft.propose
+    monkeypatch.setattr(draft, "propose", lambda *a: calls.append(1) or real(*a))
     real_settle = decode.settle_round
 
     def settle(*a):
@@ -238,13 +230,12 @@ def test_the_old_and_the_lean_blocks_run_the_same_rounds_with_their_own_draft_co
 
     monkeypatch.setattr(decode, "settle_round", settle)
     prompt = decode.check_request(target, timing.COST_PROMPT, 12, k=3)
-    lean, old = (overhead._rounds(target, draft, prompt, 12, 3, 0, lean) for lean in (True, False))
-    for mode, run, want in ((False, lean, "propose"), (False, old, "propose_reference"), ("time", lean, "propose"),
-                            ("time", old, "propose_reference"), (True, old, "propose_reference")):
+    run = attribution_mod._rounds(target, draft, prompt, 12, 3, 0)
+    for mode in (False, "time", True):
         calls.clear()
         settled.append([])
         n = run(mode)
-        assert n == len(settled[-1]) and set(calls) == {want}, (mode, want)
+        assert n == len(settled[-1]) and calls, mode
     assert len(settled[0][-1]) == len(prompt) + 12
     assert all(s == settled[0] for s in settled)  # every block: the same rounds, the same tokens
 
@@ -261,7 +252,7 @@ def test_alternated_runs_interleave_their_bare_and_timed_blocks():
             return 1
         return block
 
-    out = overhead.attribute_alternated({"lean": run("lean"), "old": run("old")}, repeats=2, per_event_us=0.0)
+    out = profiler_split.attribute_alternated({"lean": run("lean"), "old": run("old")}, repeats=2, per_event_us=0.0)
     assert order == [("lean", False), ("old", False),  # discarded
                      ("lean", False), ("old", False), ("lean", "time"), ("old", "time"),  # repeat 0
                      ("lean", "time"), ("old", "time"), ("lean", False), ("old", False),  # repeat 1
@@ -272,30 +263,9 @@ def test_alternated_runs_interleave_their_bare_and_timed_blocks():
         assert scope["units_per_block"] == 1
 
 
-def test_attribution_with_lean_false_times_the_reference_round_alone(target, draft_factory, monkeypatch):
-    """lean=False: "round" is what speculative_generate(lean=False) runs -- the reference code -- and there is
-    no old round beside it (the measuring is faked: only which blocks would be timed is checked)."""
-    rounds = {}
-    monkeypatch.setattr(overhead, "profiler_cost_us", lambda: 0.0)
-    monkeypatch.setattr(overhead, "attribute", lambda run, *a: {})
-    monkeypatch.setattr(overhead, "attribute_alternated", lambda runs, *a: rounds.update(runs) or dict.fromkeys(runs))
-    draft = draft_factory("bigram")
-    calls = []
-    for name in ("propose", "propose_reference"):
-        real = getattr(draft, name)
-        monkeypatch.setattr(draft, name, lambda *a, real=real, name=name: calls.append(name) or real(*a))
-    assert list(specdec.attribution(target, draft, k=2, chars=6, lean=False)) == ["step", "round"]
-    rounds["round"](False)
-    assert calls and set(calls) == {"propose_reference"}
-    assert list(specdec.attribution(target, draft, k=2, chars=6)) == ["step", "round", "round (old)"]
-    calls.clear()
-    rounds["round"](False)
-    assert calls and set(calls) == {"propose"}
-
-
 def test_cli_prints_the_tables_and_writes_overhead_json(tmp_path, monkeypatch, capsys):
-    quick = functools.partial(overhead.attribution, chars=4, repeats=1)
-    monkeypatch.setattr(overhead, "attribution", quick)
+    quick = functools.partial(attribution_mod.attribution, chars=4, repeats=1)
+    monkeypatch.setattr(attribution_mod, "attribution", quick)
     before = torch.get_num_threads()
     assert cli.main(["overhead", "--seconds", "0.2", "--out", str(tmp_path / "o")]) == 0
     torch.set_num_threads(before)
@@ -306,16 +276,13 @@ def test_cli_prints_the_tables_and_writes_overhead_json(tmp_path, monkeypatch, c
     assert [r["positions"] for r in doc["floor"]] == [1, 2, 3, 5, 9]
     auto = "onnx" if "onnx" in specdec.BACKENDS else "numpy"  # auto: the fastest installed on the CPU
     assert {r["backend"] for r in doc["floor"]} == {auto}
-    assert set(doc["attribution"][auto]) == {"step", "round", "round (old)"} and doc["draft"] == "bigram"
+    assert set(doc["attribution"][auto]) == {"step", "round"} and doc["draft"] == "bigram"
     assert doc["k"] == 4
-    # the old and the lean round side by side, and what came back: the old round's µs less the lean round's
     head = next(x for x in out.splitlines() if x.startswith("category"))
-    assert head.split() == ["category", "step", "round", "(old)", "round", "came", "back"]
+    assert head.split() == ["category", "step", "round"]
     a = doc["attribution"][auto]
     cells = next(x for x in out.splitlines() if x.startswith("draft ")).split()
-    old, lean = a["round (old)"]["categories"]["draft"], a["round"]["categories"]["draft"]
-    assert cells == ["draft", f"{a['step']['categories']['draft']:.1f}", f"{old:.1f}", f"{lean:.1f}",
-                     f"{old - lean:.1f}"]
+    assert cells == ["draft", f"{a['step']['categories']['draft']:.1f}", f"{a['round']['categories']['draft']:.1f}"]
     # no temporary file left
     assert sorted(p.name for p in (tmp_path / "o").iterdir()) == ["attribution.png", "overhead.json"]
     assert cli.main(["overhead", "--seconds", "0.2", "--backend", "all", "--out", str(tmp_path / "o")]) == 0
@@ -328,10 +295,10 @@ def test_cli_prints_the_tables_and_writes_overhead_json(tmp_path, monkeypatch, c
 
 
 def test_the_profiler_costs_something_per_event_and_it_is_taken_out():
-    per_event = overhead.profiler_cost_us(calls=500, repeats=2)
+    per_event = profiler_split.profiler_cost_us(calls=500, repeats=2)
     assert per_event > 0
     a = torch.randn(8, 8)
-    scope = overhead.attribute(_only(lambda labelled: torch.mm(a, a)), repeats=1, per_event_us=per_event)
+    scope = profiler_split.attribute(_only(lambda labelled: torch.mm(a, a)), repeats=1, per_event_us=per_event)
     assert scope["profiler_us"] == pytest.approx(scope["events_per_unit"] * per_event)  # every event is outside
 
 
@@ -340,14 +307,14 @@ def test_labels_are_timed_directly_and_the_profiler_only_splits_the_rest(monkeyp
     all matmul and 2x stretched, is scaled onto the 15 units left."""
     a = torch.randn(32, 32)
     clock = iter(range(0, 10**9, 5))
-    monkeypatch.setattr(overhead.time, "perf_counter", lambda: next(clock) * 1e-6)
+    monkeypatch.setattr(profiler_split.time, "perf_counter", lambda: next(clock) * 1e-6)
 
     def fn(mode):
-        with overhead._label(mode, "the rule"):
+        with profiler_split.label(mode, "the rule"):
             pass
         torch.mm(a, a)
 
-    scope = overhead.attribute(_only(fn, n=1), repeats=1, per_event_us=0.0)
+    scope = profiler_split.attribute(_only(fn, n=1), repeats=1, per_event_us=0.0)
     cats = scope["categories"]
     assert cats["the rule"] == pytest.approx(5.0)  # one span: enter at t, exit at t + 5
     assert scope["accounted_us"] == pytest.approx(15.0)  # the timed block: start, span (2 reads), end

@@ -6,9 +6,11 @@ from types import SimpleNamespace
 import pytest
 
 import specdec
-from specdec.measure import overhead
-from specdec.report import overhead_section, render
-from specdec.measure.overhead import CATEGORIES, Machine
+from specdec.measure import attribution as attribution_mod
+from specdec.measure import profiler_split, roofline
+from specdec.report import overhead_section, overhead_text
+from specdec.measure.profiler_split import CATEGORIES
+from specdec.measure.roofline import Machine
 from specdec.model import backends
 
 MACHINE = Machine(matmul_gflops=50.0, cache_gbps=20.0, memory_gbps=5.0, threads=1)
@@ -24,7 +26,7 @@ class FakeClock:
 
 def _scope(measured, profiled):
     cats = dict.fromkeys(CATEGORIES, 0.0)
-    cats["matmul"], cats[overhead.RESIDUAL] = 10.0, profiled - 10.0
+    cats["matmul"], cats[profiler_split.RESIDUAL] = 10.0, profiled - 10.0
     return {"categories": cats, "measured_us": measured, "profiled_us": profiled, "profiler_us": 100.0,
             "accounted_us": profiled - 100.0, "accounted_ratio": 1.02, "stretch": 1.25, "events_per_unit": 50.0,
             "units_per_block": 4}
@@ -39,8 +41,7 @@ def fakes(monkeypatch):
     def attribution(target, draft, k, chars, repeats):
         calls["attribution"] = dict(target=target, draft=draft, k=k, chars=chars, repeats=repeats)
         clock.now += calls.get("attr_seconds", 3.0)
-        return {"step": _scope(900.0, 1400.0), "round": _scope(1500.0, 2600.0),
-                "round (old)": _scope(1800.0, 3000.0)}
+        return {"step": _scope(900.0, 1400.0), "round": _scope(1500.0, 2600.0)}
 
     def measure_machine(seconds, threads):
         calls["machine"] = dict(seconds=seconds, threads=threads)
@@ -51,9 +52,9 @@ def fakes(monkeypatch):
         return [{"backend": backends.backend_of(target), "positions": T, "measured_us": 500.0,
                  "floor_us": 100.0, "share": 0.8, "flops": 1, "bytes": 1} for T in positions]
 
-    for name, fn in (("attribution", attribution), ("measure_machine", measure_machine),
-                     ("overhead_table", overhead_table)):
-        monkeypatch.setattr(overhead, name, fn)
+    monkeypatch.setattr(attribution_mod, "attribution", attribution)
+    monkeypatch.setattr(roofline, "measure_machine", measure_machine)
+    monkeypatch.setattr(roofline, "overhead_table", overhead_table)
     return calls
 
 
@@ -84,7 +85,6 @@ def test_the_document_holds_categories_per_backend_and_the_setup(fakes, target):
     assert set(doc["attribution"]) == {"eager"}
     assert doc["attribution"]["eager"]["step"] == _scope(900.0, 1400.0)["categories"]
     assert list(doc["attribution"]["eager"]["round"]) == list(CATEGORIES)
-    assert doc["attribution"]["eager"]["round (old)"] == _scope(1800.0, 3000.0)["categories"]
     setup = doc["overhead_setup"]
     assert setup["machine"] == MACHINE.to_dict() and (setup["draft"], setup["k"]) == ("bigram", 4)
     assert (setup["chars"], setup["repeats"], setup["context_pos"]) == (7, 2, 100)
@@ -92,9 +92,7 @@ def test_the_document_holds_categories_per_backend_and_the_setup(fakes, target):
         "step": {"measured_us": 900.0, "profiled_us": 1400.0, "profiler_us": 100.0, "accounted_us": 1300.0,
                  "accounted_ratio": 1.02, "stretch": 1.25, "events_per_unit": 50.0},
         "round": {"measured_us": 1500.0, "profiled_us": 2600.0, "profiler_us": 100.0, "accounted_us": 2500.0,
-                  "accounted_ratio": 1.02, "stretch": 1.25, "events_per_unit": 50.0},
-        "round (old)": {"measured_us": 1800.0, "profiled_us": 3000.0, "profiler_us": 100.0, "accounted_us": 2900.0,
-                        "accounted_ratio": 1.02, "stretch": 1.25, "events_per_unit": 50.0}}}
+                  "accounted_ratio": 1.02, "stretch": 1.25, "events_per_unit": 50.0}}}
 
 
 def test_the_reports_bigram_is_used_and_one_is_built_when_the_report_has_none(fakes, target, draft_factory):
@@ -118,7 +116,7 @@ def test_off_the_cpu_nothing_is_measured(fakes, target):
     assert not fakes  # no fake was called
     assert doc["overhead"] == [] and doc["attribution"] == {}
     assert "the target runs on cuda" in doc["overhead_setup"]["skipped"]
-    assert render.overhead_tables(doc) == ["\n## Overhead\n\nNot measured: the floor model is the CPU's; the target "
+    assert overhead_text.overhead_tables(doc) == ["\n## Overhead\n\nNot measured: the floor model is the CPU's; the target "
                                            "runs on cuda."]
 
 
@@ -136,7 +134,7 @@ def test_the_tables_render_the_rows_and_name_the_backend():
            "overhead_setup": {"machine": MACHINE.to_dict(), "context_pos": 100, "draft": "bigram", "k": 4,
                               "totals": {"fused": {"step": {"measured_us": 20.0, "profiled_us": 28.0},
                                                    "round": {"measured_us": 40.0, "profiled_us": 56.0}}}}}
-    lines = "\n".join(render.overhead_tables(doc)).splitlines()
+    lines = "\n".join(overhead_text.overhead_tables(doc)).splitlines()
     assert "## Overhead: the fused target pass against its roofline floor (100 cached positions)" in lines
     start = next(i for i, x in enumerate(lines) if x.startswith("| positions"))
     assert _cells(lines[start]) == ["positions", "measured µs", "floor µs", "overhead share (1 - floor / measured)",
@@ -147,17 +145,16 @@ def test_the_tables_render_the_rows_and_name_the_backend():
     head = next(i for i, x in enumerate(lines) if x.startswith("### Where the time goes, fused backend"))
     body = [_cells(x) for x in lines[head + 4: head + 4 + len(CATEGORIES) + 2]]
     assert body[0] == ["matmul", "0.0", "0.0"] and body[1] == ["attention", "1.0", "2.0"]
-    assert body[len(CATEGORIES) - 1] == [overhead.RESIDUAL, "7.0", "14.0"]  # the eighth category, 7 and 2 x 7
+    assert body[len(CATEGORIES) - 1] == [profiler_split.RESIDUAL, "7.0", "14.0"]  # the eighth category, 7 and 2 x 7
     assert body[-2:] == [["profiled (sum of the above)", "28.0", "56.0"],
                          ["measured without the profiler", "20.0", "40.0"]]
 
 
-def test_the_attribution_table_puts_the_old_and_the_lean_round_side_by_side():
-    """A report with the old round: columns step, round (old), round and what came back (old less lean) per
-    category and per µs total; ratios get no difference. The prose says what the old column is."""
+def test_an_older_report_with_the_old_round_renders_step_and_round_only():
+    """A report saved by an older version also holds "round (old)": the table shows step and round only."""
     step = {name: 1.0 for name in CATEGORIES}
     old = {name: 10.0 * (i + 1) for i, name in enumerate(CATEGORIES)}  # 10 .. 80
-    lean = {**old, "draft": 12.5}  # the draft saved 70 - 12.5 = 57.5; the rule is the same code in both
+    lean = {**old, "draft": 12.5}
 
     def totals(accounted, measured, ratio):
         return {"measured_us": measured, "profiled_us": 0.0, "profiler_us": 0.0, "accounted_us": accounted,
@@ -169,19 +166,15 @@ def test_the_attribution_table_puts_the_old_and_the_lean_round_side_by_side():
            "overhead_setup": {"machine": MACHINE.to_dict(), "context_pos": 100, "draft": "bigram", "k": 4,
                               "totals": {"eager": {"step": totals(8.0, 7.5, 1.01), "round": totals(302.5, 300.0, 1.02),
                                                    "round (old)": totals(360.0, 350.0, 1.03)}}}}
-    text = "\n".join(render.overhead_tables(doc))
+    text = "\n".join(overhead_text.overhead_tables(doc))
     lines = text.splitlines()
     head = next(i for i, x in enumerate(lines) if x.startswith("| category"))
-    assert _cells(lines[head]) == ["category", "step", "round (old)", "round", "came back"]
+    assert _cells(lines[head]) == ["category", "step", "round"]
     body = {c[0]: c[1:] for c in map(_cells, lines[head + 2: head + 2 + len(CATEGORIES) + 4])}
-    assert body["matmul"] == ["1.0", "10.0", "10.0", "0.0"]
-    assert body["the rule"] == ["1.0", "60.0", "60.0", "0.0"]
-    assert body["draft"] == ["1.0", "70.0", "12.5", "57.5"]
-    assert body["accounted (sum of the above)"] == ["8.0", "360.0", "302.5", "57.5"]
-    assert body["measured untimed"] == ["7.5", "350.0", "300.0", "50.0"]
-    assert body["accounted / untimed (median of neighbouring blocks)"] == ["1.010", "1.030", "1.020", ""]
-    assert body["the profiler's stretch of the rest (x)"] == ["1.250", "1.250", "1.250", ""]
-    assert "The round (old) column is the reference code" in text
+    assert body["draft"] == ["1.0", "12.5"]
+    assert body["accounted (sum of the above)"] == ["8.0", "302.5"]
+    assert body["accounted / untimed (median of neighbouring blocks)"] == ["1.010", "1.020"]
+    assert "round (old)" not in text and "came back" not in text
 
 
 def test_a_report_without_the_old_round_renders_its_two_columns():
@@ -194,7 +187,7 @@ def test_a_report_without_the_old_round_renders_its_two_columns():
            "attribution": {"eager": {"step": cats, "round": {n: 2 * v for n, v in cats.items()}}},
            "overhead_setup": {"machine": MACHINE.to_dict(), "context_pos": 100, "draft": "bigram", "k": 4,
                               "totals": {"eager": {"step": totals, "round": {**totals, "measured_us": 40.0}}}}}
-    text = "\n".join(render.overhead_tables(doc))
+    text = "\n".join(overhead_text.overhead_tables(doc))
     lines = text.splitlines()
     head = next(i for i, x in enumerate(lines) if x.startswith("| category"))
     assert _cells(lines[head]) == ["category", "step", "round"]
@@ -204,4 +197,4 @@ def test_a_report_without_the_old_round_renders_its_two_columns():
 
 
 def test_a_report_saved_before_the_section_renders_without_it():
-    assert render.overhead_tables({}) == []
+    assert overhead_text.overhead_tables({}) == []

@@ -4,6 +4,7 @@ import torch.nn as nn
 
 from specdec.model import quantize
 from specdec.model.gpt import GPT, GPTConfig
+from tests import oracles
 
 LINEAR = ("qkv.weight", "proj.weight", "fc.weight", "lm_head.weight")
 
@@ -14,7 +15,7 @@ def _f16(x: float) -> float:
 
 def test_int8_per_channel_rounding_by_hand():
     w = torch.tensor([[1.27, -0.5, 0.004], [2.0, 1.0, -0.33]])
-    q = quantize.round_weight(w, 8)
+    q = oracles.round_weight(w, 8)
     # scales stored as float16: row 0 1.27/127 -> 0.0100021..., levels 127, -50, 0; row 1 2/127 -> 0.0157470...,
     # levels 127, 63.50->64, -20.96->-21
     s0, s1 = _f16(1.27 / 127), _f16(2.0 / 127)
@@ -24,7 +25,7 @@ def test_int8_per_channel_rounding_by_hand():
 
 def test_int4_grouped_rounding_by_hand():
     w = torch.tensor([[0.7, 0.35, -0.1, 0.05, 7.0, 1.0, -2.0, 0.4]])
-    q = quantize.round_weight(w, 4, group=4)
+    q = oracles.round_weight(w, 4, group=4)
     # group 1: scale float16(0.1) = 0.09997... -> 7.00, 3.50->4, -1.00, 0.50012->1; group 2: scale 1 -> 7, 1, -2, 0
     s = _f16(0.1)
     expected = torch.tensor([[7 * s, 4 * s, -1 * s, 1 * s, 7.0, 1.0, -2.0, 0.0]])
@@ -49,7 +50,7 @@ def test_pack_then_unpack_is_the_rounded_weight_bit_for_bit(target, bits):
     for name, m in target.named_modules():
         if isinstance(m, nn.Linear):
             assert torch.equal(quantize.unpack(quantize.pack(m.weight, bits, group)),
-                               quantize.round_weight(m.weight, bits, group)), name
+                               oracles.round_weight(m.weight, bits, group)), name
             n += 1
     assert n == 3 * 4 + 1  # every block's qkv, proj, fc, proj and the head
 
@@ -67,7 +68,7 @@ def test_the_draft_computes_with_the_weights_unpacked_from_its_stored_form(targe
             assert packed.values.shape[1] == param.shape[1] * bits // 8 and packed.scales.dtype == torch.float16
             assert torch.equal(param, quantize.unpack(packed)), pname
             group = None if bits == 8 else quantize.INT4_GROUP
-            assert torch.equal(param, quantize.round_weight(target_params[pname], bits, group)), pname
+            assert torch.equal(param, oracles.round_weight(target_params[pname], bits, group)), pname
         else:
             assert torch.equal(param, target_params[pname]), pname
 
@@ -87,8 +88,8 @@ def test_stored_bytes_by_hand():
 
 def test_bad_bits_and_group():
     with pytest.raises(ValueError, match="bits must be 4 or 8"):
-        quantize.round_weight(torch.ones(2, 4), 3)
+        oracles.round_weight(torch.ones(2, 4), 3)
     with pytest.raises(ValueError, match="multiple of the group size"):
-        quantize.round_weight(torch.ones(2, 6), 4, group=4)
+        oracles.round_weight(torch.ones(2, 6), 4, group=4)
     with pytest.raises(ValueError, match="overflow a float16 scale"):
         quantize.pack(torch.full((1, 4), 1e7), 8)

@@ -5,7 +5,7 @@ import copy
 
 import pytest
 
-from specdec.report import render
+from specdec.report import headline, render
 
 FLOOR = {"measured": 1.004, "ci_low": 0.98, "ci_high": 1.03, "pairs": 5}
 BUSY = "WARNING: the machine was busy (load average 3.0 at the start); stop them, or give a larger --budget."
@@ -45,12 +45,12 @@ def _doc():
             _sp("broken", 1, 3.0, 2.9, 3.1),
         ],
     }
-    doc["warnings"] = [BUSY] + render.result_warnings(doc)  # as the report puts them together
+    doc["warnings"] = [BUSY] + headline.result_warnings(doc)  # as the report puts them together
     return doc
 
 
 def test_the_headline_facts_by_hand():
-    h = render.headline_facts(_doc())
+    h = headline.headline_facts(_doc())
     assert h["run"] == {"machine": "Test CPU", "device": "cpu", "backend": "eager", "threads": 1,
                         "workload": "shakespeare24", "prompt": None, "runs": 3, "chars": 60, "budget": 20.0,
                         "wall_seconds": 19.4, "units": "characters", "target": "shipped"}
@@ -75,12 +75,12 @@ def test_one_list_of_warnings_for_the_headline_and_the_document():
     list: it adds none of its own."""
     doc = _doc()
     doc["speedup"][3]["pairs"] = 1
-    few = render.result_warnings(doc)
+    few = headline.result_warnings(doc)
     assert few[0] == ("WARNING: only 1 timed pair(s) for some rows: no re-run interval, so no verdict for them; "
                       "give a larger --budget (the fixed work took most of this one).")
     assert len(few) == 3  # then the two CHECKs
     doc["warnings"] = [BUSY] + few
-    assert render.headline_facts(doc)["warnings"] == doc["warnings"]
+    assert headline.headline_facts(doc)["warnings"] == doc["warnings"]
     text = render.headline(doc)
     assert [line.strip("*") for line in text.splitlines() if line.startswith("**WARNING")] == doc["warnings"]
     assert render.headline_facts({**doc, "warnings": []})["warnings"] == []
@@ -89,9 +89,9 @@ def test_one_list_of_warnings_for_the_headline_and_the_document():
 def test_nothing_faster_recommends_target_only():
     doc = _doc()
     doc["speedup"] = [r for r in doc["speedup"] if r["draft"] in ("slow", "noisy")]
-    assert render.headline_facts(doc)["recommendation"] == "target-only"
+    assert headline.headline_facts(doc)["recommendation"] == "target-only"
     assert ("**Recommendation: target-only.** No exact configuration is faster than target-only beyond the noise "
-            "floor on this machine.") in render.headline(doc)
+            "floor on this machine.") in headline.headline(doc)
 
 
 @pytest.mark.parametrize("lo,hi,floor,want", [
@@ -104,11 +104,11 @@ def test_nothing_faster_recommends_target_only():
     (1.01, 1.02, (1.03, 1.06), "not distinguishable from the noise floor"),  # below the floor, but above 1
 ])
 def test_a_verdict_needs_the_whole_interval_beyond_the_floor_and_1(lo, hi, floor, want):
-    assert render.timing_verdict({"ci_low": lo, "ci_high": hi}, {"ci_low": floor[0], "ci_high": floor[1]}) == want
+    assert headline.timing_verdict({"ci_low": lo, "ci_high": hi}, {"ci_low": floor[0], "ci_high": floor[1]}) == want
 
 
 def test_the_headline_renders_the_facts_in_order():
-    text = render.headline(_doc())
+    text = headline.headline(_doc())
     lines = text.splitlines()
     assert lines[0] == "# specdec report"
     assert lines[2] == ("Test CPU (cpu), eager backend, 1 thread(s); workload 'shakespeare24', 3 run(s) of 60 "
@@ -126,7 +126,7 @@ def test_the_headline_renders_the_facts_in_order():
     assert lines[15] == f"**{BUSY}**" and lines[17].startswith("**WARNING: exactness gave a CHECK for fast tree 2x2")
     assert len(lines) == 20  # the three warnings are the last lines
     quiet = {**_doc(), "warnings": [], "exactness": [r for r in _doc()["exactness"] if r["verdict"] == "exact"]}
-    assert render.headline(quiet).endswith("\nNo warnings.")
+    assert headline.headline(quiet).endswith("\nNo warnings.")
 
 
 def test_the_exactness_table_has_one_row_per_configuration_at_its_worst_context():
@@ -153,22 +153,20 @@ def test_a_check_at_any_context_makes_the_configuration_check():
 def test_the_headline_reads_the_document_without_changing_it():
     doc = _doc()
     before = copy.deepcopy(doc)
-    render.headline(doc)
+    headline.headline(doc)
     assert doc == before
 
 
 def test_the_setup_line_says_what_other_processes_took():
-    from specdec.report import render
 
-    assert render._others({"others_cpus": 0.0649}) == "; other processes kept 0.06 CPUs busy during the run"
-    assert render._others({}) == ""  # a report made before the figure existed
+    assert headline.others_note({"others_cpus": 0.0649}) == "; other processes kept 0.06 CPUs busy during the run"
+    assert headline.others_note({}) == ""  # a report made before the figure existed
 
 
 def test_one_pair_gives_no_verdict_and_says_why():
     """A budget too small for the model leaves one pair per row: a point, not an interval, so no verdict."""
-    from specdec.report import render
 
     floor = {"ci_low": 0.99, "ci_high": 1.01, "pairs": 1}
     row = {"ci_low": 1.76, "ci_high": 1.76, "pairs": 1, "measured": 1.76}
-    assert render.timing_verdict(row, floor) == render.TOO_FEW
-    assert render.timing_verdict(dict(row, pairs=5), dict(floor, pairs=5)) == render.FASTER
+    assert headline.timing_verdict(row, floor) == headline.TOO_FEW
+    assert headline.timing_verdict(dict(row, pairs=5), dict(floor, pairs=5)) == headline.FASTER

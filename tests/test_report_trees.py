@@ -6,9 +6,10 @@ import numpy as np
 import pytest
 
 import specdec
-from specdec.report import render, sections
+from specdec.report import findings, render, sections
 from specdec.measure import stats
 from specdec.decoding import trees
+from specdec.decoding import sequoia
 from specdec.report import tree_sections as ts
 
 TREE_KEYS = {"shape", "budget", "depth", "parents", "nodes_per_depth"}
@@ -35,7 +36,7 @@ def test_every_table_draft_gets_the_default_tree_configurations(report_doc):
 def test_the_budget_shape_is_the_dp_on_the_recorded_child_acceptance(report_doc):
     ch = report_doc["child_acceptance"]["bigram"]
     assert len(ch["vector"]) == ch["width"] == 8 and len(ch["runs"]) == 3
-    spec, expected = trees.optimal_tree(ch["vector"], 32)
+    spec, expected = sequoia.optimal_tree(ch["vector"], 32)
     row = _trees(report_doc["acceptance"])[1]
     assert row["tree"]["parents"] == list(spec.parents)
     assert row["expected_chars_per_pass"] == pytest.approx(expected)
@@ -85,7 +86,7 @@ def test_tree_speedup_rows_carry_both_predictions_and_the_best_configuration_is_
     # every exactness row passes (test_report), so the best exact configuration is the fastest row
     b = max(report_doc["speedup"], key=lambda r: r["measured"])
     what = f"{b['draft']} tree {b['tree']['shape']} ({b['tree']['budget']} nodes)" if b["tree"] else f"{b['draft']} k={b['k']}"
-    assert render.findings(report_doc)[-1] == (
+    assert findings.findings(report_doc)[-1] == (
         f"Best exact configuration (exactness rows passing): {what}, {b['measured']:.2f}x ({b['ci_low']:.2f}-"
         f"{b['ci_high']:.2f}), predicted {b['predicted_before']:.2f}x before the run.")
 

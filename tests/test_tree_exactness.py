@@ -1,10 +1,10 @@
 """Trees are exact: enumeration of the real rule's branches, chi-square through the real pipeline, controls.
 
-(a) Every branch of `trees._walk` -- the reference walk; the lean one `accept_tree` runs is held to it decision
+(a) Every branch of `oracles.walk` -- the reference walk; the lean one `accept_tree` runs is held to it decision
     for decision in tests/test_lean_tree.py -- is enumerated by replaying it with
     scripted decisions whose probabilities come from the values the real code passes (min(1, p/q) for a try,
     the real residual for the final draw); children tuples are enumerated with the law of sampling without
-    replacement (`_top_k` is held to that law separately). The emitted text, continued by the target, has
+    replacement (`oracles.top_k` is held to that law separately). The emitted text, continued by the target, has
     exactly the target's joint law (1e-9).
 (b) Chi-square through `speculative_generate` with a tree: the first character and the first three jointly
     against the target's exact law (computed by batched forwards).
@@ -24,9 +24,12 @@ from scipy import stats as sstats
 from specdec.measure import exactness
 from specdec.model import sampling
 from specdec.decoding import trees
+from specdec.decoding import tree_draft
+from specdec.decoding import tree_walk
 from specdec.decoding.drafts import TableDraft
 from specdec.decoding.trees import TreeSpec
 from specdec.measure import stats
+from tests import oracles
 
 
 def _pl(q, xs):
@@ -80,7 +83,8 @@ def _trees(spec, root, q_tab, replacement):
 
 
 def _branches(tree, p):
-    """Every branch of the real `trees._walk` with its probability: [(prob, emitted tokens)]."""
+    """Every branch of `oracles.walk` (the rule `tree_walk.accept_tree` runs) with its probability:
+    [(prob, emitted tokens)]."""
     out, todo = [], [[]]
     while todo:
         script, taken, prob = todo.pop(), [], [1.0]
@@ -102,7 +106,7 @@ def _branches(tree, p):
             d = d / d.sum()
             return decide([(int(i), d[i]) for i in np.flatnonzero(d > 0)])
 
-        path, nxt = trees._walk(tree, p, accept, pick)
+        path, nxt = oracles.walk(tree, p, accept, pick)
         out.append((prob[0], [tree.tokens[j] for j in path] + [nxt]))
     return out
 
@@ -185,19 +189,19 @@ def _orders_with_replacement(q, rng):
 def _break(monkeypatch, control):
     """A negative control in the reference code and in the lean code alike (generation runs the lean one)."""
     if control == "replacement":
-        monkeypatch.setattr(trees, "_top_k", _with_replacement)
-        monkeypatch.setattr(trees, "_gumbel_order", _orders_with_replacement)
+        monkeypatch.setattr(oracles, "top_k", _with_replacement)
+        monkeypatch.setattr(tree_draft, "_gumbel_order", _orders_with_replacement)
     elif control == "no q update":
-        monkeypatch.setattr(trees, "_remove", lambda q, x: q)
-        monkeypatch.setattr(trees, "_remove_in_place", lambda q, x: q)
+        monkeypatch.setattr(oracles, "remove", lambda q, x: q)
+        monkeypatch.setattr(tree_walk, "_remove_in_place", lambda q, x: q)
 
 
 def test_gumbel_top_k_draws_in_sequential_without_replacement_order():
-    """_top_k's ordered pairs fit the law of sampling without replacement; i.i.d. draws do not."""
+    """`top_k`'s ordered pairs fit the law of sampling without replacement; i.i.d. draws do not."""
     q = np.array([0.5, 0.3, 0.15, 0.05])
     pairs = list(itertools.permutations(range(4), 2))
     law = np.array([_pl(q, xs) for xs in pairs])
-    for sampler, fits in ((trees._top_k, True), (_with_replacement, False)):
+    for sampler, fits in ((oracles.top_k, True), (_with_replacement, False)):
         rng = np.random.default_rng(7)
         counts = np.zeros(len(pairs) + 1)  # last cell: a repeated character
         for _ in range(20_000):
@@ -255,8 +259,8 @@ def test_rule_chi_square_on_synthetic_tables_and_its_controls(monkeypatch, contr
     spec, draft, rng = TreeSpec.from_widths((2, 2)), _Table(Q3), np.random.default_rng(11)
     counts = np.zeros(9)  # the first two emitted characters (the second from the target when one is emitted)
     for _ in range(20_000):
-        t = trees.draft_tree(spec, draft, [0], rng, 1.0)
-        path, nxt = trees.accept_tree(t, np.stack([P3[0]] + [P3[x] for x in t.tokens]), rng)
+        t = tree_draft.draft_tree(spec, draft, [0], rng, 1.0)
+        path, nxt = tree_walk.accept_tree(t, np.stack([P3[0]] + [P3[x] for x in t.tokens]), rng)
         out = [t.tokens[j] for j in path] + [nxt]
         if len(out) == 1:
             out.append(sampling.sample(P3[out[0]], rng))

@@ -7,6 +7,8 @@ import torch
 import specdec
 from specdec.model import corpus
 from specdec.decoding import trees
+from specdec.decoding import sequoia
+from specdec.decoding import tree_draft
 from specdec.decoding.trees import TreeSpec
 from specdec.measure.acceptance import measure_child_acceptance
 
@@ -74,8 +76,8 @@ def test_cache_after_the_move_equals_a_forward_of_the_accepted_text(target, draf
     """Tree pass, keep_path: the cache and the next logits are those of feeding the accepted text in order."""
     target.setup_cache(1)
     prompt = corpus.encode(PROMPT)
-    t = trees.draft_tree(TreeSpec.from_widths((2, 2, 2)), draft_factory("bigram"), prompt, np.random.default_rng(3),
-                         1.0)
+    t = tree_draft.draft_tree(TreeSpec.from_widths((2, 2, 2)), draft_factory("bigram"), prompt,
+                              np.random.default_rng(3), 1.0)
     pos = 2  # two prompt tokens already cached, four pending
     target(torch.tensor([prompt[:pos]]), 0)
     n_pend = len(prompt) - pos
@@ -100,25 +102,25 @@ def test_cache_after_the_move_equals_a_forward_of_the_accepted_text(target, draf
 def test_draft_tree_children_are_distinct_and_greedy_collapses_to_a_chain(draft_factory):
     d = draft_factory("ngram")
     rng = np.random.default_rng(0)
-    t = trees.draft_tree(TreeSpec.from_widths((4, 3)), d, corpus.encode(PROMPT), rng, 1.0)
+    t = tree_draft.draft_tree(TreeSpec.from_widths((4, 3)), d, corpus.encode(PROMPT), rng, 1.0)
     assert len(t.tokens) == 16 and t.depths == [0] * 4 + [1] * 12
     for kids in t.children:
         assert len({t.tokens[j] for j in kids}) == len(kids)
-    g = trees.draft_tree(TreeSpec.from_widths((4, 3)), d, corpus.encode(PROMPT), rng, 0.0)
+    g = tree_draft.draft_tree(TreeSpec.from_widths((4, 3)), d, corpus.encode(PROMPT), rng, 0.0)
     assert g.parents == [-1, 0]  # one-hot q: one child per node
 
 
 def test_optimal_tree_by_hand():
     # acceptance (0.5, 0.3): with 2 nodes, two children of the root give 1 + .5 + .3 = 1.8 > a chain's
     # 1 + .5 + .25 = 1.75; with 3, a chain of 3 (1.875) loses to 2 children + one under the first (1.8 + .25)
-    spec, value = trees.optimal_tree([0.5, 0.3], 2)
+    spec, value = sequoia.optimal_tree([0.5, 0.3], 2)
     assert spec.parents == (-1, -1) and value == pytest.approx(1.8)
-    spec, value = trees.optimal_tree([0.5, 0.3], 3)
+    spec, value = sequoia.optimal_tree([0.5, 0.3], 3)
     assert spec.parents == (-1, -1, 0) and value == pytest.approx(2.05)
-    spec, value = trees.optimal_tree([0.9], 4)  # one child only: a chain, Leviathan's (1 - a^5) / (1 - a)
+    spec, value = sequoia.optimal_tree([0.9], 4)  # one child only: a chain, Leviathan's (1 - a^5) / (1 - a)
     assert spec.parents == (-1, 0, 1, 2) and value == pytest.approx((1 - 0.9**5) / 0.1)
     with pytest.raises(ValueError, match="budget must be at least 1"):
-        trees.optimal_tree([0.5], 0)
+        sequoia.optimal_tree([0.5], 0)
 
 
 def test_measure_child_acceptance_is_deterministic_and_ordered(target, draft_factory):

@@ -1,6 +1,6 @@
 """Every backend against eager on this machine, 1 thread -- the figures issue 12's targets are stated in.
 
-1. The machine's roofline floor for a single-position pass at context position 100 (`overhead.measure_machine`).
+1. The machine's roofline floor for a single-position pass at context position 100 (`roofline.measure_machine`).
 2. Single and 5-position passes of every backend at position 100, round-robin samples (every backend's call
    takes its turn in each sample, so a slow moment lands on all): median µs, and the ratio to eager and to the
    floor from per-sample ratios.
@@ -18,7 +18,7 @@ import torch
 from specdec import BACKENDS, generate, load_target, make_draft
 from specdec.model import corpus
 from specdec.decoding import generate as decode
-from specdec.measure import hygiene, overhead
+from specdec.measure import hygiene, roofline
 from specdec import speculative_generate
 from specdec.measure import timing
 
@@ -27,8 +27,8 @@ PAIRS = 10
 hygiene.set_threads(1)
 models = {b: load_target(backend=b) for b in BACKENDS}
 cfg = models["eager"].config
-machine = overhead.measure_machine(2.0, 1)
-floor = overhead.floor_us(overhead.pass_flops(cfg, 1, POS), overhead.pass_bytes(cfg, 1, POS), machine)
+machine = roofline.measure_machine(2.0, 1)
+floor = roofline.floor_us(roofline.pass_flops(cfg, 1, POS), roofline.pass_bytes(cfg, 1, POS), machine)
 print(f"machine: GEMM {machine.matmul_gflops:.0f} GFLOP/s, cache reads {machine.cache_gbps:.1f} GB/s; "
       f"floor of a single-position pass at position {POS}: {floor:.1f} us")
 

@@ -68,7 +68,7 @@ class Case:
     enough: Callable[[list[str]], bool]  # given the expected rows flagged, does the verdict hold?
 
 
-_SPEC = "def speculative_generate("
+_LOOP = "def chain_loop("  # speculative_generate's loop
 
 
 def cases(sizes: dict[str, float]) -> dict[str, Case]:
@@ -92,12 +92,13 @@ def cases(sizes: dict[str, float]) -> dict[str, Case]:
             lambda rows: bool(rows)),
         "b": Case(
             f"speculative generation {b:.0%} slower (the loop; no draft touched)", "specdec/decoding/generate.py",
-            [(_SPEC, "    while (left := chars - (len(tokens) - n_prompt)) > 0:\n",
+            [(_LOOP, "    while (left := end - len(tokens)) > 0:\n",
               "    demo_since = time.thread_time()\n"
-              "    while (left := chars - (len(tokens) - n_prompt)) > 0:\n"
+              "    while (left := end - len(tokens)) > 0:\n"
               f"        demo_since = _demo_spin({b}, demo_since)  # regression demo: the previous round +{b:.0%}\n"),
-             (_SPEC, "    stats.chars = chars\n",
-              f"    _demo_spin({b}, demo_since)  # regression demo: the last round +{b:.0%}\n    stats.chars = chars\n"),
+             (_LOOP, "            k = min(k + 2, k_max) if n_acc == k else max(k - 1, 1)",  # the loop's last line
+              "            k = min(k + 2, k_max) if n_acc == k else max(k - 1, 1)\n"
+              f"    _demo_spin({b}, demo_since)  # regression demo: the last round +{b:.0%}"),
              (None, "import numpy as np\n", "import time\n\nimport numpy as np\n"),
              (None, "from specdec.model.protocol import Target, tree_support\n",
               "from specdec.model.protocol import Target, tree_support\n" + SPIN)],

@@ -197,13 +197,13 @@ def _cmd_verify(args) -> int:
 
 # --- trees: --tree for generate and verify ---------------------------------------------------
 
-TREE_DRAFTS = ("bigram", "ngram")
 
 
 def _check_tree_args(args) -> None:
     """Every --tree mistake is reported before the target and the drafts are loaded."""
     if args.tree is None:
         return
+    from specdec.decoding.registry import TREE_DRAFTS
     _tree_spec(args.tree, None, None, 0, check_only=True)
     names = [args.draft] if isinstance(args.draft, str) else (args.draft or [])
     for name in names:
@@ -217,6 +217,7 @@ def _tree_spec(text: str, target, draft, seed: int, check_only: bool = False):
     """`trees.parse_tree`'s configuration as a TreeSpec: a node budget is shaped by Sequoia's dynamic program
     from this draft's child acceptance, measured on 200 target-generated characters after 'ROMEO:'."""
     from specdec.decoding import trees
+    from specdec.decoding import sequoia
     from specdec.measure.acceptance import measure_child_acceptance
 
     try:
@@ -225,7 +226,7 @@ def _tree_spec(text: str, target, draft, seed: int, check_only: bool = False):
         raise UsageError(f"--tree: {exc}") from None
     if check_only or not isinstance(spec, int):
         return spec
-    return trees.optimal_tree(measure_child_acceptance(target, draft, seed=seed), spec)[0]
+    return sequoia.optimal_tree(measure_child_acceptance(target, draft, seed=seed), spec)[0]
 
 
 def _tree_generate(args, target):
@@ -239,6 +240,7 @@ def _tree_generate(args, target):
 def _tree_verify(args, target, samples: int) -> int:
     import json
 
+    from specdec.decoding.registry import TREE_DRAFTS
     from specdec.measure import exactness
 
     rows = []
@@ -278,7 +280,9 @@ def _cmd_overhead(args) -> int:
     import math
     from pathlib import Path
 
-    from specdec.measure import hygiene, overhead
+    from specdec.measure import attribution as attribution_mod
+    from specdec.measure import hygiene, roofline
+    from specdec.report import overhead_text
     from specdec.report import figures as overhead_plot
     from specdec.report.overhead_section import DRAFT as OVERHEAD_DRAFT
     from specdec.report.overhead_section import K as OVERHEAD_K
@@ -291,12 +295,12 @@ def _cmd_overhead(args) -> int:
     threads = hygiene.set_threads(args.threads)
     names = BACKENDS if args.backend == "all" else (models.backend_name(args),)
     targets = {name: models.load_target(args, name) for name in names}  # a bad checkpoint fails before anything is timed
-    machine = overhead.measure_machine(args.seconds, args.threads)
+    machine = roofline.measure_machine(args.seconds, args.threads)
     rows, attr = [], {}
     for name, target in targets.items():
-        rows_b = overhead.overhead_table(target, machine, seconds=args.seconds)
-        attr[name] = overhead.attribution(target, models.draft_for(args, OVERHEAD_DRAFT, target), OVERHEAD_K)
-        print(overhead.render(machine, rows_b, attr[name]) + "\n")
+        rows_b = roofline.overhead_table(target, machine, seconds=args.seconds)
+        attr[name] = attribution_mod.attribution(target, models.draft_for(args, OVERHEAD_DRAFT, target), OVERHEAD_K)
+        print(overhead_text.render(machine, rows_b, attr[name]) + "\n")
         rows += rows_b
     if args.out is not None:
         doc = {"machine": machine.to_dict(), "threads": threads, "draft": OVERHEAD_DRAFT, "k": OVERHEAD_K,
@@ -305,7 +309,7 @@ def _cmd_overhead(args) -> int:
         out.mkdir(parents=True, exist_ok=True)
         write_atomic(out / "overhead.json", json.dumps(doc, indent=2) + "\n")
         models.log(f"wrote {out / 'overhead.json'}")
-        cats = {b: {scope: a[scope]["categories"] for scope in a} for b, a in attr.items()}  # old round included
+        cats = {b: {scope: a[scope]["categories"] for scope in a} for b, a in attr.items()}
         if overhead_plot.write_attribution(cats, out / "attribution.png"):
             models.log(f"wrote {out / 'attribution.png'}")
     return 0

@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 
 from specdec.cli.checks import UsageError, hf_extra
-from specdec.decoding.registry import HF_PREFIX
+from specdec.model.train import HF_PREFIX
 from specdec.model import train as _train
 
 

@@ -91,9 +91,10 @@ class TableDraft(Draft):
         return hit
 
     def propose(self, tokens, k, rng, temperature):
-        """k drafted ids and their q, as `propose_reference` gives them (the same ids, bitwise the same q, the
-        same draws), with less per character: the k uniforms drawn in one call (k `sampling.sample` calls draw
-        the same k, in order), each row tempered and summed once (`tempered`), one search per character."""
+        """k drafted ids and their q, as a loop of `sampling.temper` and `sampling.sample` per character gives
+        them (the same ids, bitwise the same q, the same draws: tests/oracles.py), with less per character: the k
+        uniforms drawn in one call (k `sampling.sample` calls draw the same k, in order), each row tempered and
+        summed once (`tempered`), one search per character."""
         u = rng.random(k)
         ctx = list(tokens[-self.history :])  # only the tail matters: no copy of the whole sequence
         qs = np.empty((k, self.vocab_size or len(corpus.vocabulary())))
@@ -104,19 +105,6 @@ class TableDraft(Draft):
             ctx.append(x)
         return ctx[len(ctx) - k :], qs
 
-    def propose_reference(self, tokens, k, rng, temperature):
-        """`propose` as first written: per character, the row looked up, tempered, and sampled with its own draw
-        (the attribution's old round)."""
-        ctx = list(tokens[-self.history :])
-        out = []
-        qs = np.empty((k, self.vocab_size or len(corpus.vocabulary())))
-        for i in range(k):
-            q = sampling.temper(self._dist(ctx), temperature)
-            x = sampling.sample(q, rng)
-            qs[i] = q
-            out.append(x)
-            ctx.append(x)
-        return out, qs
 
 
 class BigramDraft(TableDraft):

@@ -18,11 +18,14 @@ the number of drafts changes, never the rule, so the output is still exactly the
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from typing import Any, Callable
 
 import numpy as np
 import torch
 
 from specdec.decoding import rule, trees
+from specdec.decoding import tree_draft
+from specdec.decoding import tree_walk
 from specdec.decoding.drafts import Draft, TableDraft
 from specdec.model import sampling
 from specdec.model.protocol import Target, tree_support
@@ -67,6 +70,25 @@ class GenerationStats:
                 "mean_k": self.mean_k, "depth_acceptance": self.depth_acceptance}
 
 
+def _unchanged(propose: Callable) -> Callable:
+    return propose
+
+
+@dataclass(frozen=True)
+class Hooks:
+    """What generation's loops call through: `sampling`'s probs and sample, `rule`'s accept_reject, and a
+    wrapper around the draft's propose (applied once per generation). Generation runs `PLAIN`, the modules
+    themselves, looked up at call time; the attribution (`measure.attribution`) passes objects that run the same
+    functions under labels, so it attributes this module's own loops without a copy of them."""
+
+    sampling: Any = sampling
+    rule: Any = rule
+    draft: Callable[[Callable], Callable] = _unchanged
+
+
+PLAIN = Hooks()
+
+
 @dataclass
 class Generation:
     text: str  # the generated characters only (the prompt excluded)
@@ -107,17 +129,23 @@ def generate(target: Target, prompt: str, chars: int, seed: int = 0, temperature
     rng = np.random.default_rng(seed)
     n_prompt = len(tokens)
     stats = GenerationStats()
-    pos = 0
-    for _ in range(chars):
-        nxt = step(target, tokens[pos:], pos, temperature, rng)
-        pos = len(tokens)
-        tokens.append(nxt)
-        stats.target_passes += 1
+    target_loop(target, tokens, 0, chars, temperature, rng, stats)
     stats.chars = chars
     return Generation(target.detokenize(tokens[n_prompt:]), stats, prompt, tuple(tokens[n_prompt:]))
 
 
-def step(target: Target, ids: list[int], pos: int, temperature: float, rng: np.random.Generator) -> int:
+def target_loop(target: Target, tokens: list[int], pos: int, chars: int, temperature: float,
+                rng: np.random.Generator, stats: GenerationStats, hooks: Hooks = PLAIN) -> None:
+    """`generate`'s loop: `chars` steps appended to `tokens` (in place), the cache holding tokens[:pos]."""
+    for _ in range(chars):
+        nxt = step(target, tokens[pos:], pos, temperature, rng, hooks)
+        pos = len(tokens)
+        tokens.append(nxt)
+        stats.target_passes += 1
+
+
+def step(target: Target, ids: list[int], pos: int, temperature: float, rng: np.random.Generator,
+         hooks: Hooks = PLAIN) -> int:
     """One character of target-only generation: a pass over `ids` (the tokens from `pos` on, the cache holding
     those before) and a character drawn from the last position's distribution with one uniform from `rng`.
 
@@ -129,10 +157,11 @@ def step(target: Target, ids: list[int], pos: int, temperature: float, rng: np.r
     if fused is not None:
         return fused(ids, pos, temperature, rng)
     logits = target(target.ids(ids), pos)[0, -1]  # (V,)
-    return sampling.sample(sampling.probs(logits, temperature), rng)
+    return hooks.sampling.sample(hooks.sampling.probs(logits, temperature), rng)
 
 
-def verify(target: Target, ids: list[int], pos: int, n: int, temperature: float) -> np.ndarray:
+def verify(target: Target, ids: list[int], pos: int, n: int, temperature: float,
+           hooks: Hooks = PLAIN) -> np.ndarray:
     """The target's distributions (n, V) float64 at the last n positions of one pass over `ids` (the tokens
     from `pos` on: pending ones, then the drafts): what the rule reads in a speculative round.
 
@@ -142,7 +171,7 @@ def verify(target: Target, ids: list[int], pos: int, n: int, temperature: float)
     fused = getattr(target, "pass_probs", None)
     if fused is not None:
         return fused(ids, pos, n, temperature)
-    return sampling.probs(target(target.ids(ids), pos)[0, -n:], temperature)  # (n, V)
+    return hooks.sampling.probs(target(target.ids(ids), pos)[0, -n:], temperature)  # (n, V)
 
 
 @torch.inference_mode()
@@ -157,21 +186,18 @@ def speculative_generate(
     adaptive: bool = False,
     k_max: int = 16,
     tree: trees.TreeSpec | None = None,
-    lean: bool = True,
 ) -> Generation:
     """Generate `chars` characters by speculative decoding with `draft` proposing k per round.
 
     The output distribution is exactly the target's, whatever the draft (see `rule.accept_reject`).
     adaptive: start at k and follow the +2 / -1 schedule (see the module docstring), never above k_max.
     tree: draft a token tree of this shape each round instead of a chain (table drafts only; k is then
-    ignored); the target verifies every node in one pass and `trees.accept_tree` walks it, exactly.
-    lean: table drafts propose with their lean `propose`; False runs their reference code (`propose_reference`)
-    -- the same output, the old cost (the attribution's old round).
+    ignored); the target verifies every node in one pass and `tree_walk.accept_tree` walks it, exactly.
     """
     if tree is not None:
         if adaptive:
             raise ValueError("adaptive k does not apply to trees; give a tree shape or a chain")
-        return _tree_generate(target, draft, prompt, chars, tree, seed, temperature, lean)
+        return _tree_generate(target, draft, prompt, chars, tree, seed, temperature)
     if k < 1:
         raise ValueError(f"k must be at least 1, got {k}")
     if adaptive and k_max < k:
@@ -181,28 +207,32 @@ def speculative_generate(
         raise ValueError(f"draft {draft.name!r} runs on the CPU only, the target is on {target.device.type}")
     target.setup_cache(1)
     draft.reset()
-    propose = proposer(draft, lean)
     rng = np.random.default_rng(seed)
     n_prompt = len(tokens)
     stats = GenerationStats(k=k, adaptive=adaptive, accepted_per_position=[0] * ((k_max if adaptive else k) + 1))
-    pos = 0  # tokens already in the target's cache
-    while (left := chars - (len(tokens) - n_prompt)) > 0:
-        kr = min(k, left - 1)  # never draft past the end: the round emits up to kr + 1 characters
-        drafted, q = propose(tokens, kr, rng, temperature) if kr > 0 else ([], None)
-        pos, n_acc = settle_round(target, draft, tokens, pos, drafted, q, rng, temperature, stats)
-        if adaptive and kr == k:  # a round cut short by the end says nothing about k
-            k = min(k + 2, k_max) if n_acc == k else max(k - 1, 1)
+    chain_loop(target, draft, tokens, 0, chars, k, rng, temperature, stats, k_max if adaptive else None)
     stats.chars = chars
     return Generation(target.detokenize(tokens[n_prompt:]), stats, prompt, tuple(tokens[n_prompt:]))
 
 
-def proposer(draft: Draft, lean: bool = True):
-    """The draft's `propose`, or with lean=False its reference code where it has one (`propose_reference`)."""
-    return draft.propose if lean else getattr(draft, "propose_reference", draft.propose)
+def chain_loop(target: Target, draft: Draft, tokens: list[int], pos: int, chars: int, k: int,
+               rng: np.random.Generator, temperature: float, stats: GenerationStats, k_max: int | None = None,
+               hooks: Hooks = PLAIN) -> None:
+    """`speculative_generate`'s loop: rounds until `chars` more characters are appended to `tokens` (in
+    place), the cache holding tokens[:pos]. k_max: adapt k up to it (None: k stays)."""
+    propose = hooks.draft(draft.propose)
+    end = len(tokens) + chars
+    while (left := end - len(tokens)) > 0:
+        kr = min(k, left - 1)  # never draft past the end: the round emits up to kr + 1 characters
+        drafted, q = propose(tokens, kr, rng, temperature) if kr > 0 else ([], None)
+        pos, n_acc = settle_round(target, draft, tokens, pos, drafted, q, rng, temperature, stats, hooks)
+        if k_max is not None and kr == k:  # a round cut short by the end says nothing about k
+            k = min(k + 2, k_max) if n_acc == k else max(k - 1, 1)
 
 
 def settle_round(target: Target, draft: Draft, tokens: list[int], pos: int, drafted: list[int], q: np.ndarray | None,
-                 rng: np.random.Generator, temperature: float, stats: GenerationStats) -> tuple[int, int]:
+                 rng: np.random.Generator, temperature: float, stats: GenerationStats,
+                 hooks: Hooks = PLAIN) -> tuple[int, int]:
     """The rest of a speculative round once the draft has proposed `drafted` (q: (len, V), None if nothing was
     drafted): the target's pass over the pending tokens and the drafts, the rule, the emitted characters
     appended to `tokens` (in place), the draft told what is still valid, the counts.
@@ -212,14 +242,14 @@ def settle_round(target: Target, draft: Draft, tokens: list[int], pos: int, draf
     generation runs, bookkeeping included.
     """
     kr = len(drafted)
-    p = verify(target, tokens[pos:] + drafted, pos, kr + 1, temperature)  # (kr + 1, V)
+    p = verify(target, tokens[pos:] + drafted, pos, kr + 1, temperature, hooks)  # (kr + 1, V)
     stats.target_passes += 1
     if kr:
-        n_acc, nxt = rule.accept_reject(p, q, drafted, rng)
+        n_acc, nxt = hooks.rule.accept_reject(p, q, drafted, rng)
         stats.draft_calls += 1
         stats.accepted_per_position[n_acc] += 1
     else:
-        n_acc, nxt = 0, sampling.sample(p[0], rng)
+        n_acc, nxt = 0, hooks.sampling.sample(p[0], rng)
     tokens.extend(drafted[:n_acc])
     tokens.append(nxt)
     pos = len(tokens) - 1  # move back: only the emitted character is not yet in the cache
@@ -231,9 +261,8 @@ def settle_round(target: Target, draft: Draft, tokens: list[int], pos: int, draf
 
 
 def _tree_generate(target: Target, draft: Draft, prompt: str, chars: int, spec: trees.TreeSpec, seed: int,
-                   temperature: float, lean: bool = True) -> Generation:
-    """Tree rounds: draft a tree, one verify pass over pending tokens + nodes, walk, move the path's K/V.
-    lean: the lean tree round (`settle_tree_round`); False the reference code, the same output."""
+                   temperature: float) -> Generation:
+    """Tree rounds: draft a tree, one verify pass over pending tokens + nodes, walk, move the path's K/V."""
     reason = tree_support(target)
     if reason:
         raise ValueError(reason)
@@ -252,31 +281,29 @@ def _tree_generate(target: Target, draft: Draft, prompt: str, chars: int, spec: 
     while (left := chars - (len(tokens) - n_prompt)) > 0:
         # never draft past the end (a round emits up to depth + 1) nor past the cache's last slot
         shape = spec.limit(context - len(tokens), left - 1)
-        t = trees.draft_tree(shape, draft, tokens, rng, temperature, lean) if shape.budget else None
-        pos = settle_tree_round(target, tokens, pos, t, rng, temperature, stats, lean)
+        t = tree_draft.draft_tree(shape, draft, tokens, rng, temperature) if shape.budget else None
+        pos = settle_tree_round(target, tokens, pos, t, rng, temperature, stats)
     stats.chars = chars
     return Generation(target.detokenize(tokens[n_prompt:]), stats, prompt, tuple(tokens[n_prompt:]))
 
 
 def settle_tree_round(target: Target, tokens: list[int], pos: int, t: trees.Tree | None, rng: np.random.Generator,
-                      temperature: float, stats: GenerationStats, lean: bool = True) -> int:
+                      temperature: float, stats: GenerationStats) -> int:
     """The rest of a tree round once the tree `t` is drafted (None: nothing drafted): one verify pass over the
     pending tokens and the nodes, the walk, the accepted nodes' K/V moved into place, the emitted characters
     appended to `tokens` (in place), the counts. Returns the new position. `tree_timing` times this same
     function.
 
-    lean (the default): the mask and positions from the shape's cached arrays (`Tree.attention_lean`), the pass
-    without torch where the target offers it (`tree_logits`: onnx), the lean walk, the path's K/V moved by the
-    target's `keep_path_lean` where it has one. False: the reference code. Both give the same output.
+    The mask and positions come from the shape's cached arrays (`Tree.attention_lean`), the pass runs without
+    torch where the target offers it (`tree_logits`: onnx), and the path's K/V move by the target's
+    `keep_path_lean` where it has one, else its `keep_path`.
     """
     n_pend = len(tokens) - pos
     ids = tokens[pos:] + (t.tokens if t else [])
     if t is None:
         logits = target(target.ids(ids), pos)[0, n_pend - 1 :]
-    elif lean:
-        logits = _tree_logits_lean(target, ids, pos, t, n_pend)
     else:
-        logits = target(target.ids(ids), pos, t.attention(pos, n_pend, target.device))[0, n_pend - 1 :]
+        logits = _tree_logits_lean(target, ids, pos, t, n_pend)
     stats.target_passes += 1
     p = sampling.probs(logits, temperature)  # (1 + N, V)
     if t is None:
@@ -284,7 +311,7 @@ def settle_tree_round(target: Target, tokens: list[int], pos: int, t: trees.Tree
     else:
         stats.draft_calls += 1
         stats.drafted += len(t.tokens)
-        path, nxt = trees.accept_tree(t, p, rng, lean)
+        path, nxt = tree_walk.accept_tree(t, p, rng)
         stats.accepted_per_position[len(path)] += 1
         tried = len(path) + bool(t.children[path[-1] + 1 if path else 0])  # a leaf tries nothing more
         for d in range(tried):
@@ -292,7 +319,7 @@ def settle_tree_round(target: Target, tokens: list[int], pos: int, t: trees.Tree
         for d in range(len(path)):
             stats.accepted_per_depth[d] += 1
     # the accepted nodes' K/V (slots pos + n_pend + node id) move to follow the prefix in order
-    keep = getattr(target, "keep_path_lean", target.keep_path) if lean else target.keep_path
+    keep = getattr(target, "keep_path_lean", target.keep_path)
     keep(len(tokens), [pos + n_pend + j for j in path])
     tokens.extend(t.tokens[j] for j in path)
     tokens.append(nxt)

@@ -22,7 +22,7 @@ from specdec.decoding.prompt_lookup import PromptLookupDraft
 from specdec.model import quantize
 from specdec.model.backends import backend_of, to_backend
 from specdec.model.gpt import GPT
-from specdec.model.train import load_checkpoint, shipped_path
+from specdec.model.train import HF_PREFIX, load_checkpoint, shipped_path
 
 
 def _needs_gpt(name: str, target) -> None:
@@ -106,7 +106,7 @@ CPU_ONLY = frozenset({"int8-dynamic"})  # drafts whose kernels exist on the CPU 
 # Drafts by name on request, not in a report's default set: the shipped prompt lookup, then register_draft's.
 REGISTERED: dict[str, Callable[..., Draft]] = {"prompt-lookup": _prompt_lookup}
 ENTRY_POINTS = "specdec.drafts"  # an installed package's entry point here names a factory(target, **options)
-HF_PREFIX = "hf:"
+TREE_DRAFTS = ("bigram", "ngram")  # the shipped drafts that draft token trees: the table drafts
 
 
 def register_draft(name: str, factory: Callable[..., Draft], replace: bool = False) -> None:

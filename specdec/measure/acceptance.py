@@ -1,6 +1,6 @@
 """Acceptance, measured by running the decoding layer: over a workload (`acceptance_over`, chains and trees
 alike: the report's deterministic counts), and how often a tree draft's i-th child is the accepted one
-(`measure_child_acceptance`: the vector Sequoia's dynamic program sizes a tree from, `trees.optimal_tree`)."""
+(`measure_child_acceptance`: the vector Sequoia's dynamic program sizes a tree from, `sequoia.optimal_tree`)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,9 @@ import torch
 
 from specdec.decoding.drafts import Draft
 from specdec.decoding.generate import GenerationStats, generate, speculative_generate
-from specdec.decoding.trees import TreeSpec, accept_tree, draft_tree
+from specdec.decoding.tree_draft import draft_tree
+from specdec.decoding.tree_walk import accept_tree
+from specdec.decoding.trees import TreeSpec
 from specdec.measure.workload import CHARS, Workload, WorkloadItem, describe
 from specdec.model import sampling
 from specdec.model.gpt import GPT

@@ -23,11 +23,12 @@ from collections import Counter
 
 import numpy as np
 import torch
-from scipy import stats as sstats
 
 from specdec.model import sampling
 from specdec.model.protocol import units
 from specdec.decoding import trees
+from specdec.decoding import tree_draft
+from specdec.decoding import tree_walk
 from specdec.decoding.generate import generate, speculative_generate
 from specdec.decoding.drafts import Draft
 from specdec.model.gpt import GPT
@@ -58,6 +59,7 @@ def two_sample_p(a: dict, b: dict) -> float:
     pooled = pool_sparse(table, table.sum(0) * n.min() / n.sum())
     if pooled.shape[1] < 2:
         return 1.0
+    from scipy import stats as sstats  # imported where used: `import specdec` stays quick
     return float(sstats.chi2_contingency(pooled, correction=False).pvalue)
 
 
@@ -192,8 +194,8 @@ def tree_first_char_counts(target: GPT, draft: Draft, spec: trees.TreeSpec, prom
     rng = np.random.default_rng(seed)
     counts = np.zeros(len(p))
     for _ in range(samples):
-        tree = trees.draft_tree(level, draft, tokens, rng, temperature)
-        path, nxt = trees.accept_tree(tree, np.broadcast_to(p, (len(tree.tokens) + 1, len(p))), rng)
+        tree = tree_draft.draft_tree(level, draft, tokens, rng, temperature)
+        path, nxt = tree_walk.accept_tree(tree, np.broadcast_to(p, (len(tree.tokens) + 1, len(p))), rng)
         counts[tree.tokens[path[0]] if path else nxt] += 1
     return counts, p
 

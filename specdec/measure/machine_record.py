@@ -106,7 +106,7 @@ def pair_quantile(entries: list[dict]) -> float:
     """What the recent pairs needed to pass, as a quantile over pairs: the ⌈(N + 1)·PAIR_SHARE⌉-th smallest of
     their N pair needs, the largest while N is too small for that (under 9). A shift of the machine between two
     runs moves many rows at once, so the misses cluster in a pair: the row-direction quantile alone, mostly
-    zeros, can stay at 0 while pairs fail (two of the five on this VM's onnx record, 2026-12-01)."""
+    zeros, can stay at 0 while pairs fail (docs/calibration.md, "The re-run interval")."""
     needs = sorted(pair_need(e) for e in entries)
     if not needs:
         return 0.0

@@ -22,7 +22,6 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats as sstats
 
 RESAMPLES = 2000  # bootstrap resamples behind every interval
 
@@ -95,6 +94,7 @@ def rerun_interval(values, confidence: float = 0.95, seed: int = 0, statistic=_m
         return est - r * (est - float(np.min(each))), est + r * (float(np.max(each)) - est)
     idx = _block_indices(n, np.random.default_rng(seed), RESAMPLES)
     se = float(np.std(statistic(*(c[idx] for c in cols)), ddof=1))
+    from scipy import stats as sstats  # imported where used: `import specdec` stays quick
     t = float(sstats.t.ppf(0.5 + confidence / 2, df=max(1.0, n / _block_length(n) - 1)))
     return est - t * r * se, est + t * r * se
 
@@ -151,6 +151,7 @@ def with_drift(s: Summary, tau: float, confidence: float = 0.95) -> Summary:
     z the normal quantile (τ is pooled over many rows, so its own error is small)."""
     if tau <= 0 or not math.isfinite(s.ci_low) or not math.isfinite(s.ci_high):
         return s
+    from scipy import stats as sstats  # imported where used: `import specdec` stays quick
     extra = float(sstats.norm.ppf(0.5 + confidence / 2)) * tau * s.estimate
     return Summary(s.estimate, s.median, s.min, s.max, s.estimate - math.hypot(s.estimate - s.ci_low, extra),
                    s.estimate + math.hypot(s.ci_high - s.estimate, extra), s.n)
@@ -276,4 +277,5 @@ def chi_square_p(counts: np.ndarray, p: np.ndarray) -> float:
     if len(f_obs) < 2:
         return 1.0  # everything in one cell: nothing to compare
     f_exp *= f_obs.sum() / f_exp.sum()  # remove float drift so scipy's sum check passes
+    from scipy import stats as sstats  # imported where used: `import specdec` stays quick
     return float(sstats.chisquare(f_obs, f_exp).pvalue)

@@ -1,7 +1,7 @@
 """What a tree round costs: the verify pass by node count, and the refined model's terms for a tree shape.
 
-A tree round is: draft the tree (`trees.draft_tree`, one q per inner node), build its attention, one target
-pass over the pending token and every node, the rule's walk (`trees.accept_tree`), and moving the accepted
+A tree round is: draft the tree (`tree_draft.draft_tree`, one q per inner node), build its attention, one target
+pass over the pending token and every node, the rule's walk (`tree_walk.accept_tree`), and moving the accepted
 path's keys and values (`GPT.keep_path`). The refined model prices it exactly as a chain round -- passes ·
 round + drafted nodes · node cost against chars · step (`stats.refined_speedup`) -- so its terms are: the
 target-only step, drafting per node, the round without the draft, and a generation's first step and first
@@ -21,6 +21,7 @@ import numpy as np
 import torch
 
 from specdec.decoding import generate as decode, trees
+from specdec.decoding import tree_draft
 from specdec.decoding.drafts import Draft
 from specdec.model.gpt import GPT
 from specdec.measure.timing import COST_PROMPT, Round, _first_sampler, _terms_sampler, _texts, round_sampler
@@ -77,7 +78,7 @@ def tree_loop_sampler(target: GPT, draft: Draft, spec: trees.TreeSpec, temperatu
     stats = _tree_stats(spec.depth)
 
     def first_round(tokens: list[int]) -> None:  # the whole prompt pending
-        tree = trees.draft_tree(first_shape, draft, tokens, rng, temperature)
+        tree = tree_draft.draft_tree(first_shape, draft, tokens, rng, temperature)
         decode.settle_tree_round(target, tokens, 0, tree, rng, temperature, stats)
 
     firsts = _first_sampler(target, prompt, first_round, rng, temperature, device)
@@ -99,7 +100,7 @@ def tree_round(target: GPT, draft: Draft, context: list[int], spec: trees.TreeSp
     stats = _tree_stats(spec.depth)
 
     def propose(tokens: list[int]) -> tuple[trees.Tree, int]:
-        tree = trees.draft_tree(spec, draft, tokens, rng, temperature)
+        tree = tree_draft.draft_tree(spec, draft, tokens, rng, temperature)
         return tree, len(tree.tokens)
 
     def rest(tokens: list[int], tree: trees.Tree) -> None:

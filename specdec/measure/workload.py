@@ -286,13 +286,6 @@ def describe(values: Sequence[float]) -> dict:
 
 # ---- speedup over a workload ----
 
-def geometric_mean_ratio(a_times: Sequence[float], b_times: Sequence[float]) -> float:
-    """exp(mean(log(a_i / b_i))): the typical item's speedup, each item weighing the same whatever its
-    time, and symmetric (B against A gives the reciprocal). Reported beside ratio_of_totals when items'
-    times differ a lot."""
-    return float(np.exp(np.mean(np.log(np.asarray(a_times, float)) - np.log(np.asarray(b_times, float)))))
-
-
 @dataclass(frozen=True)
 class WorkloadInterval:
     estimate: float  # the summary over all items

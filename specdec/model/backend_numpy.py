@@ -27,12 +27,18 @@ import math
 import numpy as np
 import torch
 import torch.nn as nn
-from scipy.special import expit
 
 from specdec.model.gpt import GPT
 
 _GELU_C0 = math.sqrt(2.0 / math.pi)  # GELU (tanh): 0.5 x (1 + tanh(c0 (x + 0.044715 x³))) = x σ(2 c0 (...))
 _GELU_C1 = _GELU_C0 * 0.044715
+
+
+def _expit():
+    """scipy's logistic function, imported where a plan is built: `import specdec` does not pay for scipy."""
+    from scipy.special import expit
+
+    return expit
 
 
 class _Plan:
@@ -63,6 +69,7 @@ class _Plan:
                 np64(blk.mlp.proj.weight).T.astype(np.float32),  # (4C, C)
             ))
         self.head = ln_into(model.ln_f, np64(model.lm_head.weight).T)
+        self.expit = _expit()
         self.wte = np64(model.wte.weight).astype(np.float32)
         self.wpe = np64(model.wpe.weight).astype(np.float32)
         # additive causal mask (ctx, ctx): 0 where attention is allowed, -inf elsewhere
@@ -145,6 +152,7 @@ class NumpyGPT(GPT):
         C = self.config.n_embd
         H, hs = self.config.n_head, C // self.config.n_head
         x = plan.wte[ids] + wpe  # (T, C), the residual stream
+        expit = plan.expit
         for (m1, b1, e1, w_proj, m2, b2, e2, w_out), kv in zip(plan.layers, self._kv):
             qkv = _ln_matmul(x, m1, b1, e1)  # (T, 3C), q already scaled by 1/√hs
             cache = kv[b]

@@ -23,257 +23,45 @@ copy of the past. What runs the eager forward instead (same weights, same cache 
 agree): training windows (pos=None), batches of more than one sequence, models off the CPU, and the
 int8-dynamic draft's quantized Linears.
 
-Variants measured on the development VM (1 thread, a single-position pass at position 100, medians of 15
-alternated blocks of 50, 2026-12-01): attention written as plain ONNX ops (Concat of the past with the new
-keys and values, Gather, Transpose, MatMul, Softmax; the past fed as a numpy slice) ran 264 us with `run` and
-297 us with every input and the cache rebound per pass -- the binding calls cost more than the copies they saved
--- against 306 us for the numpy backend; GroupQueryAttention with the cache bound once and in place ran 205 us
-(a 5-position verify pass: 232 us, against numpy's 516). ONNX Runtime's own profiler stretches a run a lot --
-profiled, a step took 602 us against 203 us, and the kernels it timed summed to 353 us -- so `kernel_profile`
-measures what it adds per kernel and the attribution uses its figures only in proportion.
-
 The session is built from the weights when `setup_cache` sees them new or changed (a draft built from this
 model overwrites a copy's weights in place before its first generation) and with torch's intra-op thread count
 of that moment; it lives outside the module (`_STATE`), so `copy.deepcopy` makes a model that builds its own.
+
+Measured variants of this design are in docs/backends.md, with the command that reproduces them.
 """
 
 from __future__ import annotations
 
-import contextlib
-import json
-import os
-import tempfile
-import time
+import importlib.util
 import weakref
 
 import numpy as np
 import torch
-import torch.nn as nn
 
 from specdec.model import sampling
 from specdec.model.gpt import GPT
 
-try:  # an optional dependency: `pip install specdec-bench[onnx]`; without it the backend is not in BACKENDS
-    import onnx
-    import onnxruntime as ort
-    from onnx import TensorProto, helper, numpy_helper
-except ImportError:  # pragma: no cover - exercised only where onnxruntime is missing
-    ort = None
-
-AVAILABLE = ort is not None
-OPSET = 20  # LayerNormalization (17) and Gelu with approximate="tanh" (20)
+# An optional dependency (`pip install specdec-bench[onnx]`); without it the backend is not in BACKENDS. It is
+# imported where a session is built, so `import specdec` does not pay for onnx and onnxruntime.
+AVAILABLE = importlib.util.find_spec("onnxruntime") is not None and importlib.util.find_spec("onnx") is not None
 
 
-def graph(model: GPT, kind: str = "pass") -> "onnx.ModelProto":
-    """The cached forward of one sequence as an ONNX model, `model`'s weights as initializers.
+def _ort():
+    import onnxruntime
 
-    kind "pass" and "step" (attention by GroupQueryAttention over the whole cache buffer): inputs ids,
-    positions (1, T) int64; seqlens_k (1,) int32 = pos + T - 1; total_len () int32 = pos + T; past_key_i,
-    past_value_i (1, H, context, hs) per block; inv_temp () float32. Outputs logits (1, T, V); present_key_i,
-    present_value_i (the same shape as past: bound to the same memory, GQA appends in place). "pass" adds
-    probs (1, T, V) = softmax(logits · inv_temp), what the rule reads; "step" a target-only step's sampling
-    (`_sample_tail`): input u () float32, output next () int64.
-    kind "tree" (the tree's mask on top of GQA's causal one): the inputs and outputs of "pass" without inv_temp and
-    probs, plus bias (1, 1, T, pos + T) float32, 0 where a position may attend and -inf elsewhere.
-    """
-    if kind not in ("pass", "step", "tree"):
-        raise ValueError(f"unknown graph kind {kind!r} (allowed: pass, step, tree)")
-    cfg = model.config
-    g = _Builder(cfg)
-    f32 = TensorProto.FLOAT
-    inputs = [helper.make_tensor_value_info("ids", TensorProto.INT64, [1, "T"]),
-              helper.make_tensor_value_info("positions", TensorProto.INT64, [1, "T"])]
-    inputs += [helper.make_tensor_value_info("seqlens_k", TensorProto.INT32, [1]),
-               helper.make_tensor_value_info("total_len", TensorProto.INT32, [])]
-    if kind == "tree":
-        inputs.append(helper.make_tensor_value_info("bias", f32, [1, 1, "T", "S"]))
-    outputs = [helper.make_tensor_value_info("logits", f32, [1, "T", cfg.vocab_size])]
-    x = g.node("Add", [g.node("Gather", [g.init("wte", model.wte.weight), "ids"]),
-                       g.node("Gather", [g.init("wpe", model.wpe.weight), "positions"])])  # (1, T, C)
-    for i, b in enumerate(model.blocks):
-        x = _block(g, x, b, i, kind, inputs, outputs)
-    g.nodes.append(helper.make_node("MatMul", [g.layer_norm(x, model.ln_f, "ln_f"),
-                                               g.init("lm_head.wT", model.lm_head.weight, transpose=True)],
-                                    ["logits"]))
-    if kind != "tree":
-        inputs.append(helper.make_tensor_value_info("inv_temp", f32, []))
-    if kind == "step":
-        inputs.append(helper.make_tensor_value_info("u", f32, []))
-        outputs.append(helper.make_tensor_value_info("next", TensorProto.INT64, []))
-        _sample_tail(g.nodes, g.inits, cfg.vocab_size)
-    elif kind == "pass":
-        outputs.append(helper.make_tensor_value_info("probs", f32, [1, "T", cfg.vocab_size]))
-        g.nodes.append(helper.make_node("Mul", ["logits", "inv_temp"], ["probs/z"], name="probs/mul"))
-        g.nodes.append(helper.make_node("Softmax", ["probs/z"], ["probs"], name="probs/softmax", axis=-1))
-    model_graph = helper.make_graph(g.nodes, f"specdec_target_{kind}", inputs, outputs, g.inits)
-    return helper.make_model(model_graph, opset_imports=[helper.make_opsetid("", OPSET),
-                                                         helper.make_opsetid("com.microsoft", 1)])
+    return onnxruntime
 
 
-class _Builder:
-    """One graph's nodes and initializers as `graph` adds them, and the helpers that add them."""
+def _graph(model: GPT, kind: str) -> bytes:
+    from specdec.model.onnx_graph import graph
 
-    def __init__(self, cfg):
-        self.C, self.H, self.ctx = cfg.n_embd, cfg.n_head, cfg.context
-        self.hs = cfg.n_embd // cfg.n_head
-        self.inits, self.nodes = [], []
-
-    def init(self, name: str, t: torch.Tensor, transpose: bool = False) -> str:
-        a = t.detach().to(torch.float32).cpu().numpy()
-        self.inits.append(numpy_helper.from_array(np.ascontiguousarray(a.T if transpose else a), name))
-        return name
-
-    def node(self, op: str, inputs: list[str], n_out: int = 1, domain: str = "", **attrs) -> str | list[str]:
-        outs = [f"{op}_{len(self.nodes)}_{j}" for j in range(n_out)]
-        self.nodes.append(helper.make_node(op, inputs, outs, name=outs[0], domain=domain, **attrs))
-        return outs[0] if n_out == 1 else outs
-
-    def layer_norm(self, x: str, ln: nn.LayerNorm, name: str) -> str:
-        return self.node("LayerNormalization", [x, self.init(f"{name}.w", ln.weight), self.init(f"{name}.b", ln.bias)],
-                         axis=-1, epsilon=ln.eps)
-
-    def linear(self, x: str, lin: nn.Linear, name: str) -> str:
-        return self.node("MatMul", [x, self.init(f"{name}.wT", lin.weight, transpose=True)])  # (.., in) @ (in, out)
+    return graph(model, kind).SerializeToString()
 
 
-def _block(g: _Builder, x: str, b: nn.Module, i: int, kind: str, inputs: list, outputs: list) -> str:
-    """Transformer block i on x, (1, T, C): its cache inputs and outputs (the whole cache buffer, which GQA
-    appends to in place) appended to `inputs` and `outputs`; a tree pass adds its mask as GQA's attention_bias."""
-    f32, H, hs = TensorProto.FLOAT, g.H, g.hs
-    qkv = g.linear(g.layer_norm(x, b.ln1, f"ln1.{i}"), b.attn.qkv, f"qkv.{i}")  # (1, T, 3C) packed q, k, v
-    for which in ("key", "value"):
-        inputs.append(helper.make_tensor_value_info(f"past_{which}_{i}", f32, [1, H, g.ctx, hs]))
-        outputs.append(helper.make_tensor_value_info(f"present_{which}_{i}", f32, [1, H, g.ctx, hs]))
-    y = f"attn_{i}"
-    gqa_in = [qkv, "", "", f"past_key_{i}", f"past_value_{i}", "seqlens_k", "total_len"]
-    if kind == "tree":  # cos_cache, sin_cache and position_ids unused (learned positions), then attention_bias
-        gqa_in += ["", "", "", "bias"]
-    g.nodes.append(helper.make_node(  # causal over the cache and the T new positions; scale 1/sqrt(hs)
-        "GroupQueryAttention", gqa_in, [y, f"present_key_{i}", f"present_value_{i}"], domain="com.microsoft",
-        num_heads=H, kv_num_heads=H))
-    x = g.node("Add", [x, g.linear(y, b.attn.proj, f"proj.{i}")])
-    h = g.node("Gelu", [g.linear(g.layer_norm(x, b.ln2, f"ln2.{i}"), b.mlp.fc, f"fc.{i}")], approximate="tanh")
-    return g.node("Add", [x, g.linear(h, b.mlp.proj, f"mlp_proj.{i}")])
-
-
-def _sample_tail(nodes: list, inits: list, vocab: int) -> None:
-    """logits -> next: `sampling.pick(softmax(last row · inv_temp), u)` as graph nodes, float32.
-
-    The same search as the numpy path: the number of partial sums of exp(z - max z) that are <= u times their
-    total, capped at V - 1. Normalising is left out (the search scales u instead), as `pick` does; float32 sums
-    against numpy's float64 move a boundary by ~1e-7 of its probability, so a seed draws the same characters
-    unless u lands that close to one.
-    """
-    def const(name: str, value) -> str:
-        inits.append(numpy_helper.from_array(np.asarray(value, dtype=np.int64), name))
-        return name
-
-    def node(op: str, inputs: list[str], out: str, **attrs) -> str:
-        nodes.append(helper.make_node(op, inputs, [out], name=f"sample/{out}", **attrs))
-        return out
-
-    last = node("Slice", ["logits", const("s.m1", [-1]), const("s.end", [2**62]), const("s.ax1", [1])], "s.last")
-    z = node("Mul", [last, "inv_temp"], "s.z")  # (1, 1, V)
-    e = node("Exp", [node("Sub", [z, node("ReduceMax", [z, const("s.ax2", [2])], "s.max", keepdims=1)], "s.zc")],
-             "s.e")
-    c = node("CumSum", [e, const("s.axis", 2)], "s.c")
-    at = node("Mul", [node("Slice", [c, "s.m1", "s.end", "s.ax2"], "s.total"), "u"], "s.at")
-    count = node("ReduceSum", [node("Cast", [node("LessOrEqual", [c, at], "s.le")], "s.le64", to=TensorProto.INT64)],
-                 "s.count", keepdims=0)
-    node("Min", [count, const("s.vmax", vocab - 1)], "next")
-
-
-def kernel_category(op: str, node: str) -> str:
-    """The attribution category (`overhead.CATEGORIES`) of one kernel ONNX Runtime ran, by its op and node name."""
-    if node.startswith(("sample/", "probs/")):  # the sampling tail and the rule's softmax: `graph`'s names
-        return "logits to sample"
-    if op in ("MatMul", "FusedMatMul", "Gemm"):
-        return "matmul"
-    if "Attention" in op:
-        return "attention"
-    if op in ("Gather", "Concat", "Reshape", "Transpose", "Split", "Identity", "Slice", "Cast", "Squeeze",
-              "Unsqueeze"):
-        return "tensor creation"
-    return "elementwise"  # LayerNormalization (and its fused Skip form), Gelu, Add, Mul, Softmax, ...
-
-
-def _kernel_events(path: str) -> tuple[list[tuple[str, str, float]], int]:
-    """(op, node name, µs) of every kernel in an ONNX Runtime profile file, and the number of model runs."""
-    with open(path) as f:
-        events = json.load(f)
-    runs = sum(1 for e in events if e.get("cat") == "Session" and e["name"] == "model_run")
-    return [(e["args"].get("op_name", ""), e["name"][: -len("_kernel_time")], float(e["dur"])) for e in events
-            if e.get("cat") == "Node" and e["name"].endswith("_kernel_time")], runs
-
-
-def profiler_cost_us(threads: int, nodes: int = 64, runs: int = 300) -> tuple[float, float]:
-    """What ONNX Runtime's profiler adds per kernel it records, here and now: (between kernels, inside the
-    kernel's own reported time), µs. Measured on a chain of `nodes` Adds of a (1, 128) row, whose own work is
-    a few ns: every reported µs of theirs is the profiler's, and the rest of what the profiled runs took beyond
-    plain ones is its bookkeeping between them (best of three blocks of `runs` each)."""
-    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 128])
-    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 128])
-    chain = [helper.make_node("Add", ["x" if i == 0 else f"h{i}", "x"], ["y" if i == nodes - 1 else f"h{i + 1}"],
-                              name=f"add{i}") for i in range(nodes)]
-    model = helper.make_model(helper.make_graph(chain, "chain", [x], [y]),
-                              opset_imports=[helper.make_opsetid("", OPSET)]).SerializeToString()
-    feed = {"x": np.ones((1, 128), dtype=np.float32)}
-    with tempfile.TemporaryDirectory() as tmp:
-        best = []
-        for prefix in (None, os.path.join(tmp, "chain")):
-            opts = _options(threads, prefix)
-            opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL  # keep the chain
-            session = ort.InferenceSession(model, opts, providers=["CPUExecutionProvider"])
-            session.run(None, feed)
-            times = []
-            for _ in range(3):
-                t0 = time.perf_counter()
-                for _ in range(runs):
-                    session.run(None, feed)
-                times.append((time.perf_counter() - t0) / runs * 1e6)
-            best.append(min(times))
-            if prefix is not None:
-                kernels, _ = _kernel_events(session.end_profiling())
-    inside = sum(us for _, _, us in kernels) / len(kernels)
-    return max(0.0, (best[1] - best[0]) / nodes - inside), inside
-
-
-@contextlib.contextmanager
-def kernel_profile(model: GPT):
-    """While inside, `model` runs sessions built with ONNX Runtime's profiler on; on leaving, the dict it yields
-    is filled: category -> µs its kernels took (`kernel_category`), less what the profiler adds inside each
-    kernel's time; "profiler_us" -> what it added in all (`profiler_cost_us` per kernel recorded); "runs" ->
-    session runs. Yields None for a model without a session (the eager forward). The model's own sessions come
-    back afterwards untouched."""
-    state = _STATE.get(model)
-    if state is None:
-        yield None
-        return
-    out: dict[str, float] = {}
-    between, inside = profiler_cost_us(state.threads)
-    with tempfile.TemporaryDirectory() as tmp:
-        prof = _Session(model, state.key, state.threads, profile_prefix=os.path.join(tmp, "ort"))
-        prof.bind_cache(state.cache)
-        _STATE[model] = prof
-        try:
-            yield out
-        finally:
-            _STATE[model] = state
-            kernels, runs = [], 0
-            for session in prof.sessions():
-                got, n = _kernel_events(session.end_profiling())
-                kernels += got
-                runs += n
-            for op, node, us in kernels:
-                cat = kernel_category(op, node)
-                out[cat] = out.get(cat, 0.0) + max(0.0, us - inside)
-            out["profiler_us"] = len(kernels) * (between + inside)
-            out["runs"] = runs
-
-
-def _options(threads: int, profile_prefix: str | None = None) -> "ort.SessionOptions":
+def session_options(threads: int, profile_prefix: str | None = None) :
     """Session options: `threads` intra-op threads, sequential, every graph optimisation; with
     `profile_prefix`, ONNX Runtime's profiler on (files under that prefix)."""
+    ort = _ort()
     opts = ort.SessionOptions()
     if profile_prefix is not None:  # `kernel_profile`: every session built from these options profiles
         opts.enable_profiling = True
@@ -292,10 +80,10 @@ class _Session:
 
     def __init__(self, model: GPT, key: tuple, threads: int, profile_prefix: str | None = None):
         cfg = model.config
-        opts = _options(threads, profile_prefix)
+        opts = session_options(threads, profile_prefix)
         self.key, self.threads, self.opts = key, threads, opts
         self.model = weakref.proxy(model)  # the step and tree graphs are built on first use, from the same weights
-        self.session = ort.InferenceSession(graph(model, "pass").SerializeToString(), opts,
+        self.session = _ort().InferenceSession(_graph(model, "pass"), opts,
                                             providers=["CPUExecutionProvider"])
         self.binding = self.session.io_binding()
         self.stepper = None  # (session, binding) of graph "step", built by the first `step`
@@ -392,7 +180,7 @@ class _Session:
         bound as it is (no copy); the nodes' keys and values land in the cache at pos.. (where `keep_path`
         expects them). Returns the logits (1, T, V) float32: a view, valid until this model's next pass."""
         if self.tree_session is None:
-            session = ort.InferenceSession(graph(self.model, "tree").SerializeToString(), self.opts,
+            session = _ort().InferenceSession(_graph(self.model, "tree"), self.opts,
                                            providers=["CPUExecutionProvider"])
             b = session.io_binding()
             self._bind_lengths(b, inv_temp=False)
@@ -411,7 +199,7 @@ class _Session:
     def step(self, ids: list[int], pos: int, u: float, inv_temp: float) -> int:
         """One target-only step in one run: the pass over ids at pos, then the sample drawn with u."""
         if self.stepper is None:
-            session = ort.InferenceSession(graph(self.model, "step").SerializeToString(), self.opts,
+            session = _ort().InferenceSession(_graph(self.model, "step"), self.opts,
                                            providers=["CPUExecutionProvider"])
             b = session.io_binding()
             self._bind_lengths(b)

@@ -18,22 +18,8 @@ by arithmetic (the report's overhead table). A backend is a way of running the *
 built (`quantize.PackedModel.unpack` deep-copies the target and overwrites its weights in place): a draft made
 from a fused target is fused too.
 
-Tried and dropped (torch 2.13.0, CPU, on the 2-core development machine; `DROPPED` keeps one line each)
------------------
-- `compile`: torch.compile (inductor, `dynamic=False`) of a gpt-fast style forward -- the position a tensor,
-  the static cache written with `index_copy_`, the mask a (T, context) block of the causal mask -- matched
-  eager (max |diff| 1.3e-6 at T=1) and one graph served every position (a new position: 0.3 s, no
-  recompile). But every distinct T is its own graph: 26.7 s for the first (T=1), 14.8 s more for T=5. A
-  decode meets many: each prompt's prefill length, k+1, the last round cut short (kr+1 < k+1), every tree
-  size `TreeSpec.limit` leaves, and each model object (target, int8, int4 drafts) compiles its own. One
-  speculative generation's first use pays several of these, well past the 90 s bound, and past dynamo's
-  8 recompiles per code object it silently runs eager. Padding T to a few buckets would bound the graphs;
-  it did not fit the time box.
-- `torchscript`: `torch.jit.script(GPT)` fails: "Module 'GPT' has no attribute 'config' (... failed to
-  convert Python type: 'specdec.model.GPTConfig' to a TorchScript type ...)"; `torch.jit.trace(model,
-  (idx, pos))` fails: "Type 'Tuple[Tensor, int]' cannot be traced. Only Tensors and (possibly nested) Lists,
-  Dicts, and Tuples of Tensors can be traced", and a trace with a tensor position would still bake in the
-  Python-int slicing of the cache (`pos : pos + T`) as constants: one trace per position, useless to decode.
+Tried and dropped: `compile` (torch.compile) and `torchscript`; `DROPPED` keeps one line each, and
+docs/backends.md the measurements and errors with the commands that reproduce them.
 """
 
 from __future__ import annotations
@@ -45,7 +31,7 @@ import torch.nn.functional as F
 
 from specdec.model import backend_onnx
 from specdec.model.backend_numpy import NumpyGPT
-from specdec.model.backend_onnx import OnnxGPT
+from specdec.model.backend_onnx import OnnxGPT  # onnx and onnxruntime load when it builds a session
 from specdec.model.gpt import GPT
 
 

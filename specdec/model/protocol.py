@@ -95,11 +95,6 @@ class TreeTarget(Target, Protocol):
         """Move the cache entries at increasing positions `slots` to pos..pos+len(slots)-1."""
 
 
-def is_target(obj) -> bool:
-    """obj implements the target protocol (a structural check: the members exist)."""
-    return isinstance(obj, Target)
-
-
 def tree_support(target) -> str | None:
     """None when `target` can verify token trees; otherwise a one-line reason (what trees need)."""
     reason = getattr(target, "tree_unsupported", None)

@@ -10,7 +10,7 @@ compute memory nor time goes down. `PackedModel.nbytes` is the storage, measured
 - int4: per-group symmetric along the input dimension, groups of INT4_GROUP weights sharing one scale,
   scale = max|w_group| / 7, levels -7..7 stored as level + 8 in a nibble, two weights to a byte.
 Scales are stored as float16, the usual storage for them, and the rounding divides by that stored scale, so
-unpacking reproduces `round_weight` bit for bit. Embeddings and layer norms stay float32.
+unpacking reproduces the rounded weights bit for bit. Embeddings and layer norms stay float32.
 
 `dynamic_int8` is the other kind: torch's dynamically quantized Linear (int8 weights packed for an int8 GEMM
 from fbgemm/onednn, activations quantized per call) -- a real low-precision kernel, CPU only, to show whether
@@ -47,15 +47,6 @@ def _levels(w: torch.Tensor, bits: int, group: int | None) -> tuple[torch.Tensor
     return q.reshape(out_f, in_f).to(torch.int8), scale
 
 
-def round_weight(w: torch.Tensor, bits: int, group: int | None = None) -> torch.Tensor:
-    """w (out, in) rounded to `bits`-bit symmetric levels, returned in w's dtype (the reference arithmetic).
-
-    group=None: one scale per output row. group=g: one scale per g consecutive inputs of a row.
-    """
-    q, scale = _levels(w, bits, group)
-    return _dequantize(q, scale).to(w.dtype)
-
-
 def _dequantize(q: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
     out_f, in_f = q.shape
     blocks = q.float().reshape(out_f, scale.shape[1], -1)
@@ -77,7 +68,7 @@ class Packed:
 
 
 def pack(w: torch.Tensor, bits: int, group: int | None = None) -> Packed:
-    """w (out, in) stored at `bits` bits: the levels of `round_weight`, packed, with their scales."""
+    """w (out, in) stored at `bits` bits: its symmetric integer levels, packed, with their scales."""
     q, scale = _levels(w, bits, group)
     if bits == 4:
         if q.shape[1] % 2:
@@ -88,7 +79,7 @@ def pack(w: torch.Tensor, bits: int, group: int | None = None) -> Packed:
 
 
 def unpack(p: Packed) -> torch.Tensor:
-    """The float32 weight (out, in) that `p` stores: levels x scales, equal to `round_weight` bit for bit."""
+    """The float32 weight (out, in) that `p` stores: levels x scales."""
     q = p.values
     if p.bits == 4:
         low = (q & 0xF).to(torch.int8) - 8

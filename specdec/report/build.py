@@ -24,8 +24,8 @@ from pathlib import Path
 import torch
 
 from specdec.model import protocol
-from specdec.measure import hygiene, machine_record, overhead
-from specdec.report import compare, figures, overhead_section, render, sections
+from specdec.measure import hygiene, machine_record, roofline
+from specdec.report import compare, figures, headline, overhead_section, sections
 from specdec.report import tree_sections as ts
 from specdec.measure import workload as wl
 from specdec.decoding.drafts import Draft
@@ -120,7 +120,7 @@ def measure(
     threads_before, blas_before = torch.get_num_threads(), hygiene.blas_threads()
     thread_info = hygiene.set_threads(threads)
     machine = {**hygiene.machine_info(thread_info, device, affinity), "pinned": cpus is not None,
-               "backend": overhead.backend_name(target)}
+               "backend": roofline.backend_name(target)}
     knobs["between_run"] = machine_record.resolve(between_run, machine)
     run = sections.ReportRun(target.to(device), list(given), ks, knobs, device, chars, temperature, runs, log,
                              given={n: d for n, d in given.items() if isinstance(d, Draft)})
@@ -168,9 +168,9 @@ def _unavailable(target, knobs: dict) -> dict[str, str]:
     if protocol.tree_support(target) and knobs["trees"]:
         unavailable["trees"] = protocol.tree_support(target)
         knobs["trees"] = []
-    if overhead.pass_shape(overhead.model_config(target)) is None:
+    if roofline.pass_shape(roofline.model_config(target)) is None:
         unavailable["overhead floor"] = (f"FLOPs and bytes per pass are counted for the shipped GPT, gpt2 and "
-                                         f"{', '.join(overhead.LLAMA_FAMILY)} only; "
+                                         f"{', '.join(roofline.LLAMA_FAMILY)} only; "
                                          f"{protocol.describe(target)['architecture']!r} reads unknown")
     return unavailable
 
@@ -270,10 +270,10 @@ def _conclude(doc: dict, spent: list[dict], wall: float, after_own_run: bool, lo
     doc["wall_seconds"] = wall
     doc["state_shift"] = hygiene.state_shift(doc.get("speedup", []))
     doc["warnings"] = (hygiene.warnings(doc["machine"], doc.get("noise_floor"), after_own_run, doc["state_shift"])
-                       + render.result_warnings(doc))
+                       + headline.result_warnings(doc))
     for w in doc["warnings"]:
         log(w)
-    doc["headline"] = render.headline_facts(doc)
+    doc["headline"] = headline.headline_facts(doc)
     doc["detectable"] = compare.detectable(doc)  # what a comparison against this report could see, per row
     return doc
 

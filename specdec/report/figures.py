@@ -1,5 +1,5 @@
 """The report's figures: measured speedup against k (speedup.png), the per-prompt spread (per-prompt.png), and
-where a step's, the old round's and the lean round's µs go, stacked by category per backend (attribution.png).
+where a step's and a round's µs go, stacked by category per backend (attribution.png).
 
 Each figure is built by a `*_figure` function and saved by `_save` at the size it was laid out at (no
 `bbox_inches` cropping), so what a test checks on the built figure -- every title, label, tick label and
@@ -11,7 +11,8 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
-from specdec.measure.overhead import CATEGORIES, SCOPES
+from specdec.measure.attribution import SCOPES
+from specdec.measure.profiler_split import CATEGORIES
 from specdec.report.markdown import words
 from specdec.report.render_trees import _chains
 from specdec.util.files import atomic_path
@@ -113,12 +114,11 @@ def per_prompt_figure(doc: dict):
 
 
 def attribution_figure(attribution: dict[str, dict[str, dict[str, float]]], title: str = "where the time goes"):
-    """Stacked bars of µs by category (`overhead.CATEGORIES`, bottom to top) for each backend's step, old round
-    and round (`overhead.SCOPES`): the old round beside the lean one, so the bars show where the time went and
-    what came back.
+    """Stacked bars of µs by category (`profiler_split.CATEGORIES`, bottom to top) for each backend's step and round
+    (`attribution.SCOPES`).
 
-    attribution: backend -> {"step": category -> µs, "round": category -> µs, "round (old)": category -> µs},
-    as report.json's `attribution` (one saved before the old round was measured draws two bars a backend).
+    attribution: backend -> {"step": category -> µs, "round": category -> µs}, as report.json's `attribution`
+    (scopes other than SCOPES, which older reports may hold, draw no bar).
     None when there is nothing to draw or matplotlib is not installed.
     """
     plt = _pyplot() if attribution else None

@@ -1,19 +1,18 @@
 """The report's overhead section: the target pass against its roofline floor, and where a step's and
-a round's time goes -- the old round and the lean one side by side -- for the report's target backend.
+a round's time goes, for the report's target backend.
 
-It runs `overhead.attribution` first (its size set by the `overhead_chars` / `overhead_repeats` knobs, smaller
+It runs `attribution.attribution` first (its size set by the `overhead_chars` / `overhead_repeats` knobs, smaller
 under --quick: the profiler cannot be cut short by a clock), then gives what is left of its seconds to the
-machine's figures (`overhead.measure_machine`, MACHINE_SHARE) and the floor table (`overhead.overhead_table`,
+machine's figures (`roofline.measure_machine`, MACHINE_SHARE) and the floor table (`roofline.overhead_table`,
 the rest), each at least MIN_SECONDS so that every figure exists on a tiny budget. The document gets:
 
 - `overhead`: one row per width in POSITIONS: `backend`, `positions`, `measured_us`, `floor_us`,
   `share` (1 - floor / measured), `flops`, `bytes` (the last four None, rendered "unknown", for a target whose
-  architecture `overhead.pass_shape` cannot count);
-- `attribution`: backend -> {"step": category -> µs, "round": category -> µs, "round (old)": category -> µs}
-  (`overhead.CATEGORIES`, the residual last; they sum to the timed blocks' wall time: `accounted_us`; see
-  `overhead.attribute`): "round" is the lean round generation runs, "round (old)" (`overhead.OLD_ROUND`) the
-  reference code timed beside it in one alternated run, so the report shows what the lean code brought back
-  (a report saved before has no "round (old)" and renders without it);
+  architecture `roofline.pass_shape` cannot count);
+- `attribution`: backend -> {"step": category -> µs, "round": category -> µs}
+  (`profiler_split.CATEGORIES`, the residual last; they sum to the timed blocks' wall time: `accounted_us`; see
+  `profiler_split.attribute`): "round" is the round generation runs (a report saved by an older version may also
+  hold "round (old)", which is not shown);
 - `overhead_setup`: what those figures were measured with: the machine's figures, `context_pos`, the draft and
   k of the round, the characters per profiled block, and per backend and scope `measured_us` (bare blocks),
   `accounted_us` (blocks with the labels' spans timed: the categories' sum), `profiled_us` (wall time under
@@ -31,7 +30,8 @@ import time
 
 import torch
 
-from specdec.measure import overhead
+from specdec.measure import attribution as attribution_mod
+from specdec.measure import roofline
 from specdec.decoding.registry import make_draft
 
 POSITIONS = (1, 2, 3, 5, 9)  # the widths: a step, and verify passes up to k = 8
@@ -43,17 +43,17 @@ MIN_SECONDS = 0.3  # each of the machine's figures and the table gets at least t
 
 def measure(run, seconds: float) -> dict:
     """The overhead table and the attribution of the report's target (`run`: a `sections.ReportRun`)."""
-    backend = overhead.backend_name(run.target)
+    backend = roofline.backend_name(run.target)
     if run.device != "cpu":
         return {"overhead": [], "attribution": {},
                 "overhead_setup": {"skipped": f"the floor model is the CPU's; the target runs on {run.device}"}}
     kn = run.knobs
     draft = run.objs[DRAFT] if DRAFT in run.objs else make_draft(DRAFT, run.target)
     t0 = time.perf_counter()
-    attr = overhead.attribution(run.target, draft, K, chars=kn["overhead_chars"], repeats=kn["overhead_repeats"])
+    attr = attribution_mod.attribution(run.target, draft, K, chars=kn["overhead_chars"], repeats=kn["overhead_repeats"])
     left = seconds - (time.perf_counter() - t0)
-    machine = overhead.measure_machine(max(MIN_SECONDS, MACHINE_SHARE * left), torch.get_num_threads())
-    rows = overhead.overhead_table(run.target, machine, POSITIONS, CONTEXT_POS,
+    machine = roofline.measure_machine(max(MIN_SECONDS, MACHINE_SHARE * left), torch.get_num_threads())
+    rows = roofline.overhead_table(run.target, machine, POSITIONS, CONTEXT_POS,
                                    seconds=max(MIN_SECONDS, (1 - MACHINE_SHARE) * left))
     return {
         "overhead": rows,

@@ -2,7 +2,7 @@
 
 The `trees` knob lists shapes, each applied to every table draft (bigram, ngram) among the report's drafts:
 a fixed width × depth ("4x2x2x1") or a node budget ("budget 32"), whose shape Sequoia's dynamic program
-(`trees.optimal_tree`) chooses from that draft's per-child acceptance, measured first (deterministically, over
+(`sequoia.optimal_tree`) chooses from that draft's per-child acceptance, measured first (deterministically, over
 the first `CHILD_RUNS` workload runs) and recorded in report.json. A tree configuration is keyed
 (draft, its label) wherever a chain's is (draft, k): `run.acc`, `run.samplers`, the speedup rows' `Runs.key`.
 Rows carry `tree`: {"shape", "budget" (nodes), "depth", "parents"}; chain rows carry `tree: null`.
@@ -14,6 +14,7 @@ import numpy as np
 
 from specdec.measure import exactness, timing
 from specdec.decoding import trees
+from specdec.decoding import sequoia
 from specdec.decoding.drafts import TableDraft
 from specdec.measure.tree_timing import TREE_POSITIONS, tree_loop_sampler, verify_fns
 from specdec.measure.acceptance import acceptance_over, measure_child_acceptance
@@ -68,7 +69,7 @@ def setup(run) -> dict:
         acc = _child_acceptance(run, name)
         for text in run.knobs.get("trees", DEFAULT_TREES):
             c = trees.parse_tree(text)
-            spec = trees.optimal_tree(acc, c)[0] if isinstance(c, int) else c
+            spec = sequoia.optimal_tree(acc, c)[0] if isinstance(c, int) else c
             run.trees[name, str(spec)] = spec
         out[name] = {"vector": acc.tolist(), "width": CHILD_WIDTH,
                      "runs": [[item.id, seed] for item, seed in run.runs[:CHILD_RUNS]],

@@ -19,6 +19,7 @@ import torch
 
 import specdec
 from specdec.decoding import trees
+from specdec.decoding import sequoia
 from specdec.measure.acceptance import measure_child_acceptance
 from specdec.model.protocol import tree_support
 
@@ -141,7 +142,7 @@ def budget_tree(target, draft_factory):
     if reason := tree_support(target):
         pytest.skip(reason)
     acc = measure_child_acceptance(target, draft_factory("ngram"), PROMPT, CHARS, seed=SEED)
-    return trees.optimal_tree(acc, 32)[0]
+    return sequoia.optimal_tree(acc, 32)[0]
 
 
 @pytest.mark.parametrize("shape", ["4x2x2x1", "budget 32"])
