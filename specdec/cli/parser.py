@@ -15,8 +15,8 @@ from specdec.model.backends import KNOWN
 from specdec.model.hf import DTYPES
 from specdec.report.compare import MIN_EFFECT
 
-AB_BUDGET = 120.0  # `specdec ab`'s default seconds
-AB_PAIRS = 12  # ... and worker pairs
+AB_BUDGET = 180.0  # `specdec ab`'s default seconds
+AB_PAIRS = 18  # ... and worker pairs
 
 DESCRIPTION = ("The `specdec` command: train, info, generate, verify, report, calibrate, compare, ab, overhead, "
                "export-hf.")

@@ -210,9 +210,14 @@ def _speculative_rows(specdec, target, draft, name: str, k: int, cfg: dict, gree
 
 
 def _number(call, seconds: float) -> int:
-    """Calls that fill a sample of `seconds` (at least one), from the fastest of three timed calls."""
-    best = min(_timed(call, 1) for _ in range(3))
-    return max(1, round(seconds / best)) if best > 0 else 1
+    """Calls that fill a sample of `seconds` (at least one): batches of 1, 2, 4, ... calls until one takes a
+    fifth of it (a single cold call says little about a warm one), then scaled to the whole."""
+    n = 1
+    while True:
+        batch = _timed(call, n) * n
+        if batch >= seconds / 5 or n >= 1 << 20:
+            return max(1, round(n * seconds / batch)) if batch > 0 else n
+        n *= 2
 
 
 CLOCK = time.perf_counter  # replaced by the thread's CPU clock with one thread (see `_clock`)
@@ -257,6 +262,8 @@ def _setup(cfg: dict) -> tuple[dict, dict]:
     if os.path.realpath(where) != os.path.realpath(expected):
         raise RuntimeError(f"imported specdec from {where}, not from the revision's {expected}")
     rows = _rows(specdec, cfg)
+    gc.collect()
+    gc.freeze()  # what setup built is kept out of every later collection: a sample's collect then costs little
     answer = {name: {"ok": call is not None, "reason": "" if call is not None else facts,
                      "facts": facts if call is not None else {}} for name, (call, facts) in rows.items()}
     info = {"specdec": where, "version": getattr(specdec, "__version__", None), "threads": threads,
