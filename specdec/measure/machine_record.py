@@ -25,6 +25,8 @@ import math
 import os
 from pathlib import Path
 
+from specdec.util.errors import InputError
+
 RECENT = 10  # calibrations pooled: the machine's recent history, not every state it was ever in
 LEVEL = 0.95  # the intervals are 95 % intervals: the term is what held 95 % of past row-directions
 PAIR_SHARE = 0.90  # a calibration passes when each run's intervals hold the other's figure on this share of rows
@@ -41,7 +43,7 @@ DEFAULT_TAU = 0.02
 MIN_CALIBRATIONS = 3
 
 
-class RecordError(ValueError):
+class RecordError(InputError):
     """The record file exists but cannot be read as a record."""
 
 

@@ -38,6 +38,7 @@ from specdec.model import corpus
 from specdec.model.gpt import GPTConfig
 from specdec.model.protocol import units
 from specdec.measure.stats import ratio_of_totals
+from specdec.util.errors import InputError
 
 DEFAULT_WORKLOAD = "shakespeare24"
 WORKLOADS = (DEFAULT_WORKLOAD,)
@@ -59,7 +60,7 @@ _SPEAKER = re.compile(r"[A-Z][A-Z' -]*[A-Z]\.")
 _SENTENCE = re.compile(r"(?<=[.?!][ \n])(?=[A-Z])")
 
 
-class WorkloadError(ValueError):
+class WorkloadError(InputError):
     """A workload file or name that cannot be used; the message is one line."""
 
 

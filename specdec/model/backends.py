@@ -48,9 +48,10 @@ from specdec.model import backend_onnx
 from specdec.model.backend_numpy import NumpyGPT
 from specdec.model.backend_onnx import OnnxGPT
 from specdec.model.gpt import GPT
+from specdec.util.errors import InputError
 
 
-class UnknownBackendError(ValueError):
+class UnknownBackendError(InputError):
     """A backend name that `to_backend` does not know."""
 
 

@@ -25,6 +25,7 @@ from specdec.model import corpus
 from specdec.model.gpt import GPT
 from specdec.model.hf import quiet
 from specdec.model.train import load_checkpoint, shipped_path
+from specdec.util.errors import InputError
 
 EXPORTED = ("target", "small")  # the folders export_hf writes, from the shipped checkpoints of these names
 
@@ -97,7 +98,7 @@ def export_hf(out_dir: str | os.PathLike) -> dict[str, Path]:
     {name: folder}. Load them back with `model.hf.load_hf(out_dir / "target")`."""
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
-        raise ValueError(f"{str(out)!r} exists and is not a folder; give a folder to export into")
+        raise InputError(f"{str(out)!r} exists and is not a folder; give a folder to export into")
     quiet()
     folders = {}
     for name in EXPORTED:

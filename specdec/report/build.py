@@ -33,6 +33,7 @@ from specdec.decoding.trees import parse_tree
 from specdec.model.gpt import GPT
 from specdec.report.markdown import config_label
 from specdec.measure.schedule import Budget, Section, run_sections
+from specdec.util.errors import InputError
 
 DEFAULT_KS = (1, 2, 4, 8)
 # budget: seconds for the whole report. min_pairs: alternated pairs every speedup row gets before the rest of
@@ -156,7 +157,7 @@ def _drafts_for(target, drafts, device: str, log) -> tuple[dict, dict]:
         log(f"[setup] skipping draft {name}: it {why}")
     given = {n: d for n, d in given.items() if n not in skipped}
     if not given:
-        raise ValueError(f"no draft to measure with this target on {device} (skipped: "
+        raise InputError(f"no draft to measure with this target on {device} (skipped: "
                          f"{'; '.join(f'{n}: {why}' for n, why in skipped.items())})")
     return given, skipped
 
@@ -191,10 +192,10 @@ def _given_drafts(target_or_drafts, default: bool) -> dict[str, str | Draft]:
     out: dict[str, str | Draft] = {}
     for d in items:
         if not isinstance(d, (str, Draft)):
-            raise ValueError(f"a draft must be a name or a Draft object, got {d!r}")
+            raise InputError(f"a draft must be a name or a Draft object, got {d!r}")
         name = d if isinstance(d, str) else d.name
         if name in out:
-            raise ValueError(f"two drafts are named {name!r}; give each draft its own name")
+            raise InputError(f"two drafts are named {name!r}; give each draft its own name")
         out[name] = d
     return out
 
