@@ -33,7 +33,7 @@ def _cmd_train(args) -> int:
     at_least("--seed", args.seed, 0)
     if args.teacher is not None and args.draft != "small":
         raise UsageError("--teacher needs --draft small (only the small draft is distilled from a teacher)")
-    out = args.out or _train.shipped_path(args.draft or "target")
+    out = args.out or _train.default_out(args.draft or "target")
     writable_file("--out", out)
     tc = _train.TrainConfig(steps=args.steps, seed=args.seed, batch=args.batch, threads=args.threads)
     teacher = None
@@ -45,6 +45,9 @@ def _cmd_train(args) -> int:
     model, meta = _train.train(cfg, tc, teacher=teacher, log=models.log)
     sha = _train.save_checkpoint(model, meta, out)
     print(f"wrote {out} (sha256 {sha[:12]}, val loss {meta['val_loss']:.4f}, {meta['train_seconds']:.0f}s)")
+    if args.out is None:
+        models.log(f"the shipped {args.draft or 'target'} is unchanged; measure this one with --checkpoint {out}, "
+                   f"or copy it over {_train.shipped_path(args.draft or 'target')} to ship it")
     return 0
 
 

@@ -117,14 +117,16 @@ def pair_quantile(entries: list[dict]) -> float:
 
 
 def append(machine: dict, entry: dict) -> Path:
-    """Add one calibration to this machine's record (atomically: a temporary file, then a rename)."""
-    from specdec.util.files import write_atomic  # here: report imports this module
+    """Add one calibration to this machine's record: read, add and rewrite under a lock (two reports that
+    calibrate at once each keep their entry), the rewrite atomic (a temporary file, then a rename)."""
+    from specdec.util.files import locked, write_atomic  # here: report imports this module
 
     p = path()
     p.parent.mkdir(parents=True, exist_ok=True)
-    doc = _read(p)
-    doc.setdefault(key(machine), []).append(entry)
-    write_atomic(p, json.dumps(doc, indent=1) + "\n")
+    with locked(p):
+        doc = _read(p)
+        doc.setdefault(key(machine), []).append(entry)
+        write_atomic(p, json.dumps(doc, indent=1) + "\n")
     return p
 
 
@@ -136,7 +138,7 @@ def resolve(setting: str | None, machine: dict) -> dict:
     state of it too; "off" -- none.
     """
     if setting not in (None, "auto", "off"):
-        raise ValueError(f"--between-run must be auto or off, got {setting!r}")
+        raise InputError(f"--between-run must be auto or off, got {setting!r}")
     if setting == "off":
         return {"tau": 0.0, "source": "off", "calibrations": 0}
     entries = load(machine)[-RECENT:]

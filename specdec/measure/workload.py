@@ -344,6 +344,8 @@ def best_k_per_item(rows: Sequence[dict], key: str = "chars_per_pass") -> dict[i
 
 
 if __name__ == "__main__":  # regenerate the shipped file from the recipe
-    path = Path(__file__).with_name("data") / f"workload-{DEFAULT_WORKLOAD}.json"
-    path.write_text(build_default().to_json())
+    from specdec.util.files import write_atomic
+
+    path = Path(__file__).parent.parent / "data" / f"workload-{DEFAULT_WORKLOAD}.json"  # specdec/data
+    write_atomic(path, build_default().to_json())
     print(f"wrote {path}")

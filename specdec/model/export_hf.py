@@ -26,6 +26,7 @@ from specdec.model.gpt import GPT
 from specdec.model.hf import quiet
 from specdec.model.train import load_checkpoint, shipped_path
 from specdec.util.errors import InputError
+from specdec.util.files import swap_folder
 
 EXPORTED = ("target", "small")  # the folders export_hf writes, from the shipped checkpoints of these names
 
@@ -78,16 +79,14 @@ def to_gpt2(model: GPT):
 
 def save_folder(model: GPT, folder: Path) -> Path:
     """Write `model` and the character tokenizer as one HF folder, all or nothing: into a temporary folder
-    beside it, then renamed into place (an older export there is replaced)."""
+    beside it, then swapped into place (`swap_folder`: an older export there is replaced only then)."""
     folder = Path(folder)
     folder.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}-"))
     try:
         to_gpt2(model).save_pretrained(tmp, safe_serialization=True)
         char_tokenizer().save_pretrained(tmp)
-        if folder.exists():
-            shutil.rmtree(folder)
-        os.replace(tmp, folder)
+        swap_folder(tmp, folder)  # the old export stays until the new one is complete beside it
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return folder

@@ -47,6 +47,16 @@ class TrainConfig:
     distill: bool = False  # train against the target's distribution (KL) rather than the next character
 
 
+TRAIN_DIR = Path("specdec-train")  # where `specdec train` writes without --out: never over the shipped files
+
+
+def default_out(name: str = "target") -> Path:
+    """Where `specdec train` writes checkpoint 'target' or 'small' when no --out is given: TRAIN_DIR under the
+    working directory. The shipped checkpoints, which every report and the asv history measure, are replaced
+    only on purpose (--out naming them, or a copy)."""
+    return TRAIN_DIR / f"{name}.pt"
+
+
 def shipped_path(name: str = "target") -> Path:
     """Path of a checkpoint shipped in the package: 'target' or 'small'."""
     return Path(str(resources.files("specdec").joinpath(f"data/{name}.pt")))
