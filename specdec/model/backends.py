@@ -197,6 +197,20 @@ def fastest(device: str = "cpu") -> str:
     return next(name for name in FASTEST_ON_CPU + ("eager",) if name in _CLASSES)
 
 
+# The backends that run off the CPU as themselves. numpy and onnx compute on the CPU (a model moved to CUDA
+# runs eager under their name), and fused has not been tried on CUDA: anything else with a CUDA device is
+# refused (`check_device`) rather than measured under a name it did not run.
+OFF_CPU = ("eager",)
+
+
+def check_device(name: str, device: str) -> str:
+    """name when backend `name` runs on `device` as itself; else a one-line InputError naming the allowed ones."""
+    if torch.device(device).type != "cpu" and name not in OFF_CPU:
+        raise InputError(f"backend {name!r} runs on the CPU only, not on {device} (allowed on {device}: "
+                         f"{', '.join(OFF_CPU)})")
+    return name
+
+
 def backend_of(model: GPT) -> str:
     """The backend name a model runs (its class); 'eager' for anything not converted."""
     for name, cls in _CLASSES.items():

@@ -31,6 +31,7 @@ from specdec.measure import workload as wl
 from specdec.decoding.drafts import Draft
 from specdec.decoding.registry import CPU_ONLY, DRAFTS
 from specdec.decoding.trees import parse_tree
+from specdec.model.backends import backend_of, check_device
 from specdec.model.gpt import GPT
 from specdec.report.markdown import config_label
 from specdec.measure.schedule import Budget, Section, run_sections
@@ -110,6 +111,8 @@ def measure(
     package was imported, so that start-up is inside `--budget` and shows as a section of its own.
     """
     shipped = isinstance(target, GPT)
+    if shipped:  # a CPU-only backend on CUDA would run eager under its own name
+        check_device(backend_of(target), device)
     given, skipped = _drafts_for(target, drafts, device, log)
     knobs = _knobs(quick, budget, pairs, trees)
     unavailable = _unavailable(target, knobs)
