@@ -82,3 +82,7 @@ def hf_extra(what: str) -> None:
     """Hugging Face models need transformers (the optional hf extra): say so instead of an ImportError."""
     if importlib.util.find_spec("transformers") is None:
         raise UsageError(f"{what}: Hugging Face models need the hf extra (pip install 'specdec-bench[hf]')")
+    from specdec.util import versions  # here: it imports transformers, which only these commands need
+
+    if reason := versions.too_old("transformers"):
+        raise UsageError(f"{what}: {reason}")

@@ -48,6 +48,7 @@ from specdec.model import backend_onnx
 from specdec.model.backend_numpy import NumpyGPT
 from specdec.model.backend_onnx import OnnxGPT
 from specdec.model.gpt import GPT
+from specdec.util import versions
 from specdec.util.errors import InputError
 
 
@@ -167,9 +168,17 @@ class FusedGPT(GPT):
 
 # name -> the GPT subclass that runs it; the order is KNOWN's order, "eager" first.
 _ALL: dict[str, type[GPT]] = {"eager": GPT, "fused": FusedGPT, "numpy": NumpyGPT, "onnx": OnnxGPT}
-# what each needs beyond the core dependencies, when it is not installed
-_MISSING: dict[str, str] = {} if backend_onnx.AVAILABLE else {
-    "onnx": "it needs onnxruntime and onnx: pip install 'specdec-bench[onnx]'"}
+
+
+def _missing() -> dict[str, str]:
+    """What each backend needs beyond the core dependencies, when it is not installed or too old to run."""
+    if not backend_onnx.AVAILABLE:
+        return {"onnx": "it needs onnxruntime and onnx: pip install 'specdec-bench[onnx]'"}
+    old = versions.too_old("onnxruntime")
+    return {"onnx": old} if old else {}
+
+
+_MISSING: dict[str, str] = _missing()
 _CLASSES: dict[str, type[GPT]] = {n: c for n, c in _ALL.items() if n not in _MISSING}
 
 # Backends tried on this installation and dropped, with why (see the module docstring).

@@ -25,6 +25,7 @@ from specdec.model import corpus
 from specdec.model.gpt import GPT
 from specdec.model.hf import quiet
 from specdec.model.train import load_checkpoint, shipped_path
+from specdec.util import versions
 from specdec.util.errors import InputError
 from specdec.util.files import swap_folder
 
@@ -98,6 +99,7 @@ def export_hf(out_dir: str | os.PathLike) -> dict[str, Path]:
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise InputError(f"{str(out)!r} exists and is not a folder; give a folder to export into")
+    versions.require("transformers")
     quiet()
     folders = {}
     for name in EXPORTED:

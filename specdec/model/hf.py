@@ -34,6 +34,7 @@ import torch
 from specdec.model import corpus
 from specdec.model.gpt import ContextOverflowError
 from specdec.model.protocol import ConfigSizes, TargetConfig
+from specdec.util import versions
 from specdec.util.errors import InputError
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
@@ -103,6 +104,7 @@ def load_hf(path: str | os.PathLike, device: str | torch.device = "cpu", dtype=N
             allow_download: bool = False) -> HFTarget:
     """A transformers causal LM and its tokenizer from `path` (a local folder, or a cached model id) as an
     HFTarget on `device` with weights in `dtype` (None: float32; "float16", "bfloat16")."""
+    versions.require("transformers")  # an older one lacks the APIs below: one line, not a traceback inside
     torch_dtype = check_dtype(dtype)
     source = resolve(path, allow_download)
     offline = not allow_download
