@@ -49,6 +49,7 @@ def cmd_report(args) -> int:
     outs = [Path(args.out)] + [Path(args.out) / f"repeat-{i}" for i in range(2, args.repeat + 1)]
     for out in outs:
         writable_dir("--out", str(out))
+    writable_dir("--out", str(outs[0].absolute().parent))  # report.write builds the folder beside it, then swaps
     target = models.load_target(args)
     drafts = _check_report_inputs(args, target, ks)
     docs = []
