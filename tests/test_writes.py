@@ -84,6 +84,15 @@ def test_swap_folder_replaces_a_folder_whole(tmp_path):
     assert (old / "a").read_text() == "new a"
 
 
+def test_a_swapped_in_folder_keeps_the_old_ones_permissions_not_mkdtemps(tmp_path):
+    old, new = tmp_path / "f", tmp_path / ".f-new"
+    old.mkdir()
+    old.chmod(0o750)
+    new.mkdir(mode=0o700)
+    files.swap_folder(new, old)
+    assert old.stat().st_mode & 0o777 == 0o750
+
+
 def test_swap_folder_without_an_atomic_exchange_still_ends_with_the_new_folder(tmp_path, monkeypatch):
     monkeypatch.setattr(files, "_exchange", lambda a, b: False)
     test_swap_folder_replaces_a_folder_whole(tmp_path)

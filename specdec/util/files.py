@@ -80,11 +80,21 @@ def _exchange(a: Path, b: Path) -> bool:
     return fn(AT_FDCWD, os.fsencode(a), AT_FDCWD, os.fsencode(b), RENAME_EXCHANGE) == 0
 
 
+def _folder_mode(folder: Path) -> int:
+    """The permissions `folder` has, or a new folder would get under the umask."""
+    if folder.exists():
+        return folder.stat().st_mode & 0o7777
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o777 & ~umask
+
+
 def swap_folder(new: str | os.PathLike, folder: str | os.PathLike) -> None:
     """Put the complete folder `new` (a sibling of `folder`, same file system) where `folder` is, then remove
     the old one. On Linux the two swap in one step, so `folder` is never missing or mixed; elsewhere the old
     one is renamed aside first, and a crash between the two renames leaves it beside `folder`, whole."""
     new, folder = Path(new), Path(folder)
+    os.chmod(new, _folder_mode(folder))  # mkdtemp made it private (0700); it takes the place of a normal folder
     if not folder.exists():
         os.replace(new, folder)
         return
