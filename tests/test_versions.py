@@ -1,10 +1,10 @@
 """Stated versions are real: pyproject's floors are the ones the code checks (and tools/check_floors.py
 installs and tests), and an installed version older than its floor is one line naming the extra."""
 
-import tomllib
 from pathlib import Path
 
 import pytest
+import tomllib
 
 from specdec import cli
 from specdec.util import versions

@@ -19,8 +19,9 @@ import argparse
 import subprocess
 import sys
 import tempfile
-import tomllib
 from pathlib import Path
+
+import tomllib
 
 ROOT = Path(__file__).resolve().parent.parent
 TORCH = "2.13.0"  # the torch the project is developed and measured with
