@@ -21,7 +21,8 @@ backends existed.
 asv (asv_runner >= 0.3) calls `setup` before every timed call, so nothing heavy is built there: the target and
 the drafts come from the module-level caches below, built once per benchmark process.
 
-Environment: SPECDEC_BENCH_THREADS (torch threads, default 1, recorded as the `threads` parameter);
+Environment: SPECDEC_BENCH_THREADS (torch threads and numpy's BLAS threads, default 1, recorded as the `threads`
+parameter; `fix_threads` sets both before every timing);
 SPECDEC_BENCH_SCALE multiplies every sample and pair count (default 1: a `--quick` run of the whole suite
 stays under a minute per commit); SPECDEC_BENCH_SMOKE=1 shrinks them all to one and the generations to 20
 characters (tools/check_history.py: is each benchmark callable at each commit?), so its figures mean nothing.
@@ -85,8 +86,31 @@ CLOCK = _clock()
 
 
 def fix_threads() -> int:
+    """Set torch's threads and numpy's BLAS threads (the numpy backend's matmuls) to THREADS before a timing;
+    returns THREADS, which asv records as the `threads` parameter and which is then both counts.
+
+    The BLAS limit matters for the clock: with one thread `CLOCK` is this thread's CPU time, which does not
+    count BLAS worker threads, so a BLAS left at one thread per core would do part of a call's work off the
+    clock. benchmarks/__init__.py sets the BLAS environment variables before numpy loads, but only where they
+    are unset; threadpoolctl (a dependency of the package since it set BLAS threads itself) enforces the count
+    whatever the environment said, at the commits that have it."""
     torch.set_num_threads(THREADS)
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # an older commit's environment: the environment variables are all there is
+        return THREADS
+    threadpool_limits(limits=THREADS, user_api="blas")
     return THREADS
+
+
+def blas_threads() -> int | None:
+    """numpy's BLAS threads now (the most any BLAS loaded has); None without threadpoolctl or a BLAS."""
+    try:
+        from threadpoolctl import threadpool_info
+    except ImportError:
+        return None
+    counts = [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"]
+    return max(counts) if counts else None
 
 
 def scaled(normal: int, smoke: int = 1) -> int:

@@ -146,9 +146,10 @@ BAD = [
     (["generate", "--chars", "0"], "chars must be at least 1"),
     (["generate", "--chars", "300"], "exceeds the context of 256"),
     (["generate", "--seed", "-1"], "--seed must be at least 0, got -1"),
-    (["generate", "--temperature", "-1"], "--temperature must be >= 0 and finite, got -1.0"),
-    (["generate", "--draft", "ngram", "-k", "4", "--temperature", "nan"], "--temperature must be >= 0 and finite, got nan"),
-    (["generate", "--temperature", "inf"], "--temperature must be >= 0 and finite, got inf"),
+    (["generate", "--temperature", "-1"], "--temperature must be 0 or a finite number >= 1e-30, got -1.0"),
+    (["generate", "--draft", "ngram", "-k", "4", "--temperature", "nan"], "--temperature must be 0 or a finite number >= 1e-30, got nan"),
+    (["generate", "--temperature", "inf"], "--temperature must be 0 or a finite number >= 1e-30, got inf"),
+    (["generate", "--temperature", "1e-320"], "--temperature must be 0 or a finite number >= 1e-30, got 1e-320"),
     (["generate", "--temperature", "warm"], "argument --temperature: invalid float value: 'warm'"),
     (["generate", "--draft", "int3"], "unknown draft 'int3' (available: bigram, int8, int4"),
     (["generate", "--draft", "bigram", "-k", "0"], "-k must be at least 1, got 0"),
@@ -164,7 +165,7 @@ BAD = [
     (["verify", "-k", "300"], "k=300 overflows the context"),
     (["verify", "--samples", "99"], "--samples must be at least 100, got 99"),
     (["verify", "--seed", "-1"], "--seed must be at least 0, got -1"),
-    (["verify", "--temperature", "nan"], "--temperature must be >= 0 and finite, got nan"),
+    (["verify", "--temperature", "nan"], "--temperature must be 0 or a finite number >= 1e-30, got nan"),
     (["verify", "--joint=1"], "argument --joint: ignored explicit argument '1'"),
     (["verify", "--adaptive"], "--adaptive needs --joint"),
     (["verify", "--device", "tpu"], "argument --device: invalid choice: 'tpu'"),
@@ -286,7 +287,7 @@ def test_bad_input_is_one_line_exit_code_2_and_writes_nothing(bad_runs, i):
 
 @pytest.mark.parametrize("args,message", [
     (["generate", "--threads", "0"], "specdec generate: error: --threads must be at least 1, got 0"),
-    (["generate", "--draft", "ngram", "-k", "4", "--temperature", "nan"], "--temperature must be >= 0 and finite"),
+    (["generate", "--draft", "ngram", "-k", "4", "--temperature", "nan"], "--temperature must be 0 or a finite number >= 1e-30"),
     (["report", "--out", "report.md", "--quick"], "--out report.md: "),
 ])
 def test_the_installed_command_fails_the_same_way(tmp_path, args, message):

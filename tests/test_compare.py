@@ -127,6 +127,30 @@ def test_across_machines_only_ratios_are_judged(tmp_path, capsys):
     assert any(line.startswith("target pass (us)") and line.endswith("(information)") for line in out.splitlines())
 
 
+def _with_dynamic(doc: dict) -> dict:
+    """doc with an int8-dynamic draft's counts (its acceptance 0.9 at every k)."""
+    doc["settings"]["drafts"].append("int8-dynamic")
+    doc["acceptance"] += [{"draft": "int8-dynamic", "k": k, "acceptance": 0.9, "target_passes": 50}
+                          for k in KS]
+    return doc
+
+
+def test_int8_dynamic_counts_that_differ_across_machines_are_the_cpus_not_a_change(tmp_path, capsys):
+    b = _with_dynamic(_doc(2, cpu="other-cpu"))
+    b["acceptance"][-1]["acceptance"] = 0.85
+    code, out, _ = _cli(tmp_path, _with_dynamic(_doc(1)), b, capsys)
+    assert code == 0 and "WORSE" not in out
+    assert any(line.startswith("int8-dynamic k=4 acceptance") and line.endswith(compare.PER_CPU)
+               for line in out.splitlines())
+
+
+def test_int8_dynamic_counts_that_differ_on_one_machine_are_a_change(tmp_path, capsys):
+    b = _with_dynamic(_doc(2))
+    b["acceptance"][-1]["acceptance"] = 0.85
+    code, out, _ = _cli(tmp_path, _with_dynamic(_doc(1)), b, capsys)
+    assert code == 1 and "WORSE: int8-dynamic k=4 acceptance: 0.9000 -> 0.8500" in out
+
+
 def test_too_few_samples_are_said_and_not_judged(tmp_path, capsys):
     a, b = _doc(1, n=4), _doc(2, n=4)
     for doc in (a, b):  # two pairs a speedup row: no variance to test with

@@ -165,9 +165,15 @@ def test_probs_temperature_and_greedy():
     np.testing.assert_allclose(sampling.probs(logits, 0.5), np.array([0.01, 0.04, 0.49]) / 0.54)
     np.testing.assert_array_equal(sampling.probs(logits, 0.0), [0.0, 0.0, 1.0])
     np.testing.assert_allclose(sampling.temper(np.array([0.1, 0.2, 0.7]), 0.5), np.array([0.01, 0.04, 0.49]) / 0.54)
-    for bad in (-1.0, float("nan"), float("inf")):
-        with pytest.raises(ValueError, match=f"temperature must be >= 0 and finite, got {bad}"):
+    for bad in (-1.0, float("nan"), float("inf"), 1e-320):  # 1e-320: logits / T overflows to inf, then NaN
+        with pytest.raises(ValueError, match=f"temperature must be 0 or a finite number >= 1e-30, got {bad}"):
             sampling.probs(logits, bad)
+
+
+def test_the_smallest_temperature_allowed_still_gives_a_distribution():
+    # logits as large as float32 holds, divided by the smallest temperature, stay finite in float64
+    logits = np.array([3.0e38, -3.0e38, 0.0], dtype=np.float32)
+    np.testing.assert_array_equal(sampling.probs(logits, sampling.MIN_TEMPERATURE), [1.0, 0.0, 0.0])
 
 
 def test_greedy_rule_accepts_iff_argmax_matches():

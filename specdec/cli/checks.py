@@ -2,9 +2,9 @@
 any training or measuring starts.
 
 argparse itself checks types and choices (its errors made one line by `Parser`); the rest is here: counts
-with a minimum, temperatures that must be finite numbers >= 0, output locations that must be writable
-directories (probed without leaving anything behind), a device that must exist, fractions that must be
-finite and >= 0, and the optional extra a Hugging Face model needs.
+with a minimum, temperatures that must be 0 or finite numbers >= sampling.MIN_TEMPERATURE, output locations
+that must be writable directories (probed without leaving anything behind), a device that must exist,
+fractions that must be finite and >= 0, and the optional extra a Hugging Face model needs.
 """
 
 from __future__ import annotations
@@ -15,9 +15,12 @@ import math
 import tempfile
 from pathlib import Path
 
+from specdec.util.errors import InputError
 
-class UsageError(Exception):
-    """Bad input from the user: printed as one line, exit code 2."""
+
+class UsageError(InputError):
+    """Bad input from the user on the command line: printed as one line, exit code 2 (as is every
+    `InputError` the library raises)."""
 
 
 class Parser(argparse.ArgumentParser):
@@ -33,9 +36,12 @@ def at_least(option: str, value: int, minimum: int) -> None:
 
 
 def temperature_arg(value: float) -> float:
-    if not 0 <= value < math.inf:  # NaN fails every comparison
-        raise UsageError(f"--temperature must be >= 0 and finite, got {value}")
-    return value
+    from specdec.model.sampling import check_temperature  # here: sampling imports torch, --help need not
+
+    try:
+        return check_temperature(value)
+    except InputError as exc:
+        raise UsageError(f"--{exc}") from None
 
 
 def writable_dir(option: str, path: str) -> None:
@@ -76,3 +82,7 @@ def hf_extra(what: str) -> None:
     """Hugging Face models need transformers (the optional hf extra): say so instead of an ImportError."""
     if importlib.util.find_spec("transformers") is None:
         raise UsageError(f"{what}: Hugging Face models need the hf extra (pip install 'specdec-bench[hf]')")
+    from specdec.util import versions  # here: it imports transformers, which only these commands need
+
+    if reason := versions.too_old("transformers"):
+        raise UsageError(f"{what}: {reason}")

@@ -20,6 +20,7 @@ from specdec.cli.checks import (UsageError, at_least, device_arg, fraction_arg, 
                                 writable_dir, writable_file)
 from specdec.cli import ab_cmd, models, report_cmd
 from specdec.cli.parser import build_parser
+from specdec.util.errors import InputError
 from specdec.util.files import write_atomic
 
 
@@ -32,7 +33,7 @@ def _cmd_train(args) -> int:
     at_least("--seed", args.seed, 0)
     if args.teacher is not None and args.draft != "small":
         raise UsageError("--teacher needs --draft small (only the small draft is distilled from a teacher)")
-    out = args.out or _train.shipped_path(args.draft or "target")
+    out = args.out or _train.default_out(args.draft or "target")
     writable_file("--out", out)
     tc = _train.TrainConfig(steps=args.steps, seed=args.seed, batch=args.batch, threads=args.threads)
     teacher = None
@@ -44,6 +45,9 @@ def _cmd_train(args) -> int:
     model, meta = _train.train(cfg, tc, teacher=teacher, log=models.log)
     sha = _train.save_checkpoint(model, meta, out)
     print(f"wrote {out} (sha256 {sha[:12]}, val loss {meta['val_loss']:.4f}, {meta['train_seconds']:.0f}s)")
+    if args.out is None:
+        models.log(f"the shipped {args.draft or 'target'} is unchanged; measure this one with --checkpoint {out}, "
+                   f"or copy it over {_train.shipped_path(args.draft or 'target')} to ship it")
     return 0
 
 
@@ -264,13 +268,11 @@ def _cmd_compare(args) -> int:
     from specdec.report import compare
 
     fraction_arg("--min-effect", args.min_effect)
-    try:
+    try:  # a file that cannot be read is bad input; what compare raises beyond InputError is a bug
         a, b = compare.load(args.a), compare.load(args.b)
-        text, worse = compare.compare(a, b, min_effect=args.min_effect)
-    except (OSError, ValueError) as exc:
-        raise UsageError(str(exc).splitlines()[0]) from None
-    except (KeyError, TypeError, AttributeError) as exc:  # a hand-edited report.json, or one from another tool
-        raise UsageError(f"{args.a} or {args.b}: not a report this version reads ({type(exc).__name__}: {exc})") from None
+    except OSError as exc:
+        raise UsageError(f"{exc.filename}: {exc.strerror}") from None
+    text, worse = compare.compare(a, b, min_effect=args.min_effect)
     print(text)
     return 1 if worse else 0
 
@@ -347,7 +349,7 @@ def main(argv: list[str] | None = None) -> int:
         if hasattr(args, "target"):  # the commands that load a target: its options agree before anything runs
             models.check_model_args(args)
         return COMMANDS[args.command](args)
-    except (UsageError, ValueError, _train.CheckpointError) as exc:
+    except InputError as exc:  # bad input only (UsageError among them): a bug is a traceback and exit 1
         parser.exit(2, f"specdec {args.command}: error: {exc}\n")
     except KeyboardInterrupt:
         parser.exit(130, "specdec: interrupted; results already written are intact\n")

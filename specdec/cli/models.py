@@ -52,6 +52,12 @@ def check_model_args(args) -> None:
     if is_hf(spec) and backend not in ("auto", "eager"):
         raise UsageError(f"--backend {backend} is for the shipped model; a Hugging Face target runs as "
                          f"transformers runs it (allowed with --target {spec}: auto, eager)")
+    device = getattr(args, "device", "cpu")
+    if device != "cpu" and backend not in ("auto", "eager"):  # numpy and onnx would run eager under their name
+        from specdec.model.backends import OFF_CPU
+
+        raise UsageError(f"--backend {backend} runs on the CPU only (allowed with --device {device}: auto, "
+                         f"{', '.join(OFF_CPU)})")
     if is_hf(spec) or any(is_hf(d) for d in drafts):
         return
     if args.dtype is not None:

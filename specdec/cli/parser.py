@@ -55,7 +55,8 @@ def _train_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--batch", type=int, default=_train.TrainConfig.batch)
     p.add_argument("--threads", type=int, default=_train.TrainConfig.threads)
-    p.add_argument("--out", default=None, help="checkpoint path (default: the package's shipped one)")
+    p.add_argument("--out", default=None, help="checkpoint path (default: specdec-train/target.pt, or small.pt "
+                   "with --draft small; the shipped checkpoints are never overwritten unasked)")
     p.add_argument("--draft", choices=["small"], default=None, help="train a draft instead of the target")
     p.add_argument("--teacher", default=None, help="target checkpoint to distil the draft from")
 

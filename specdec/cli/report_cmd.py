@@ -49,6 +49,7 @@ def cmd_report(args) -> int:
     outs = [Path(args.out)] + [Path(args.out) / f"repeat-{i}" for i in range(2, args.repeat + 1)]
     for out in outs:
         writable_dir("--out", str(out))
+    writable_dir("--out", str(outs[0].absolute().parent))  # report.write builds the folder beside it, then swaps
     target = models.load_target(args)
     drafts = _check_report_inputs(args, target, ks)
     docs = []
@@ -175,25 +176,36 @@ def _calibration(docs: list[dict], out, record: bool) -> int:
 
 
 def cmd_calibrate(args) -> int:
-    import json
     from pathlib import Path
 
     from specdec.measure import machine_record
+    from specdec.report import calibrate
 
     folder = Path(args.folder)
-    paths = [folder / "report.json"] + sorted(folder.glob("repeat-*/report.json"),
-                                              key=lambda p: int(p.parent.name.split("-")[1]))
+    paths = [folder / "report.json"] + _repeat_reports(folder)
     missing = [str(p) for p in paths if not p.is_file()]
     if missing or len(paths) < 2:
         raise UsageError(f"{folder}: needs report.json and repeat-2/report.json (from `specdec report --repeat 2 "
                          f"--out {folder}`); missing: {', '.join(missing) or 'repeat-2/report.json'}")
-    try:
-        docs = [json.loads(p.read_text()) for p in paths]
-        keys = {machine_record.key(d["machine"]) for d in docs}
-        if len(keys) > 1:
-            raise UsageError(f"{folder}: the reports come from different machines or settings: {sorted(keys)}")
-        return _calibration(docs, folder, record=not args.no_record)
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        if isinstance(exc, UsageError):
-            raise
-        raise UsageError(f"{folder}: not reports this version reads ({type(exc).__name__}: {exc})") from None
+    try:  # reading is checked here; what the calibration itself raises is a bug, not bad input
+        docs = [calibrate.load(p) for p in paths]
+    except OSError as exc:
+        raise UsageError(f"{exc.filename}: {exc.strerror}") from None
+    keys = {machine_record.key(d["machine"]) for d in docs}
+    if len(keys) > 1:
+        raise UsageError(f"{folder}: the reports come from different machines or settings: {sorted(keys)}")
+    return _calibration(docs, folder, record=not args.no_record)
+
+
+def _repeat_reports(folder) -> list:
+    """FOLDER/repeat-N/report.json in the order of N; a repeat-* folder not named so is one line of error."""
+    import re
+
+    found = []
+    for path in folder.glob("repeat-*/report.json"):
+        match = re.fullmatch(r"repeat-([0-9]+)", path.parent.name)
+        if match is None:
+            raise UsageError(f"{path.parent}: not a repeat folder (allowed: repeat-N with N a number, as "
+                             "`specdec report --repeat` names them); rename or remove it")
+        found.append((int(match.group(1)), path))
+    return [path for _, path in sorted(found)]

@@ -17,13 +17,14 @@ import torch
 
 from specdec.model import corpus, sampling
 from specdec.model.gpt import GPT
+from specdec.util.errors import InputError
 
 
-class UnknownDraftError(ValueError):
+class UnknownDraftError(InputError):
     """A draft name that `make_draft` does not know."""
 
 
-class DeviceError(ValueError):
+class DeviceError(InputError):
     """A draft asked to run beside a target on a device its kernels do not exist on."""
 
 

@@ -29,6 +29,7 @@ from specdec.decoding import tree_walk
 from specdec.decoding.drafts import Draft, TableDraft
 from specdec.model import sampling
 from specdec.model.protocol import Target, tree_support
+from specdec.util.errors import InputError
 
 
 @dataclass
@@ -100,20 +101,20 @@ class Generation:
 def check_request(target: Target, prompt: str, chars: int, k: int = 0, temperature: float = 1.0) -> list[int]:
     """Validate a generation request; return the prompt's ids. Raises ValueError with a one-line message."""
     if not prompt:
-        raise ValueError("the prompt is empty; give at least one character (e.g. '\\n')")
+        raise InputError("the prompt is empty; give at least one character (e.g. '\\n')")
     ids = target.tokenize(prompt)  # characters for the shipped model, the tokenizer's tokens otherwise
     if not ids:
-        raise ValueError(f"the prompt {prompt!r} tokenizes to no tokens; give some text")
+        raise InputError(f"the prompt {prompt!r} tokenizes to no tokens; give some text")
     if chars < 1:
-        raise ValueError(f"chars must be at least 1, got {chars}")
+        raise InputError(f"chars must be at least 1, got {chars}")
     context = target.config.context
     if len(ids) + k + 1 > context:  # one round (prompt + k drafts + bonus) must fit in the context
-        raise ValueError(
+        raise InputError(
             f"k={k} overflows the context of {context} after a {len(ids)}-character prompt; "
             f"allowed: 1 <= k <= {context - len(ids) - 1}"
         )
     if len(ids) + chars > context:
-        raise ValueError(
+        raise InputError(
             f"prompt ({len(ids)} chars) + chars ({chars}) = {len(ids) + chars} exceeds the context of "
             f"{context}; allowed: chars <= {context - len(ids)}"
         )
@@ -196,15 +197,15 @@ def speculative_generate(
     """
     if tree is not None:
         if adaptive:
-            raise ValueError("adaptive k does not apply to trees; give a tree shape or a chain")
+            raise InputError("adaptive k does not apply to trees; give a tree shape or a chain")
         return _tree_generate(target, draft, prompt, chars, tree, seed, temperature)
     if k < 1:
-        raise ValueError(f"k must be at least 1, got {k}")
+        raise InputError(f"k must be at least 1, got {k}")
     if adaptive and k_max < k:
-        raise ValueError(f"k_max must be at least k={k}, got {k_max}")
+        raise InputError(f"k_max must be at least k={k}, got {k_max}")
     tokens = check_request(target, prompt, chars, k=k, temperature=temperature)
     if draft.cpu_only and target.device.type != "cpu":
-        raise ValueError(f"draft {draft.name!r} runs on the CPU only, the target is on {target.device.type}")
+        raise InputError(f"draft {draft.name!r} runs on the CPU only, the target is on {target.device.type}")
     target.setup_cache(1)
     draft.reset()
     rng = np.random.default_rng(seed)
@@ -265,11 +266,11 @@ def _tree_generate(target: Target, draft: Draft, prompt: str, chars: int, spec: 
     """Tree rounds: draft a tree, one verify pass over pending tokens + nodes, walk, move the path's K/V."""
     reason = tree_support(target)
     if reason:
-        raise ValueError(reason)
+        raise InputError(reason)
     if not isinstance(draft, TableDraft):
-        raise ValueError(f"tree drafting needs a table draft (bigram, ngram), not {draft.name!r}")
+        raise InputError(f"tree drafting needs a table draft (bigram, ngram), not {draft.name!r}")
     if spec.budget < 1:
-        raise ValueError("the tree has no nodes")
+        raise InputError("the tree has no nodes")
     tokens = check_request(target, prompt, chars, temperature=temperature)
     target.setup_cache(1)
     rng = np.random.default_rng(seed)

@@ -24,6 +24,7 @@ import numpy as np
 from specdec.model import corpus
 from specdec.decoding.drafts import TableDraft
 from specdec.util.files import atomic_path, cache_dir
+from specdec.util.errors import InputError
 
 DEFAULT_ORDER = 6  # predicts from up to 5 preceding characters
 MIN_COUNT = 8  # contexts seen fewer times fall back to their suffix (keeps the table ~40 MB)
@@ -38,7 +39,7 @@ def build_tables(order: int, min_count: int = MIN_COUNT) -> tuple[dict[int, int]
     min_count, written atomically) for the next process -- each asv benchmark runs in a fresh one.
     """
     if not 1 <= order <= 10:
-        raise ValueError(f"n-gram order must be between 1 and 10, got {order}")
+        raise InputError(f"n-gram order must be between 1 and 10, got {order}")
     ids = corpus.split_ids("train").astype(np.int64)
     return _tables(order, min_count, ids, len(corpus.vocabulary()), corpus.CORPUS_SHA256[:12])
 
@@ -51,10 +52,10 @@ def token_tables(order: int, min_count: int, ids: np.ndarray, vocab_size: int
     """`build_tables` over another target's tokens: `ids` the training split in its ids, `vocab_size` its
     logits width; cached on disk under a hash of the ids (a tokenizer change is a new file)."""
     if not 1 <= order <= 10:
-        raise ValueError(f"n-gram order must be between 1 and 10, got {order}")
+        raise InputError(f"n-gram order must be between 1 and 10, got {order}")
     if vocab_size ** max(order - 1, 1) * 16 >= 2**63:  # a context key is base-V digits times 16
         most = max(m for m in range(1, 11) if vocab_size ** max(m - 1, 1) * 16 < 2**63)
-        raise ValueError(f"n-gram order {order} over a {vocab_size}-token vocabulary overflows the 64-bit "
+        raise InputError(f"n-gram order {order} over a {vocab_size}-token vocabulary overflows the 64-bit "
                          f"context keys; allowed: 1 <= order <= {most}")
     ids = np.asarray(ids, dtype=np.int64)
     tag = f"v{vocab_size}-" + hashlib.sha256(ids.tobytes()).hexdigest()[:12]
@@ -105,7 +106,7 @@ def _count(order: int, min_count: int, ids: np.ndarray, V: int) -> tuple[dict[in
         r = kept_row[inverse[sel]]
         nk = int(keep.sum())
         if (offset + nk) * V * 4 > MAX_TABLE_BYTES:
-            raise ValueError(f"the n-gram table of order {order} over {V} tokens would take "
+            raise InputError(f"the n-gram table of order {order} over {V} tokens would take "
                              f"{(offset + nk) * V * 4 / 2**30:.1f} GiB; allowed: a lower order or a higher "
                              f"min_count (at most {MAX_TABLE_BYTES / 2**30:.0f} GiB)")
         counts = np.bincount(r * V + nxt[sel], minlength=nk * V).reshape(nk, V).astype(np.float64)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from specdec.decoding.drafts import Draft
+from specdec.util.errors import InputError
 
 MAX_NGRAM = 3  # transformers' default max_matching_ngram_size
 
@@ -46,7 +47,7 @@ class PromptLookupDraft(Draft):
 
     def __init__(self, vocab_size: int, max_ngram: int = MAX_NGRAM):
         if not 1 <= max_ngram <= 16:
-            raise ValueError(f"prompt lookup's max_ngram must be between 1 and 16, got {max_ngram}")
+            raise InputError(f"prompt lookup's max_ngram must be between 1 and 16, got {max_ngram}")
         self.vocab_size = int(vocab_size)
         self.max_ngram = max_ngram
 

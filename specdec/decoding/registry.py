@@ -23,6 +23,7 @@ from specdec.model import quantize
 from specdec.model.backends import backend_of, to_backend
 from specdec.model.gpt import GPT
 from specdec.model.train import HF_PREFIX, load_checkpoint, shipped_path
+from specdec.util.errors import InputError
 
 
 def _needs_gpt(name: str, target) -> None:
@@ -116,12 +117,12 @@ def register_draft(name: str, factory: Callable[..., Draft], replace: bool = Fal
     it; so is a name that is not a non-empty string without spaces or the "hf:" prefix.
     """
     if not isinstance(name, str) or not name or any(c.isspace() for c in name) or name.startswith(HF_PREFIX):
-        raise ValueError(f"a draft name must be a non-empty string without spaces or the {HF_PREFIX!r} "
+        raise InputError(f"a draft name must be a non-empty string without spaces or the {HF_PREFIX!r} "
                          f"prefix, got {name!r}")
     if not callable(factory):
-        raise ValueError(f"the factory for draft {name!r} must be callable, got {factory!r}")
+        raise InputError(f"the factory for draft {name!r} must be callable, got {factory!r}")
     if name in DRAFTS or (name in REGISTERED and not replace):
-        raise ValueError(f"draft name {name!r} is taken (taken: {', '.join(draft_names())}); "
+        raise InputError(f"draft name {name!r} is taken (taken: {', '.join(draft_names())}); "
                          f"pass replace=True to replace a registered one")
     REGISTERED[name] = factory
 

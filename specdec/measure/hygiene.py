@@ -29,6 +29,8 @@ import numpy as np
 import torch
 from threadpoolctl import threadpool_info, threadpool_limits
 
+from specdec.util.errors import InputError
+
 BUSY_LOAD = 0.8  # without /proc/stat: other runnable processes (load average beyond our own) that make it "busy"
 # CPUs' worth of time other processes took, averaged over the run, that make a machine "busy". Measured on the
 # shared 2-CPU development VM (2026-12-01, 1 s windows): quiet seconds between other people's runs read 0.00,
@@ -61,7 +63,7 @@ def set_threads(n: int) -> dict:
     moment has passed the count it already has is kept and recorded as it is.
     """
     if n < 1:
-        raise ValueError(f"threads must be at least 1, got {n}")
+        raise InputError(f"threads must be at least 1, got {n}")
     torch.set_num_threads(n)
     with contextlib.suppress(RuntimeError):
         torch.set_num_interop_threads(n)
@@ -93,11 +95,11 @@ def parse_cpus(text: str) -> list[int]:
             lo, _, hi = part.strip().partition("-")
             cpus.update(range(int(lo), int(hi or lo) + 1))
     except ValueError:
-        raise ValueError(f"--cpu {text!r} is not a CPU list (e.g. 0 or 0,1 or 0-1; allowed CPUs: "
+        raise InputError(f"--cpu {text!r} is not a CPU list (e.g. 0 or 0,1 or 0-1; allowed CPUs: "
                          f"{','.join(map(str, allowed))})") from None
     bad = sorted(cpus - set(allowed))
     if not cpus or bad:
-        raise ValueError(f"--cpu {text!r}: CPU {bad[0] if bad else '?'} is not available (allowed: "
+        raise InputError(f"--cpu {text!r}: CPU {bad[0] if bad else '?'} is not available (allowed: "
                          f"{','.join(map(str, allowed))})")
     return sorted(cpus)
 
@@ -106,7 +108,7 @@ def pin(cpus: list[int] | None) -> list[int] | None:
     """Pin this process to `cpus` (os.sched_setaffinity); returns the affinity now in force (None: unknown)."""
     if not hasattr(os, "sched_setaffinity"):
         if cpus:
-            raise ValueError("--cpu: this platform cannot pin a process to CPUs")
+            raise InputError("--cpu: this platform cannot pin a process to CPUs")
         return None
     if cpus:
         os.sched_setaffinity(0, cpus)

@@ -25,6 +25,8 @@ import math
 import os
 from pathlib import Path
 
+from specdec.util.errors import InputError
+
 RECENT = 10  # calibrations pooled: the machine's recent history, not every state it was ever in
 LEVEL = 0.95  # the intervals are 95 % intervals: the term is what held 95 % of past row-directions
 PAIR_SHARE = 0.90  # a calibration passes when each run's intervals hold the other's figure on this share of rows
@@ -41,7 +43,7 @@ DEFAULT_TAU = 0.02
 MIN_CALIBRATIONS = 3
 
 
-class RecordError(ValueError):
+class RecordError(InputError):
     """The record file exists but cannot be read as a record."""
 
 
@@ -115,14 +117,16 @@ def pair_quantile(entries: list[dict]) -> float:
 
 
 def append(machine: dict, entry: dict) -> Path:
-    """Add one calibration to this machine's record (atomically: a temporary file, then a rename)."""
-    from specdec.util.files import write_atomic  # here: report imports this module
+    """Add one calibration to this machine's record: read, add and rewrite under a lock (two reports that
+    calibrate at once each keep their entry), the rewrite atomic (a temporary file, then a rename)."""
+    from specdec.util.files import locked, write_atomic  # here: report imports this module
 
     p = path()
     p.parent.mkdir(parents=True, exist_ok=True)
-    doc = _read(p)
-    doc.setdefault(key(machine), []).append(entry)
-    write_atomic(p, json.dumps(doc, indent=1) + "\n")
+    with locked(p):
+        doc = _read(p)
+        doc.setdefault(key(machine), []).append(entry)
+        write_atomic(p, json.dumps(doc, indent=1) + "\n")
     return p
 
 
@@ -134,7 +138,7 @@ def resolve(setting: str | None, machine: dict) -> dict:
     state of it too; "off" -- none.
     """
     if setting not in (None, "auto", "off"):
-        raise ValueError(f"--between-run must be auto or off, got {setting!r}")
+        raise InputError(f"--between-run must be auto or off, got {setting!r}")
     if setting == "off":
         return {"tau": 0.0, "source": "off", "calibrations": 0}
     entries = load(machine)[-RECENT:]

@@ -38,6 +38,7 @@ from specdec.model import corpus
 from specdec.model.gpt import GPTConfig
 from specdec.model.protocol import units
 from specdec.measure.stats import ratio_of_totals
+from specdec.util.errors import InputError
 
 DEFAULT_WORKLOAD = "shakespeare24"
 WORKLOADS = (DEFAULT_WORKLOAD,)
@@ -59,7 +60,7 @@ _SPEAKER = re.compile(r"[A-Z][A-Z' -]*[A-Z]\.")
 _SENTENCE = re.compile(r"(?<=[.?!][ \n])(?=[A-Z])")
 
 
-class WorkloadError(ValueError):
+class WorkloadError(InputError):
     """A workload file or name that cannot be used; the message is one line."""
 
 
@@ -336,6 +337,8 @@ def best_k_per_item(rows: Sequence[dict], key: str = "chars_per_pass") -> dict[i
 
 
 if __name__ == "__main__":  # regenerate the shipped file from the recipe
-    path = Path(__file__).with_name("data") / f"workload-{DEFAULT_WORKLOAD}.json"
-    path.write_text(build_default().to_json())
+    from specdec.util.files import write_atomic
+
+    path = Path(__file__).parent.parent / "data" / f"workload-{DEFAULT_WORKLOAD}.json"  # specdec/data
+    write_atomic(path, build_default().to_json())
     print(f"wrote {path}")

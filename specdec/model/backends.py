@@ -33,9 +33,11 @@ from specdec.model import backend_onnx
 from specdec.model.backend_numpy import NumpyGPT
 from specdec.model.backend_onnx import OnnxGPT  # onnx and onnxruntime load when it builds a session
 from specdec.model.gpt import GPT
+from specdec.util import versions
+from specdec.util.errors import InputError
 
 
-class UnknownBackendError(ValueError):
+class UnknownBackendError(InputError):
     """A backend name that `to_backend` does not know."""
 
 
@@ -151,9 +153,17 @@ class FusedGPT(GPT):
 
 # name -> the GPT subclass that runs it; the order is KNOWN's order, "eager" first.
 _ALL: dict[str, type[GPT]] = {"eager": GPT, "fused": FusedGPT, "numpy": NumpyGPT, "onnx": OnnxGPT}
-# what each needs beyond the core dependencies, when it is not installed
-_MISSING: dict[str, str] = {} if backend_onnx.AVAILABLE else {
-    "onnx": "it needs onnxruntime and onnx: pip install 'specdec-bench[onnx]'"}
+
+
+def _missing() -> dict[str, str]:
+    """What each backend needs beyond the core dependencies, when it is not installed or too old to run."""
+    if not backend_onnx.AVAILABLE:
+        return {"onnx": "it needs onnxruntime and onnx: pip install 'specdec-bench[onnx]'"}
+    old = versions.too_old("onnxruntime")
+    return {"onnx": old} if old else {}
+
+
+_MISSING: dict[str, str] = _missing()
 _CLASSES: dict[str, type[GPT]] = {n: c for n, c in _ALL.items() if n not in _MISSING}
 
 # Backends tried on this installation and dropped, with why (see the module docstring).
@@ -179,6 +189,20 @@ def fastest(device: str = "cpu") -> str:
     if torch.device(device).type != "cpu":
         return "eager"
     return next(name for name in FASTEST_ON_CPU + ("eager",) if name in _CLASSES)
+
+
+# The backends that run off the CPU as themselves. numpy and onnx compute on the CPU (a model moved to CUDA
+# runs eager under their name), and fused has not been tried on CUDA: anything else with a CUDA device is
+# refused (`check_device`) rather than measured under a name it did not run.
+OFF_CPU = ("eager",)
+
+
+def check_device(name: str, device: str) -> str:
+    """name when backend `name` runs on `device` as itself; else a one-line InputError naming the allowed ones."""
+    if torch.device(device).type != "cpu" and name not in OFF_CPU:
+        raise InputError(f"backend {name!r} runs on the CPU only, not on {device} (allowed on {device}: "
+                         f"{', '.join(OFF_CPU)})")
+    return name
 
 
 def backend_of(model: GPT) -> str:

@@ -16,11 +16,13 @@ from importlib import resources
 
 import numpy as np
 
+from specdec.util.errors import InputError
+
 CORPUS_SHA256 = "c7c2c695ac765d704e69b117e4d413e3c7dc873d69fa25cc124924c76280175e"
 TRAIN_FRACTION = 0.9  # first 90 % train, last 10 % validation
 
 
-class VocabularyError(ValueError):
+class VocabularyError(InputError):
     """A character that the corpus never contains (the model has no embedding for it)."""
 
 

@@ -25,6 +25,9 @@ from specdec.model import corpus
 from specdec.model.gpt import GPT
 from specdec.model.hf import quiet
 from specdec.model.train import load_checkpoint, shipped_path
+from specdec.util import versions
+from specdec.util.errors import InputError
+from specdec.util.files import swap_folder
 
 EXPORTED = ("target", "small")  # the folders export_hf writes, from the shipped checkpoints of these names
 
@@ -77,16 +80,14 @@ def to_gpt2(model: GPT):
 
 def save_folder(model: GPT, folder: Path) -> Path:
     """Write `model` and the character tokenizer as one HF folder, all or nothing: into a temporary folder
-    beside it, then renamed into place (an older export there is replaced)."""
+    beside it, then swapped into place (`swap_folder`: an older export there is replaced only then)."""
     folder = Path(folder)
     folder.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}-"))
     try:
         to_gpt2(model).save_pretrained(tmp, safe_serialization=True)
         char_tokenizer().save_pretrained(tmp)
-        if folder.exists():
-            shutil.rmtree(folder)
-        os.replace(tmp, folder)
+        swap_folder(tmp, folder)  # the old export stays until the new one is complete beside it
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return folder
@@ -97,7 +98,8 @@ def export_hf(out_dir: str | os.PathLike) -> dict[str, Path]:
     {name: folder}. Load them back with `model.hf.load_hf(out_dir / "target")`."""
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
-        raise ValueError(f"{str(out)!r} exists and is not a folder; give a folder to export into")
+        raise InputError(f"{str(out)!r} exists and is not a folder; give a folder to export into")
+    versions.require("transformers")
     quiet()
     folders = {}
     for name in EXPORTED:

@@ -17,6 +17,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from specdec.model import corpus
+from specdec.util.errors import InputError
 from specdec.model.protocol import ConfigSizes
 
 
@@ -32,7 +33,7 @@ class GPTConfig:
         return asdict(self)
 
 
-class ContextOverflowError(ValueError):
+class ContextOverflowError(InputError):
     """More positions than the model has position embeddings (and cache slots) for."""
 
 

@@ -34,13 +34,15 @@ import torch
 from specdec.model import corpus
 from specdec.model.gpt import ContextOverflowError
 from specdec.model.protocol import ConfigSizes, TargetConfig
+from specdec.util import versions
+from specdec.util.errors import InputError
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 TREE_ATTENTION = ("eager", "sdpa")  # attention implementations that take a custom 4-D mask as it is
 DEFAULT_CONTEXT = 2048  # when neither the config nor the tokenizer says how many positions the model holds
 
 
-class HFModelError(ValueError):
+class HFModelError(InputError):
     """A Hugging Face model that cannot be used: missing, not a causal LM, not cached, a vocabulary mismatch."""
 
 
@@ -102,6 +104,7 @@ def load_hf(path: str | os.PathLike, device: str | torch.device = "cpu", dtype=N
             allow_download: bool = False) -> HFTarget:
     """A transformers causal LM and its tokenizer from `path` (a local folder, or a cached model id) as an
     HFTarget on `device` with weights in `dtype` (None: float32; "float16", "bfloat16")."""
+    versions.require("transformers")  # an older one lacks the APIs below: one line, not a traceback inside
     torch_dtype = check_dtype(dtype)
     source = resolve(path, allow_download)
     offline = not allow_download
@@ -189,7 +192,7 @@ class HFTarget(ConfigSizes):
         ids = self.tokenizer.encode(text, add_special_tokens=False)
         bad = [i for i in ids if not 0 <= i < self.vocab_size]
         if bad:
-            raise ValueError(f"{text!r} tokenizes to id {bad[0]}, outside the model's {self.vocab_size} logits")
+            raise InputError(f"{text!r} tokenizes to id {bad[0]}, outside the model's {self.vocab_size} logits")
         return ids
 
     def detokenize(self, ids) -> str:
@@ -260,7 +263,7 @@ class HFTarget(ConfigSizes):
             out = self.model(input_ids=idx, cache=self.cache, use_cache=True, position_ids=positions)
         else:
             if self.tree_unsupported:
-                raise ValueError(self.tree_unsupported)
+                raise InputError(self.tree_unsupported)
             positions, allowed = tree
             mask = torch.zeros(allowed.shape, dtype=self.dtype, device=idx.device)
             mask.masked_fill_(~allowed.to(idx.device), torch.finfo(self.dtype).min)

@@ -13,11 +13,20 @@ import math
 import numpy as np
 import torch
 
+from specdec.util.errors import InputError
+
+
+# The smallest positive temperature: logits / T must stay finite in float64 for any float32 logit (at most
+# 3.4e38 in size), and 3.4e38 / 1e-30 is far below float64's 1.8e308. A far smaller one (1e-320, a subnormal)
+# overflows the division to inf and the distribution to NaN; any temperature that small is greedy in effect.
+MIN_TEMPERATURE = 1e-30
+
 
 def check_temperature(temperature: float) -> float:
-    """temperature itself when it is a finite number >= 0; else a one-line ValueError naming it."""
-    if not 0 <= temperature < math.inf:  # NaN fails every comparison, so it lands here too
-        raise ValueError(f"temperature must be >= 0 and finite, got {temperature}")
+    """temperature itself when it is 0 (greedy) or a finite number >= MIN_TEMPERATURE; else a one-line
+    InputError naming it and the allowed values."""
+    if not (temperature == 0 or MIN_TEMPERATURE <= temperature < math.inf):  # NaN fails every comparison
+        raise InputError(f"temperature must be 0 or a finite number >= {MIN_TEMPERATURE:g}, got {temperature}")
     return temperature
 
 

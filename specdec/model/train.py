@@ -25,11 +25,12 @@ import torch.nn.functional as F
 from specdec.model import corpus
 from specdec.model.gpt import GPT, GPTConfig
 from specdec.util.files import atomic_path
+from specdec.util.errors import InputError
 
 SMALL_CONFIG = GPTConfig(n_layer=1, n_head=2, n_embd=64)  # the `small` draft: 1 block, 64 wide
 
 
-class CheckpointError(RuntimeError):
+class CheckpointError(InputError, RuntimeError):
     """A checkpoint that is missing or cannot be read; the message says how to make a new one."""
 
 
@@ -44,6 +45,16 @@ class TrainConfig:
     eval_batches: int = 40  # validation windows = eval_batches * batch, at fixed offsets
     threads: int = 2  # torch threads while training (recorded in the checkpoint)
     distill: bool = False  # train against the target's distribution (KL) rather than the next character
+
+
+TRAIN_DIR = Path("specdec-train")  # where `specdec train` writes without --out: never over the shipped files
+
+
+def default_out(name: str = "target") -> Path:
+    """Where `specdec train` writes checkpoint 'target' or 'small' when no --out is given: TRAIN_DIR under the
+    working directory. The shipped checkpoints, which every report and the asv history measure, are replaced
+    only on purpose (--out naming them, or a copy)."""
+    return TRAIN_DIR / f"{name}.pt"
 
 
 def shipped_path(name: str = "target") -> Path:
@@ -206,7 +217,7 @@ def load_target(path: str | os.PathLike | None = None, backend: str = "eager", *
         return load_hf(str(path)[len(HF_PREFIX):], device=device or "cpu", dtype=dtype,
                        allow_download=allow_download)
     if dtype not in (None, "float32", torch.float32):
-        raise ValueError(f"dtype {dtype!r} is for Hugging Face targets; the shipped model computes in float32")
+        raise InputError(f"dtype {dtype!r} is for Hugging Face targets; the shipped model computes in float32")
     model, _ = load_checkpoint(shipped_path("target") if path is None else path)
     model = backends.to_backend(model, backend)
     return model if device is None else model.to(device)

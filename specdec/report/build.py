@@ -14,6 +14,7 @@ the same keys. `write` puts the files in place atomically.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -31,9 +32,12 @@ from specdec.measure import workload as wl
 from specdec.decoding.drafts import Draft
 from specdec.decoding.registry import CPU_ONLY, DRAFTS
 from specdec.decoding.trees import parse_tree
+from specdec.model.backends import backend_of, check_device
 from specdec.model.gpt import GPT
 from specdec.report.markdown import config_label
 from specdec.measure.schedule import Budget, Section, run_sections
+from specdec.util.errors import InputError
+from specdec.util.files import swap_folder
 
 DEFAULT_KS = (1, 2, 4, 8)
 # budget: seconds for the whole report. min_pairs: alternated pairs every speedup row gets before the rest of
@@ -108,6 +112,8 @@ def measure(
     package was imported, so that start-up is inside `--budget` and shows as a section of its own.
     """
     shipped = isinstance(target, GPT)
+    if shipped:  # a CPU-only backend on CUDA would run eager under its own name
+        check_device(backend_of(target), device)
     given, skipped = _drafts_for(target, drafts, device, log)
     knobs = _knobs(quick, budget, pairs, trees)
     unavailable = _unavailable(target, knobs)
@@ -157,7 +163,7 @@ def _drafts_for(target, drafts, device: str, log) -> tuple[dict, dict]:
         log(f"[setup] skipping draft {name}: it {why}")
     given = {n: d for n, d in given.items() if n not in skipped}
     if not given:
-        raise ValueError(f"no draft to measure with this target on {device} (skipped: "
+        raise InputError(f"no draft to measure with this target on {device} (skipped: "
                          f"{'; '.join(f'{n}: {why}' for n, why in skipped.items())})")
     return given, skipped
 
@@ -192,10 +198,10 @@ def _given_drafts(target_or_drafts, default: bool) -> dict[str, str | Draft]:
     out: dict[str, str | Draft] = {}
     for d in items:
         if not isinstance(d, (str, Draft)):
-            raise ValueError(f"a draft must be a name or a Draft object, got {d!r}")
+            raise InputError(f"a draft must be a name or a Draft object, got {d!r}")
         name = d if isinstance(d, str) else d.name
         if name in out:
-            raise ValueError(f"two drafts are named {name!r}; give each draft its own name")
+            raise InputError(f"two drafts are named {name!r}; give each draft its own name")
         out[name] = d
     return out
 
@@ -326,34 +332,51 @@ def _best(mine: list[dict], label) -> dict:
             "best_config_per_item": per_item, "configs_items_compared": len(common)}
 
 
-def write(doc: dict, out_dir: str | os.PathLike, markdown: str) -> list[Path]:
-    """Write report.md, speedup.png, per-prompt.png, attribution.png and report.json into out_dir, each
-    all-or-nothing.
+REPORT_FILES = ("report.md", "speedup.png", "per-prompt.png", "attribution.png", "report.json")
 
-    Everything is rendered into a temporary folder first, then renamed into place with SIGINT held off, so an
-    interrupt leaves either the earlier report or the new one, never a half-written file.
+
+def write(doc: dict, out_dir: str | os.PathLike, markdown: str) -> list[Path]:
+    """Write report.md, speedup.png, per-prompt.png, attribution.png and report.json into out_dir, so that
+    it holds this run's report files and no other run's.
+
+    Everything is rendered into a temporary folder beside out_dir first. Then, with SIGINT held off, whatever
+    out_dir holds besides report files (repeat-N/ folders, a calibration, the user's own files) is moved
+    into it, and it is swapped in for out_dir (`swap_folder`): an interrupt or a crash leaves the earlier
+    report or the new one, never half of one, and never a figure of an earlier run beside the new report.
     """
-    out = Path(out_dir)  # checked before measuring (checks.writable_dir in the CLI)
-    out.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=out, prefix=".report-"))
+    out = Path(out_dir).absolute()  # checked before measuring (checks.writable_dir in the CLI)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}-"))
     try:
-        (tmp / "report.md").write_text(markdown)
-        names = ["report.md"]
-        if figures.plot_speedup(doc, tmp / "speedup.png"):
-            names.append("speedup.png")
-        if figures.plot_per_prompt(doc, tmp / "per-prompt.png"):
-            names.append("per-prompt.png")
-        if figures.plot_attribution(doc.get("attribution") or {}, tmp / "attribution.png",
-                                          f"where the time goes ({doc['machine'].get('backend', 'eager')} backend)"):
-            names.append("attribution.png")
-        (tmp / "report.json").write_text(json.dumps(doc, indent=2) + "\n")
-        names.append("report.json")
+        names = _render_files(doc, tmp, markdown)
         old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        cwd = os.getcwd()  # a working directory inside out_dir follows the old folder: re-entered below
         try:
-            for n in names:
-                os.replace(tmp / n, out / n)
+            for entry in out.iterdir() if out.is_dir() else ():
+                if entry.name not in REPORT_FILES:
+                    os.replace(entry, tmp / entry.name)
+            swap_folder(tmp, out)
         finally:
             signal.pthread_sigmask(signal.SIG_SETMASK, old)
+        with contextlib.suppress(OSError):
+            os.chdir(cwd)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    return [out / n for n in names]
+    return [Path(out_dir) / n for n in names]
+
+
+def _render_files(doc: dict, folder: Path, markdown: str) -> list[str]:
+    """The report's files in `folder`; their names, in the order written (a figure matplotlib cannot draw is
+    left out)."""
+    (folder / "report.md").write_text(markdown)
+    names = ["report.md"]
+    if figures.plot_speedup(doc, folder / "speedup.png"):
+        names.append("speedup.png")
+    if figures.plot_per_prompt(doc, folder / "per-prompt.png"):
+        names.append("per-prompt.png")
+    if figures.plot_attribution(doc.get("attribution") or {}, folder / "attribution.png",
+                                f"where the time goes ({doc['machine'].get('backend', 'eager')} backend)"):
+        names.append("attribution.png")
+    (folder / "report.json").write_text(json.dumps(doc, indent=2) + "\n")
+    names.append("report.json")
+    return names

@@ -20,16 +20,41 @@ prediction is held to moves on this machine by itself.
 
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 
 import numpy as np
 
 from specdec.report.markdown import row_name
+from specdec.util.errors import InputError
 
 TOLERANCES = (0.05, 0.10)  # the prediction targets (quiet machine, noisy machine): |figure / reference - 1|
 TARGET = 0.90  # the share of rows whose interval must contain the other run's median
 FLOOR = "noise floor (A/A)"  # the one row whose interval never carries the between-run term
 Z95 = 1.959963984540054  # the intervals are 95 %: half-width = Z95 standard errors
+
+
+FIGURE_KEYS = ("measured", "ci_low", "ci_high")  # what a calibration reads of the floor and of each speedup row
+
+
+def load(path: str | Path) -> dict:
+    """A report.json that a calibration can read; a one-line InputError naming the file and what is wrong."""
+    try:
+        doc = json.loads(Path(path).read_text())
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno})") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("machine"), dict):
+        raise InputError(f"{path}: not a specdec report (no machine record)")
+    floor, rows = doc.get("noise_floor"), doc.get("speedup")
+    if not isinstance(floor, dict) or any(k not in floor for k in FIGURE_KEYS + ("width",)):
+        raise InputError(f"{path}: not a report this version reads (noise_floor lacks {', '.join(FIGURE_KEYS)}, "
+                         "width)")
+    if not isinstance(rows, list) or not all(isinstance(r, dict) and all(k in r for k in FIGURE_KEYS + ("draft",))
+                                             for r in rows):
+        raise InputError(f"{path}: not a report this version reads (each speedup row needs draft, "
+                         f"{', '.join(FIGURE_KEYS)})")
+    return doc
 
 
 def _rows(doc: dict) -> dict[str, tuple[float, float, float]]:
@@ -93,7 +118,7 @@ def between_run(a: dict, b: dict) -> dict:
     ra, rb = _rows(a), _rows(b)
     names = [n for n in ra if n in rb and n != FLOOR]
     if not names:
-        raise ValueError("between_run needs speedup rows both reports have; they share none")
+        raise InputError("between_run needs speedup rows both reports have; they share none")
     shift = float(np.mean([math.log(ra[n][0] / rb[n][0]) for n in names]))
     return {"needs": needs(a, b) + needs(b, a), "units": "fraction", "rows": len(names), "mean_shift": shift,
             "floor_half_widths": [a["noise_floor"]["width"] / 2, b["noise_floor"]["width"] / 2]}

@@ -22,7 +22,8 @@ What is judged, and how:
     smallest change the rule would have flagged given the two sides' noise, so "same" reads "same (would have
     caught >= 9 %)".
   * Counts -- acceptance and target passes per draft x k -- are exact given the seed: any difference is a
-    change in behaviour.
+    change in behaviour. Except across machines for int8-dynamic (`PER_CPU_DRAFTS`), whose quantized kernels
+    PyTorch picks per CPU: its counts may differ there, and are said to, not judged.
   * Absolute times (target pass, verify passes, a drafted character) are printed as information only:
     report.json keeps their medians, not their samples, and across machines they compare hardware.
 Worse means: c or T(n)/T(1) up, the speedup or acceptance down, target passes up. Exit 1 names each.
@@ -41,6 +42,7 @@ from scipy import stats
 from specdec.measure import machine_record
 from specdec.report import compare_terms
 from specdec.report.markdown import config_label
+from specdec.util.errors import InputError
 
 REQUIRED = ("machine", "settings", "costs", "acceptance", "speedup")
 SETTINGS = ("prompt", "chars", "seed", "temperature", "ks")
@@ -54,19 +56,43 @@ def load(path: str) -> dict:
     """A report document; a clear error for a missing file or one that is not a specdec report."""
     p = Path(path)
     if not p.is_file():
-        raise ValueError(f"{path}: no such report.json")
+        raise InputError(f"{path}: no such report.json")
     try:
         doc = json.loads(p.read_text())
     except json.JSONDecodeError as exc:
-        raise ValueError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno})") from None
+        raise InputError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno})") from None
     missing = [k for k in REQUIRED if k not in doc] if isinstance(doc, dict) else list(REQUIRED)
     if missing:
-        raise ValueError(f"{path}: not a specdec report (missing keys: {', '.join(missing)})")
+        raise InputError(f"{path}: not a specdec report (missing keys: {', '.join(missing)})")
+    if bad := _misshapen(doc):
+        raise InputError(f"{path}: not a report this version reads ({bad})")
     for key in ("costs", "acceptance", "speedup"):  # the figures compared: NaN or inf would compare as anything
         bad = _non_finite(doc[key], key)
         if bad:
-            raise ValueError(f"{path}: {bad[0]} is {bad[1]}, not a finite number")
+            raise InputError(f"{path}: {bad[0]} is {bad[1]}, not a finite number")
     return doc
+
+
+ROW_KEYS = {"acceptance": ("draft", "k", "acceptance", "target_passes"), "speedup": ("draft", "k")}
+
+
+def _misshapen(doc: dict) -> str | None:
+    """What in doc does not have the shape `compare` reads (a hand-edited report, or another tool's), named in
+    a few words; None when it fits. Per-sample keys an older report lacks are `_need`'s to name."""
+    for key in ("machine", "settings", "costs"):
+        if not isinstance(doc[key], dict):
+            return f"{key} is {type(doc[key]).__name__}, not an object"
+    for key, needed in ROW_KEYS.items():
+        rows = doc[key]
+        if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
+            return f"{key} is not a list of rows"
+        for i, r in enumerate(rows):
+            if missing := [k for k in needed if k not in r]:
+                return f"{key}[{i}] lacks {', '.join(missing)}"
+    for key in ("verify_pass_us", "drafts"):
+        if not isinstance(doc["costs"].get(key, {}), dict):
+            return f"costs.{key} is not an object"
+    return None
 
 
 SHIPPED_TARGET = {"name": "shipped", "architecture": "specdec-gpt", "vocab_size": 84,
@@ -98,7 +124,7 @@ def comparable(a: dict, b: dict) -> None:
     if da != db:
         diffs.append(f"drafts {sorted(da)} vs {sorted(db)}")
     if diffs:
-        raise ValueError("refusing to compare reports that measured different things: " + "; ".join(diffs))
+        raise InputError("refusing to compare reports that measured different things: " + "; ".join(diffs))
 
 
 def _non_finite(x, where: str) -> tuple[str, float] | None:
@@ -117,7 +143,7 @@ def _need(doc: dict, side: str, *keys: str):
     node = doc
     for i, key in enumerate(keys):
         if not isinstance(node, dict) or key not in node:
-            raise ValueError(f"report {side} lacks {'.'.join(keys[: i + 1])} (made by an older specdec "
+            raise InputError(f"report {side} lacks {'.'.join(keys[: i + 1])} (made by an older specdec "
                              "report? measure it again)")
         node = node[key]
     return node
@@ -136,6 +162,7 @@ class Row:
     detectable: float | None = None  # the smallest relative change the rule would have flagged (ratio rows)
     sd: float | None = None  # ratio rows: the standard deviation of log(B / A) the t-test divides by
     dof: float = 0.0  # ... and its degrees of freedom
+    draft: str = ""  # count rows: the draft whose counts they are
 
     @property
     def change(self) -> float:
@@ -194,8 +221,9 @@ def _rows(a: dict, b: dict) -> list[Row]:
         rb = acc_b.get((r["draft"], config_label(r)))
         if rb is not None:
             label = f"{r['draft']} {config_label(r)}"
-            rows.append(Row(f"{label} acceptance", r["acceptance"], rb["acceptance"], "count", False))
-            rows.append(Row(f"{label} target passes", r["target_passes"], rb["target_passes"], "count"))
+            rows.append(Row(f"{label} acceptance", r["acceptance"], rb["acceptance"], "count", False, draft=r["draft"]))
+            rows.append(Row(f"{label} target passes", r["target_passes"], rb["target_passes"], "count",
+                            draft=r["draft"]))
     sp_b = {(r["draft"], config_label(r)): r for r in b["speedup"]}
     for r in a["speedup"]:
         rb = sp_b.get((r["draft"], config_label(r)))
@@ -259,7 +287,7 @@ def _speedup_row(name: str, ra: dict, rb: dict, tau: float) -> Row:
 def _pairs(row: dict, side: str) -> list[float]:
     """A speedup row's per-pair ratios (target-only / speculative)."""
     if "ratios" not in row:
-        raise ValueError(f"report {side} lacks speedup[].ratios for {row.get('draft')} {config_label(row)}")
+        raise InputError(f"report {side} lacks speedup[].ratios for {row.get('draft')} {config_label(row)}")
     return row["ratios"]
 
 
@@ -319,6 +347,8 @@ def compare(a: dict, b: dict, alpha: float = ALPHA, min_effect: float = MIN_EFFE
     same_machine = ma.get("cpu") == mb.get("cpu")
     rows = _rows(a, b)
     m = _judge(rows, alpha, min_effect)
+    if not same_machine:
+        _per_cpu_counts(rows)
     lines = [f"A: {ma.get('cpu')} · {ma.get('threads')} thread(s) · commit {ma.get('commit')}",
              f"B: {mb.get('cpu')} · {mb.get('threads')} thread(s) · commit {mb.get('commit')}",
              "same machine" if same_machine else
@@ -360,6 +390,19 @@ def compare(a: dict, b: dict, alpha: float = ALPHA, min_effect: float = MIN_EFFE
         by = f" by {min_effect:.0%} or more" if min_effect else ""
         lines.append(f"no change: no ratio moved significantly{by}, and every count is identical{caught}")
     return "\n".join(lines), worse
+
+
+# Drafts whose counts depend on the CPU: PyTorch picks its dynamic-quantization kernels (and so their rounding)
+# per CPU, so the same seed accepts differently on another machine without any change in the code.
+PER_CPU_DRAFTS = ("int8-dynamic",)
+PER_CPU = "differs across CPUs (PyTorch picks int8-dynamic's kernels per CPU): not judged"
+
+
+def _per_cpu_counts(rows: list[Row]) -> None:
+    """Across two machines, a count of a PER_CPU_DRAFTS draft that moved is said to be the CPU's, not a change."""
+    for r in rows:
+        if r.kind == "count" and r.draft in PER_CPU_DRAFTS and r.verdict in ("WORSE", "better"):
+            r.verdict = PER_CPU
 
 
 def _tau(a: dict, b: dict) -> float:

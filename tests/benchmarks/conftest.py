@@ -17,7 +17,9 @@ import pytest
 import torch
 
 import specdec
+from specdec.measure import hygiene
 
+THREADS = 1  # torch's and numpy's BLAS threads in every timing of this suite (recorded in machine_info)
 USER_TARGET = os.environ.get("SPECDEC_TARGET") or None
 USER_DRAFT = os.environ.get("SPECDEC_DRAFT") or None
 
@@ -32,6 +34,13 @@ def drafts_for_suite() -> list[str]:
 
 def backends_for_suite() -> list[str]:
     return list(specdec.BACKENDS) if USER_TARGET is None else ["eager"]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def fixed_threads():
+    """Every benchmark here times with THREADS torch threads and THREADS BLAS threads: torch's count does not
+    reach numpy's BLAS (the numpy backend's matmuls), which would otherwise start one thread per core."""
+    return hygiene.set_threads(THREADS)
 
 
 if USER_TARGET is not None:
@@ -54,3 +63,4 @@ def pytest_benchmark_update_machine_info(config, machine_info):
     """Which pair the run measured, beside pytest-benchmark's own machine facts."""
     machine_info["specdec_target"] = USER_TARGET or "shipped"
     machine_info["specdec_draft"] = USER_DRAFT
+    machine_info["specdec_threads"] = {"torch": torch.get_num_threads(), "blas": hygiene.blas_threads()}
