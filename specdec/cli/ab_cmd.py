@@ -54,21 +54,18 @@ def _check(args) -> tuple[dict, int]:
 
 def cmd_ab(args) -> int:
     from specdec.measure import ab
-    from specdec.measure.ab_sources import SourceError, sources
+    from specdec.measure.ab_sources import sources
     from specdec.report import ab_render
 
     config, cpu = _check(args)
-    try:
-        with sources(args.a, args.b, args.a_path, args.b_path) as (a, b):
-            models.log(f"specdec ab: A = {a.name}, B = {b.name}; {args.pairs} worker pairs on CPU {cpu}, "
-                       f"budget {args.budget:g} s")
-            try:
-                run = ab.measure(a, b, config, args.budget, args.pairs, cpu, progress=models.log)
-            except ab.WorkerError as exc:
-                print(f"specdec ab: a worker failed before anything was measured: {exc}", file=sys.stderr)
-                return 1
-            doc = ab_render.document(run, a, b, cpu)
-    except SourceError as exc:
-        raise UsageError(str(exc)) from None
+    with sources(args.a, args.b, args.a_path, args.b_path) as (a, b):  # a bad revision or folder: InputError
+        models.log(f"specdec ab: A = {a.name}, B = {b.name}; {args.pairs} worker pairs on CPU {cpu}, "
+                   f"budget {args.budget:g} s")
+        try:
+            run = ab.measure(a, b, config, args.budget, args.pairs, cpu, progress=models.log)
+        except ab.WorkerError as exc:
+            print(f"specdec ab: a worker failed before anything was measured: {exc}", file=sys.stderr)
+            return 1
+        doc = ab_render.document(run, a, b, cpu)
     print(json.dumps(doc, indent=2) if args.json else ab_render.text(doc))
     return 1 if doc["worse"] or not doc["complete"] else 0

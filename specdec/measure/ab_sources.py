@@ -15,8 +15,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from specdec.util.errors import InputError
 
-class SourceError(ValueError):
+
+class SourceError(InputError):
     """A revision or folder that cannot be measured (bad input: one line, before any work)."""
 
 
