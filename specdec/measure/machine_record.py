@@ -2,9 +2,8 @@
 
 A report's re-run interval is built from its own pairs (block bootstrap, the A/A floor) and from the drift
 between the halves of its own run. Neither can see a change of the machine's state that happens *between* two
-runs: on the shared development VM, two back-to-back full reports in a noisy stretch differed by 7 % on
-average over the rows (run 1 higher on 30 of 35) while neither run's halves moved, and 5 rows fell outside
-the other run's interval (`specdec report --repeat 2` shows such a pair in its calibration.md).
+runs: two back-to-back reports in a noisy stretch can differ on most rows while neither run's halves moved
+(`specdec report --repeat 2` shows such a pair in its calibration.md).
 
 Such a spread can only be learnt from earlier runs on the same machine, the way metrology adds a type B
 uncertainty known from earlier calibrations of an instrument. `specdec report --repeat N` and
@@ -38,8 +37,7 @@ UNITS = "fraction"  # what `needs` are in: a fraction of the row's figure
 # 2 % until the machine's own calibrations replace it: conservative for most rows, not for every one.
 DEFAULT_TAU = 0.02
 # Calibrations a record needs before its own τ replaces the default: one quiet pair says little about the next
-# state (two fresh-machine `--repeat 2` pairs here both needed 0-0.9 %, in quiet stretches), and a shift of
-# the machine shows only in some pairs.
+# state, and a shift of the machine shows only in some pairs.
 MIN_CALIBRATIONS = 3
 
 

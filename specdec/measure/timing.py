@@ -317,17 +317,14 @@ def chain_round(target: GPT, draft: Draft, context: list[int], k: int, rng: np.r
 
 
 # Untimed rounds before a sampler's timed ones (`warm_up`): at least WARM_ROUNDS, and WARM_SECONDS. After other work
-# (another draft's rounds, a prefill, target-only steps) a round runs slow and settles over several rounds:
-# in the report's round robin a bigram k=4 round took about 2.3x, 1.4x and 1.1x its settled time in its first
-# three rounds, an int8 k=4 round 1.5x, 1.3x, 1.2x, 1.1x (medians of 25, 2-core VM, onnx). Sized by time as
-# well, so a fast round gets more of them.
+# (another draft's rounds, a prefill, target-only steps) a round runs slow and settles over several rounds
+# (the first three of a round robin's rounds are the slowest). Sized by time as well, so a fast round gets more
+# of them.
 WARM_ROUNDS = 4
 WARM_SECONDS = 0.004
 # The widest pass a cost sampler runs to put its context in the cache. After one pass over the whole context
-# (126 positions at the report's mean position) the next 5-position passes ran 2.3x, 1.4x, 1.1x, 1.04x their
-# settled time; after passes of 32 positions -- about a generation's first pass over its prompt -- 1.5x,
-# 1.04x, 1.0x (medians of 30, 2-core VM, onnx). The narrower fill settles sooner; the warm-up rounds absorb
-# the rest.
+# the next narrow passes take several passes to settle; after passes of 32 positions -- about a generation's
+# first pass over its prompt -- they settle sooner, and the warm-up rounds absorb the rest.
 FILL_WIDTH = 32
 
 

@@ -94,9 +94,9 @@ def needs(a: dict, b: dict) -> list[float]:
 
     a's interval is first taken back to what it was before its own between-run term (each side h was widened
     to √(h² + (Z95·τ·figure)²): undone exactly), so a record never learns from its own earlier output.
-    In fractions of the figure, not in units of a's own noise: on the development VM a quiet run (floor ±1.9 %)
-    followed by a noisy one (±11.5 %) saw every ratio move by about 7 %, which a quiet run's own noise cannot
-    foretell -- what a re-run meets depends on the machine's next state, not on this run's.
+    In fractions of the figure, not in units of a's own noise: a quiet run followed by a noisy one sees every
+    ratio move by more than the quiet run's own noise foretells -- what a re-run meets depends on the machine's
+    next state, not on this run's.
     """
     ra, rb = _rows(a), _rows(b)
     e_a = Z95 * _applied(a)

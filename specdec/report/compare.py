@@ -14,9 +14,7 @@ What is judged, and how:
     reports ran the same prompts in the same order, so the prompts' own spread of speedups (±10 % on the
     shipped workload) is taken out instead of counted as noise. Every variance carries, besides each side's
     sampling error, both reports' between-run term τ (`between_run`): two runs of the same code differ by
-    more than their samples show (on the development VM a stratified speedup moved 1.1-2.6 % between
-    back-to-back quick reports, 1.2-2.8x its within-run standard error, and a T(5)/T(1) moved 14 % between
-    two quick reports in a noisy stretch: Mann-Whitney on their samples, the earlier rule, gave p = 7e-4).
+    more than their samples show (the machine's state moves between runs; docs/calibration.md).
     A row with too few samples to be tested is said so, not judged; one that moved 5 % without the test's
     support is called inconclusive (exit 0). Every tested row also says what its verdict rules out: the
     smallest change the rule would have flagged given the two sides' noise, so "same" reads "same (would have
