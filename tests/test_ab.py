@@ -33,7 +33,7 @@ def test_a_pairs_estimate_is_its_trimmed_mean():
 def test_row_test_is_a_t_test_over_the_pairs():
     logs = [[0.01, 0.01], [0.03, 0.03], [0.02, 0.02]]  # pair estimates 0.01, 0.03, 0.02: mean 0.02, sd 0.01
     se = 0.01 / math.sqrt(3)
-    t = ab_stats.row_test(logs, m=1)
+    t = ab_stats.row_test(logs, m=1, tau=0.0)
     assert t["pairs"] == 3 and t["samples"] == 6
     assert t["change"] == pytest.approx(math.expm1(0.02))
     assert t["p"] == pytest.approx(2 * stats.t.sf(0.02 / se, 2))
@@ -41,6 +41,19 @@ def test_row_test_is_a_t_test_over_the_pairs():
     assert t["ci95"] == pytest.approx([math.expm1(0.02 - half), math.expm1(0.02 + half)])
     assert t["detectable"] == pytest.approx(math.expm1(stats.t.isf(0.005, 2) * se))
     assert t["verdict"] == "same"  # t = 3.46 with 2 degrees of freedom: p = 0.074
+
+
+def test_the_between_run_term_widens_the_test_and_keeps_its_doubt_in_the_pairs():
+    logs = [[0.01, 0.01], [0.03, 0.03], [0.02, 0.02]]  # se = 0.01 / sqrt(3), 2 degrees of freedom
+    se = 0.01 / math.sqrt(3)
+    t = ab_stats.row_test(logs, m=1, tau=0.004)
+    sd = math.sqrt(se**2 + 0.004**2)
+    dof = sd**4 / (se**4 / 2)  # Welch-Satterthwaite: tau is known, only se is estimated
+    assert t["dof"] == pytest.approx(dof) and t["se"] == pytest.approx(se)
+    assert t["p"] == pytest.approx(2 * stats.t.sf(0.02 / sd, dof))
+    assert t["detectable"] == pytest.approx(math.expm1(stats.t.isf(0.005, dof) * sd))
+    assert t["detectable"] > ab_stats.row_test(logs, m=1, tau=0.0)["detectable"]
+    assert t["pair_estimates"] == pytest.approx([0.01, 0.03, 0.02])
 
 
 @pytest.mark.parametrize("shift, verdict", [(0.05, "worse"), (-0.05, "better"), (0.0, "same")])

@@ -17,6 +17,8 @@ Prints one JSON object: the branch, the busy wait, and the measured size per row
 from __future__ import annotations
 
 import argparse
+import gc
+import os
 import importlib
 import json
 import math
@@ -27,6 +29,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from scipy import stats
 
 import specdec
 from specdec.measure import ab_worker
@@ -80,8 +83,9 @@ def _holder(case: str):
     return (getattr(mod, cls) if cls else mod), fn
 
 
-def _paired(call, toggle, blocks: int = 15) -> float:
-    """log(with / without) of `call`, A B B A blocks, the median: the injected size as this process sees it."""
+def _paired(call, toggle, blocks: int = 40) -> float:
+    """log(with / without) of `call`, A B B A blocks, the 20 % trimmed mean: the injected size as this process
+    sees it (pinned to one CPU, the collector frozen, as `ab`'s workers run)."""
     number = ab_worker._number(call, SAMPLE_SECONDS)
     logs = []
     for b in range(blocks):
@@ -92,7 +96,7 @@ def _paired(call, toggle, blocks: int = 15) -> float:
             t.setdefault(on, []).append(ab_worker._timed(call, number))
         toggle(False)
         logs += [math.log(w / wo) for w, wo in zip(t[True], t[False])]
-    return math.expm1(float(np.median(logs)))
+    return math.expm1(float(stats.trim_mean(logs, 0.2)))
 
 
 def own_seconds(case: str, calls: dict) -> float:
@@ -157,6 +161,9 @@ def main() -> int:
     ab_worker._threads(1)
     ab_worker.CLOCK, _ = ab_worker._clock(1)
     calls = {name: call for name, (call, _) in ab_worker._rows(specdec, {**CONFIG, "source": "."}).items() if call}
+    gc.collect()
+    gc.freeze()
+    os.sched_setaffinity(0, [max(os.sched_getaffinity(0))])
     seconds = args.size * own_seconds(args.case, calls)
     branch = args.branch or f"scratch/inject-{args.case}-{round(args.size * 100)}"
     sha = commit(args.case, seconds, branch)

@@ -7,9 +7,14 @@ processes -- so the row's change is their mean, its standard error their spread 
 P - 1 degrees of freedom gives the interval and the test. Per-process bias (layout, hash seed) is therefore
 inside the interval, not assumed away.
 
+Pairs of one run still share what a run shares (the two checkouts, the machine's state over those minutes),
+and A/A runs scatter more from run to run than the pairs' spread says. So every row's variance also carries a
+between-run term τ (TAU, in the log ratio; docs/ab.md says how it was measured), known rather than estimated:
+the degrees of freedom follow Welch-Satterthwaite with τ carrying no doubt, as in `specdec compare`.
+
 The verdict controls the false-alarm rate over all rows of a run: a row is worse (better) when its two-sided
 test gives p < ALPHA / m, m the rows tested (Bonferroni). "same" comes with the smallest change that test
-would have flagged, exp(t · se) - 1 at the same threshold (`detectable`).
+would have flagged, exp(t · sd) - 1 at the same threshold (`detectable`).
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from scipy import stats
 
 ALPHA = 0.01  # family-wise false-alarm rate over a run's rows
 TRIM = 0.2  # fraction cut from each end of a pair's log ratios before averaging
+TAU = 0.006  # the between-run term: one standard deviation of a row's log change between A/A runs, beyond its se
 
 
 def pair_estimates(logs: list[list[float]]) -> np.ndarray:
@@ -28,21 +34,24 @@ def pair_estimates(logs: list[list[float]]) -> np.ndarray:
     return np.asarray([stats.trim_mean(x, TRIM) for x in logs if len(x)], dtype=float)
 
 
-def row_test(logs: list[list[float]], m: int, alpha: float = ALPHA) -> dict:
-    """A row's change and verdict from its pairs' log ratios; m the rows tested in the run."""
+def row_test(logs: list[list[float]], m: int, alpha: float = ALPHA, tau: float = TAU) -> dict:
+    """A row's change and verdict from its pairs' log ratios; m the rows tested in the run, tau the
+    between-run term added to the pairs' variance of the mean."""
     est = pair_estimates(logs)
-    out = {"pairs": len(est), "samples": int(sum(len(x) for x in logs))}
+    out = {"pairs": len(est), "samples": int(sum(len(x) for x in logs)), "pair_estimates": est.tolist()}
     if len(est) < 2:
         return {**out, "change": math.expm1(float(est.mean())) if len(est) else None, "verdict": "too few pairs",
                 "p": None, "ci95": None, "detectable": math.inf}
-    mean, se, dof = float(est.mean()), float(est.std(ddof=1) / math.sqrt(len(est))), len(est) - 1
-    p = float(2 * stats.t.sf(abs(mean) / se, dof)) if se > 0 else (0.0 if mean else 1.0)
-    half95 = float(stats.t.isf(0.025, dof)) * se
-    detect = math.expm1(float(stats.t.isf(alpha / m / 2, dof)) * se)
+    mean, se = float(est.mean()), float(est.std(ddof=1) / math.sqrt(len(est)))
+    sd = math.hypot(se, tau)
+    dof = sd**4 / (se**4 / (len(est) - 1)) if se > 0 else math.inf
+    p = float(2 * stats.t.sf(abs(mean) / sd, dof)) if sd > 0 else (0.0 if mean else 1.0)
+    half95 = float(stats.t.isf(0.025, dof)) * sd
+    detect = math.expm1(float(stats.t.isf(alpha / m / 2, dof)) * sd)
     verdict = ("worse" if mean > 0 else "better") if p < alpha / m else "same"
     spread = spreads(logs)
     return {**out, "change": math.expm1(mean), "ci95": [math.expm1(mean - half95), math.expm1(mean + half95)],
-            "p": p, "verdict": verdict, "detectable": detect, "se": se, **spread}
+            "p": p, "verdict": verdict, "detectable": detect, "se": se, "tau": tau, "dof": dof, **spread}
 
 
 def spreads(logs: list[list[float]]) -> dict:
@@ -60,10 +69,10 @@ def spreads(logs: list[list[float]]) -> dict:
     return {"within_sd": within, "between_sd": between}
 
 
-def judge(logs: dict[str, list[list[float]]], alpha: float = ALPHA) -> dict[str, dict]:
+def judge(logs: dict[str, list[list[float]]], alpha: float = ALPHA, tau: float = TAU) -> dict[str, dict]:
     """Every row's test, with the Bonferroni divisor the number of rows."""
     m = max(1, len(logs))
-    return {name: row_test(x, m, alpha) for name, x in logs.items()}
+    return {name: row_test(x, m, alpha, tau) for name, x in logs.items()}
 
 
 def explain(name: str, tests: dict[str, dict], seconds: dict[str, dict]) -> dict | None:

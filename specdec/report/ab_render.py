@@ -28,8 +28,9 @@ def _behaviour(run: Run) -> list[dict]:
     return out
 
 
-def document(run: Run, a: Source, b: Source, cpu: int, alpha: float = ab_stats.ALPHA) -> dict:
-    tests = ab_stats.judge(run.logs, alpha)
+def document(run: Run, a: Source, b: Source, cpu: int, alpha: float = ab_stats.ALPHA,
+             tau: float = ab_stats.TAU) -> dict:
+    tests = ab_stats.judge(run.logs, alpha, tau)
     rows = {}
     for name, t in tests.items():
         secs = run.seconds[name]
@@ -44,7 +45,7 @@ def document(run: Run, a: Source, b: Source, cpu: int, alpha: float = ab_stats.A
     return {
         "a": {"name": a.name, "commit": a.commit, "path": a.path},
         "b": {"name": b.name, "commit": b.commit, "path": b.path},
-        "config": run.config, "cpu": cpu, "alpha": alpha, "tested": len(tests),
+        "config": run.config, "cpu": cpu, "alpha": alpha, "tau": tau, "tested": len(tests),
         "pairs": run.pairs, "complete": run.complete, "error": run.error,
         "warnings": run.warnings, "seconds": round(run.elapsed, 1),
         "rows": rows, "behaviour_changed": _behaviour(run), "unavailable": unavailable,
@@ -79,9 +80,9 @@ def text(doc: dict) -> str:
              f"{threads.get('torch')} torch thread(s), {threads.get('blas')} BLAS thread(s), clock "
              f"{info.get('clock')}; backend {cfg.get('backend')}, target {cfg.get('target') or 'shipped'}; "
              f"{doc['seconds']:.0f} s",
-             f"rule: a row changed when its t-test over the worker pairs gives p < {doc['alpha']:g}/{doc['tested']} "
-             f"(Bonferroni: {doc['alpha']:.0%} family-wise); 'detects' is the smallest change that would have "
-             "been flagged", ""]
+             f"rule: a row changed when its t-test over the worker pairs, with the between-run term "
+             f"{doc['tau']:.1%}, gives p < {doc['alpha']:g}/{doc['tested']} (Bonferroni: {doc['alpha']:.0%} "
+             "family-wise); 'detects' is the smallest change that would have been flagged", ""]
     lines += [f"warning: {w}" for w in doc["warnings"]]
     if not doc["complete"]:
         lines += [f"INCOMPLETE: the run stopped early: {doc['error'].splitlines()[0] if doc['error'] else ''}", ""]
