@@ -46,10 +46,21 @@ def _check(args) -> tuple[dict, int]:
         raise UsageError(f"--target {spec}: no such folder (specdec ab loads a local Hugging Face folder)")
     drafts = args.drafts or (["prompt-lookup"] if models.is_hf(spec) else list(DEFAULT_DRAFTS))
     models.check_draft_names(drafts)
+    _check_models(args, drafts, ks)
     config = {"target": spec, "backend": models.backend_name(args), "dtype": args.dtype, "drafts": drafts,
               "ks": ks, "chars": args.chars, "prompt": args.prompt, "seed": args.seed,
               "temperature": args.temperature, "threads": args.threads}
     return config, _cpu(args.cpu)
+
+
+def _check_models(args, drafts: list[str], ks: list[int]) -> None:
+    """The target and drafts load here, and the prompt and characters fit them, with this checkout's code: what
+    every revision's workers will be asked, refused in one line before a worktree or a worker exists."""
+    from specdec.decoding.generate import check_request
+
+    target = models.load_target(args)
+    check_request(target, args.prompt, args.chars, k=max(ks), temperature=args.temperature)
+    models.build_drafts(args, target, drafts)
 
 
 def cmd_ab(args) -> int:

@@ -83,12 +83,14 @@ def sources(a: str | None, b: str | None, a_path: str | None = None, b_path: str
     given = {"A": (a, a_path), "B": (b, b_path)}
     root = None
     plan = {}
-    for label, (rev, path) in given.items():
+    for label, (_, path) in given.items():  # folders first: their check needs no git
         if path is not None:
             plan[label] = Source(label, path, check_tree(f"--{label.lower()}-path", path), _folder_commit(path))
-        else:
+    for label, (rev, path) in given.items():
+        if path is None:
             root = root or repo_root(cwd)
             plan[label] = Source(label, rev, "", resolve(root, rev))
+    plan = {label: plan[label] for label in given}
     with tempfile.TemporaryDirectory(prefix="specdec-ab-") as tmp:
         made: list[Path] = []
         try:
