@@ -1,5 +1,5 @@
 """The layer guard (tools/layers.py) as a test: no module imports from a layer after its own
-(util -> model -> decoding -> measure -> report -> cli), and the guard itself can fail."""
+(util -> model -> decoding -> engines -> measure -> report -> cli), and the guard itself can fail."""
 
 import importlib.util
 import sys
