@@ -208,6 +208,17 @@ BAD = [
     (["calibrate", "{dir}/nowhere", "--no-record"], "needs report.json and repeat-2/report.json"),
     (["report", "--budget", "nan"], "--budget must be a positive number of seconds, got nan"),
     (["report", "--workload", "hamlet99"], "unknown workload 'hamlet99'"),
+    (["report", "--engine", "vllm"], "argument --engine: invalid choice: 'vllm' (choose from"),
+    (["report", "--engine", "openai"], "--engine openai needs --url (the server with speculation) and --baseline-url"),
+    (["report", "--engine", "specdec", "openai", "--url", "http://127.0.0.1:9"], "missing --baseline-url"),
+    (["report", "--url", "http://127.0.0.1:9"], "--url is for an engine report (--engine transformers llama-cpp openai)"),
+    (["report", "--baseline-url", "http://127.0.0.1:9"], "--baseline-url is for an engine report"),
+    (["report", "--engine", "specdec", "specdec", "--url", "http://127.0.0.1:9"], "--url and --baseline-url are for "
+     "--engine openai"),
+    (["report", "--temperature", "0.5"], "--temperature is for an engine report"),
+    (["report", "--engine", "specdec", "specdec", "--temperature", "-1"], "temperature must be 0 or a finite number"),
+    (["report", "--engine", "specdec", "specdec", "--trees", "4x2"], "--trees is for specdec's own report, not for "
+     "--engine specdec specdec"),
     (["overhead", "--threads", "0"], "--threads must be at least 1, got 0"),
     (["overhead", "--threads", "two"], "argument --threads: invalid int value: 'two'"),
     (["overhead", "--seconds", "0"], "--seconds must be a number of seconds in (0, 600], got 0.0"),

@@ -10,6 +10,7 @@ import argparse
 
 from specdec.cli.checks import Parser
 from specdec.decoding.registry import draft_names
+from specdec.engines.registry import ENGINES
 from specdec.model import train as _train
 from specdec.model.backends import KNOWN
 from specdec.model.hf import DTYPES
@@ -133,6 +134,13 @@ def _report_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--prompt", default=None, help="one prompt instead of a workload (the write-up's: ROMEO:)")
     p.add_argument("--seed", type=int, default=None, help="with --prompt its seed (default 0); with a workload, "
                    "one seed for every prompt")
+    p.add_argument("--engine", nargs="+", choices=list(ENGINES), default=None, metavar="NAME",
+                   help=f"run generation through these engines ({', '.join(ENGINES)}); several: side by side on "
+                   "the same pair (default specdec: specdec's own loop and every section)")
+    p.add_argument("--url", default=None, help="--engine openai: the OpenAI-compatible server with speculation")
+    p.add_argument("--baseline-url", default=None, help="--engine openai: the same model served without speculation")
+    p.add_argument("--temperature", type=float, default=None, help="an engine report's sampling temperature (default "
+                   "1; 0 is greedy); specdec's own report samples at 1 and times greedy in a section of its own")
     p.add_argument("--trees", nargs="*", default=None, help="tree configurations for each table draft: shapes "
                    "like 4x2x2x1 and node budgets like 32 (shape from measured child acceptance); default "
                    "4x2x2x1 32; give --trees alone for none")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from specdec.cli import models
 from specdec.cli.checks import UsageError, at_least, device_arg, writable_dir
+from specdec.engines.registry import ENGINES
 from specdec.util.files import write_atomic
 
 
@@ -16,6 +17,14 @@ def cmd_report(args) -> int:
     from specdec.decoding.trees import parse_tree
     from specdec.report import render, build as report
 
+    if args.engine and args.engine != ["specdec"]:
+        from specdec.cli.engine_cmd import cmd_engine_report
+
+        return cmd_engine_report(args)
+    for option in ("url", "baseline_url", "temperature"):
+        if getattr(args, option) is not None:
+            raise UsageError(f"--{option.replace('_', '-')} is for an engine report (--engine "
+                             f"{' '.join(n for n in ENGINES if n != 'specdec')}); specdec's own report takes none")
     if args.threads < 1:
         raise UsageError(f"--threads must be at least 1, got {args.threads}")
     if args.pairs is not None and args.pairs < 1:

@@ -48,6 +48,11 @@ def _save(fig, path: Path) -> bool:
     return True
 
 
+def series(r: dict) -> str:
+    """A speedup row's line in the figures: its draft, and its engine's name in an engine report."""
+    return f"{r['engine']} {r['draft']}" if "engine" in r else r["draft"]
+
+
 def speedup_figure(doc: dict):
     """Measured speedup against k per draft (band: the re-run interval), the write-up's formula dashed, the
     prediction made before the run dotted with crosses, a line at 1.0. None without matplotlib."""
@@ -56,14 +61,15 @@ def speedup_figure(doc: dict):
         return None
     fig, ax = plt.subplots(figsize=(7.5, 4.8), dpi=120)
     rows = _chains(doc["speedup"])  # against k: the tree rows are in the tables and the per-prompt figure
-    for i, name in enumerate(dict.fromkeys(r["draft"] for r in rows)):
-        mine = sorted((r for r in rows if r["draft"] == name), key=lambda r: r["k"])
+    for i, name in enumerate(dict.fromkeys(map(series, rows))):
+        mine = sorted((r for r in rows if series(r) == name), key=lambda r: r["k"])
         ks = [r["k"] for r in mine]
         color = f"C{i}"
         ax.plot(ks, [r["measured"] for r in mine], "o-", color=color, label=name)
         ax.fill_between(ks, [r["ci_low"] for r in mine], [r["ci_high"] for r in mine], color=color, alpha=0.15)
-        ax.plot(ks, [r["predicted"] for r in mine], "--", color=color, alpha=0.7)
-        ax.plot(ks, [r["predicted_before"] for r in mine], ":", marker="x", color=color, alpha=0.9)
+        if "predicted" in mine[0]:  # an engine report's rows have no prediction (no cost table)
+            ax.plot(ks, [r["predicted"] for r in mine], "--", color=color, alpha=0.7)
+            ax.plot(ks, [r["predicted_before"] for r in mine], ":", marker="x", color=color, alpha=0.9)
     ax.axhline(1.0, color="black", lw=0.8)
     drafts_legend = ax.legend(fontsize=7, loc="upper left", title="draft", title_fontsize=7)
     ax.add_artist(drafts_legend)
@@ -90,13 +96,13 @@ def per_prompt_figure(doc: dict):
     plt = _pyplot() if max(r["items"] for r in rows) >= 2 else None
     if plt is None:
         return None
-    drafts = list(dict.fromkeys(r["draft"] for r in rows))
+    drafts = list(dict.fromkeys(map(series, rows)))
     cols = min(3, len(drafts))
     nrows = -(-len(drafts) // cols)
     fig, axes = plt.subplots(nrows, cols, figsize=(3.4 * cols, 2.8 * nrows), dpi=110, squeeze=False)
     f = doc["noise_floor"]
     for ax, name in zip(axes.flat, drafts):
-        mine = sorted((r for r in rows if r["draft"] == name), key=lambda r: (r.get("tree") is not None, r["k"]))
+        mine = sorted((r for r in rows if series(r) == name), key=lambda r: (r.get("tree") is not None, r["k"]))
         ax.axhspan(f["ci_low"], f["ci_high"], color="gray", alpha=0.2, lw=0)
         ax.boxplot([[e["ratio"] for e in r["per_item_ratios"]] for r in mine], whis=(0, 100), widths=0.5)
         ax.plot(range(1, len(mine) + 1), [r["measured"] for r in mine], "D", color="C3", ms=5)

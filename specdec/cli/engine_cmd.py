@@ -1,0 +1,84 @@
+"""`specdec report --engine NAME ...`: the checks, the engines opened (every input checked before anything is
+timed), the engine report measured and written."""
+
+from __future__ import annotations
+
+import math
+
+from specdec.cli import models
+from specdec.cli.checks import UsageError, at_least, device_arg, temperature_arg, writable_dir
+
+# specdec's own report's options that mean nothing to an engine report, each with its default
+OWN_ONLY = {"backend": "auto", "trees": None, "repeat": 1, "between_run": "auto", "checkpoint": None}
+
+
+def cmd_engine_report(args) -> int:
+    from pathlib import Path
+
+    from specdec.engines.base import EngineOptions
+    from specdec.engines.registry import open_engine
+    from specdec.measure import hygiene
+    from specdec.report import build, engine_build, engine_render
+
+    _check(args)
+    cpus = hygiene.parse_cpus(args.cpu) if args.cpu is not None else None
+    ks = models.ks_arg(args.ks, (2, 4))
+    writable_dir("--out", args.out)
+    writable_dir("--out", str(Path(args.out).absolute().parent))
+    options = EngineOptions(target=args.target, drafts=list(args.drafts or []), device=args.device, dtype=args.dtype,
+                            threads=args.threads, url=args.url, baseline_url=args.baseline_url, log=models.log)
+    engines = []
+    try:
+        for name in dict.fromkeys(args.engine):
+            models.log(f"opening engine {name}")
+            engines.append(open_engine(name, options))
+        doc = engine_build.measure(engines, ks, quick=args.quick, pairs=args.pairs, threads=args.threads,
+                                   device=args.device, chars=args.chars, seed=args.seed, prompt=args.prompt,
+                                   temperature=1.0 if args.temperature is None else args.temperature,
+                                   budget=args.budget, cpus=cpus, workload=args.workload, started=_started(),
+                                   log=models.log)
+    finally:
+        for e in engines:
+            e.close()
+    text = engine_render.render(doc)
+    print(text)
+    for path in build.write(doc, args.out, text):
+        models.log(f"wrote {path}")
+    return 0
+
+
+def _started() -> float:
+    from specdec import _IMPORTED
+
+    return _IMPORTED
+
+
+def _check(args) -> None:
+    """Every option an engine report reads, and none of those only specdec's own report reads."""
+    for option, default in OWN_ONLY.items():
+        if getattr(args, option, default) != default:
+            raise UsageError(f"--{option.replace('_', '-')} is for specdec's own report, not for --engine "
+                             f"{' '.join(args.engine)} (an engine runs its own loop)")
+    if "openai" in args.engine:
+        for option in ("url", "baseline_url"):
+            if getattr(args, option) is None:
+                raise UsageError(f"--engine openai needs --url (the server with speculation) and --baseline-url "
+                                 f"(the same model without); missing --{option.replace('_', '-')}")
+    elif args.url is not None or args.baseline_url is not None:
+        raise UsageError("--url and --baseline-url are for --engine openai")
+    if args.threads < 1:
+        raise UsageError(f"--threads must be at least 1, got {args.threads}")
+    if args.pairs is not None and args.pairs < 1:
+        raise UsageError(f"--pairs must be at least 1, got {args.pairs}")
+    if args.budget is not None and not (math.isfinite(args.budget) and args.budget > 0):
+        raise UsageError(f"--budget must be a positive number of seconds, got {args.budget}")
+    if args.seed is not None:
+        at_least("--seed", args.seed, 0)
+    at_least("--chars", args.chars, 1)
+    if args.temperature is not None:
+        temperature_arg(args.temperature)
+    device_arg(args.device)
+    if args.prompt is not None and args.workload is not None:
+        raise UsageError("give --prompt (one configuration) or --workload, not both")
+    if args.prompt == "":
+        raise UsageError("--prompt is empty; give at least one character")

@@ -1,0 +1,149 @@
+"""The engine report (`report.engine_build`, `engine_render`): specdec's own loop as an engine gives the counts
+its own generation gives; a fake engine on a fake clock shows the fit, the greedy check and the missing counts."""
+
+import json
+
+import pytest
+
+import specdec
+from specdec.engines.base import Engine, EngineOptions, EngineResult, Spec
+from specdec.engines.own import OwnEngine
+from specdec.engines.registry import ENGINES, engine_class, open_engine
+from specdec.measure import schedule
+from specdec.report import engine_build, engine_render
+from specdec.util.errors import InputError
+
+from .conftest import FakeClock
+
+QUIET = dict(log=lambda s: None)
+
+
+class FakeEngine:
+    """Generates `max_new` copies of one id; each call moves the fake clock by `per_token` seconds a token
+    (`spec_per_token` when speculative). Counts only where `counts` is True; `differs` makes greedy
+    speculative output differ at position 3."""
+
+    units = "tokens"
+
+    def __init__(self, clock, name="fake", per_token=0.01, spec_per_token=0.005, counts=True, differs=False):
+        self.name, self.clock, self.counts, self.differs = name, clock, counts, differs
+        self.per_token, self.spec_per_token = per_token, spec_per_token
+
+    def describe(self):
+        return {"engine": self.name}
+
+    def drafts(self):
+        return ["d"]
+
+    def generate(self, prompt, max_new, seed, temperature, spec=None):
+        self.clock.advance(max_new * (self.per_token if spec is None else self.spec_per_token))
+        ids = [7] * max_new
+        if spec is not None and self.differs and temperature == 0:
+            ids[3] = 8
+        if spec is None:
+            return EngineResult("x" * max_new, ids, 0, 0, max_new, None)
+        if not self.counts:
+            return EngineResult("x" * max_new, ids)
+        rounds = -(-max_new // (spec.k + 1))
+        return EngineResult("x" * max_new, ids, rounds * spec.k, max_new - rounds, rounds, None)
+
+    def close(self):
+        pass
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    fake = FakeClock(start=0.0)
+    monkeypatch.setattr(schedule, "now", fake)
+    return fake
+
+
+def test_the_fake_engine_is_an_engine(clock):
+    assert isinstance(FakeEngine(clock), Engine)
+
+
+def test_every_engine_the_registry_names_is_a_class_with_open():
+    for name in ENGINES:
+        try:
+            cls = engine_class(name)
+        except InputError as exc:  # an engine whose extra is not installed says which
+            assert "pip install 'specdec-bench[" in str(exc)
+            continue
+        assert callable(cls.open)
+
+
+def test_an_unknown_engine_is_input_error_naming_the_allowed_ones():
+    with pytest.raises(InputError, match="unknown engine 'vllm' .allowed: specdec, transformers, llama-cpp, openai"):
+        engine_class("vllm")
+
+
+def test_specdecs_own_engine_gives_the_counts_of_its_own_generation(target):
+    e = OwnEngine(target, {"bigram": specdec.make_draft("bigram", target)}, None)
+    got = e.generate("ROMEO:", 30, 3, 1.0, Spec("bigram", 4))
+    want = specdec.speculative_generate(target, specdec.make_draft("bigram", target), "ROMEO:", 30, 4, 3, 1.0)
+    assert got.tokens == list(want.ids) and got.text == want.text
+    assert (got.drafted, got.accepted, got.target_passes) == (want.stats.drafted, want.stats.accepted,
+                                                             want.stats.target_passes)
+    plain = e.generate("ROMEO:", 30, 3, 1.0)
+    assert (plain.drafted, plain.accepted, plain.target_passes) == (0, 0, 30)
+    with pytest.raises(InputError, match="draft 'ngram' was not opened .opened: bigram"):
+        e.generate("ROMEO:", 30, 3, 1.0, Spec("ngram", 4))
+
+
+def test_open_engine_builds_the_named_drafts_for_the_shipped_target():
+    e = open_engine("specdec", EngineOptions(drafts=["bigram"]))
+    assert e.drafts() == ["bigram"] and e.describe()["target"]["name"] == "shipped"
+
+
+def test_an_engine_report_counts_every_configuration_over_the_runs_and_checks_greedy(clock):
+    doc = engine_build.measure([FakeEngine(clock)], [1, 3], budget=100.0, chars=12, prompt="ROMEO:", **QUIET)
+    acc = {(a["draft"], a["k"]): a for a in doc["acceptance"]}
+    # 12 tokens, k=1: 6 rounds of 2; k=3: 3 rounds of 4 (one run: --prompt)
+    assert (acc["d", 1]["drafted"], acc["d", 1]["accepted"], acc["d", 1]["target_passes"]) == (6, 6, 6)
+    assert (acc["d", 3]["drafted"], acc["d", 3]["accepted"], acc["d", 3]["target_passes"]) == (9, 9, 3)
+    assert acc["d", 3]["chars_per_pass"] == 4.0 and acc["d", 3]["acceptance"] == 1.0
+    assert [g["equal"] for g in doc["greedy_equality"]] == [True, True]
+    assert {(r["engine"], r["draft"], r["k"]) for r in doc["speedup"]} == {("fake", "d", 1), ("fake", "d", 3)}
+    assert doc["fit"]["dropped"] == [] and "budget_needed" not in doc["fit"]
+    json.dumps(doc)  # report.json
+
+
+def test_counts_an_engine_does_not_report_are_said_so(clock):
+    doc = engine_build.measure([FakeEngine(clock, counts=False)], [2], budget=100.0, chars=12, prompt="ROMEO:",
+                               **QUIET)
+    a = doc["acceptance"][0]
+    assert (a["drafted"], a["accepted"], a["acceptance"], a["chars_per_pass"]) == (None, None, None, None)
+    assert engine_render.NOT_REPORTED in engine_render.render(doc)
+
+
+def test_greedy_output_that_differs_is_a_warning_and_out_of_the_answer(clock):
+    doc = engine_build.measure([FakeEngine(clock, differs=True)], [2], budget=100.0, chars=12, prompt="ROMEO:", **QUIET)
+    g = doc["greedy_equality"][0]
+    assert (g["equal"], g["first_difference"], g["compared"]) == (False, 3, "ids")
+    assert any("differs from target-only at position 3" in w for w in doc["warnings"])
+    assert doc["headline"]["fake"]["drafts"][0]["config"] is None
+
+
+def test_a_budget_too_small_for_every_row_keeps_each_drafts_best_k(clock):
+    # one run of every configuration costs 1.2 + 0.6 + 0.6 s of fake time; 3 pairs of the floor and two rows
+    # need 3 * (2.4 + 1.8 + 1.8) = 18 s, of one row 12.6 s: a 22-s budget leaves 12.8 s after the reserve,
+    # the counts and the greedy check (4.8 s)
+    doc = engine_build.measure([FakeEngine(clock, per_token=0.1, spec_per_token=0.05)], [1, 2], budget=22.0,
+                               chars=12, prompt="ROMEO:", **QUIET)
+    assert doc["fit"]["dropped"] == ["fake d k=2"] and [r["k"] for r in doc["speedup"]] == [1]
+    assert "budget_needed" not in doc["fit"]
+
+
+def test_a_budget_that_gives_no_verdict_says_how_long_a_budget_the_model_needs(clock):
+    doc = engine_build.measure([FakeEngine(clock, per_token=1.0, spec_per_token=0.5)], [2], budget=30.0, chars=12,
+                               prompt="ROMEO:", **QUIET)
+    need = doc["fit"]["budget_needed"]
+    assert need > 30 and any(f"--budget {need}" in w for w in doc["warnings"])
+
+
+def test_two_engines_render_side_by_side(clock):
+    doc = engine_build.measure([FakeEngine(clock, name="a"), FakeEngine(clock, name="b", spec_per_token=0.004)], [2],
+                               budget=100.0, chars=12, prompt="ROMEO:", **QUIET)
+    text = engine_render.render(doc)
+    assert "## The engines side by side" in text and "a speedup" in text and "b speedup" in text
+    assert set(doc["noise_floors"]) == {"a", "b"} and set(doc["headline"]) == {"a", "b"}
