@@ -77,6 +77,22 @@ def test_greedy_prompt_lookup_matches_target_only_with_consistent_counts(engine,
     # cut after the verify pass), where specdec's loop drafts at most left - 1; the counts differ by a few.
 
 
+def test_an_end_of_text_the_model_would_emit_is_suppressed_so_exactly_n_come_out(engine, greedy, small):
+    cfg = engine.model.generation_config
+    old = (cfg.eos_token_id, cfg.pad_token_id)
+    eos = greedy.tokens[0]  # a token greedy decoding emits at once: it would end the text there
+    cfg.eos_token_id = cfg.pad_token_id = eos
+    try:
+        base = engine.generate(PROMPT, N, 0, 0.0)
+        assert len(base.tokens) == N and eos not in base.tokens
+        for spec in (Spec(small, 3), Spec("prompt-lookup", 3)):
+            assert engine.generate(PROMPT, N, 0, 0.0, spec).tokens == base.tokens
+            sampled = engine.generate(PROMPT, N, 1, 1.0, spec)
+            assert len(sampled.tokens) == N and eos not in sampled.tokens
+    finally:
+        cfg.eos_token_id, cfg.pad_token_id = old
+
+
 def test_sampled_runs_are_reproducible_with_the_same_seed_and_differ_with_another(engine, small):
     for spec in (None, Spec(small, 3), Spec("prompt-lookup", 3)):
         a = engine.generate(PROMPT, N, 7, 0.8, spec)
@@ -149,7 +165,7 @@ def test_a_tiny_llama_pair_in_tokens(tmp_path, tiny_llama_dir):
 
 
 @pytest.mark.parametrize("case", ["unknown draft", "draft in another vocabulary", "not a model", "bad target",
-                                  "shipped draft beside a user's target"])
+                                  "shipped draft beside a user's target", "dtype", "threads"])
 def test_bad_input_is_one_line_naming_the_value(case, hf_exported, tiny_llama_dir, tmp_path):
     target = f"hf:{hf_exported['target']}"
     options, named = {
@@ -158,6 +174,8 @@ def test_bad_input_is_one_line_naming_the_value(case, hf_exported, tiny_llama_di
         "not a model": (EngineOptions(target=f"hf:{tmp_path}", drafts=[]), str(tmp_path)),
         "bad target": (EngineOptions(target="shipped.pt", drafts=[]), "'shipped.pt'"),
         "shipped draft beside a user's target": (EngineOptions(target=target, drafts=["small"]), "'small'"),
+        "dtype": (EngineOptions(target=target, dtype="int3"), "'int3'"),
+        "threads": (EngineOptions(target=target, threads=0), "got 0"),
     }[case]
     with pytest.raises(InputError) as info:
         open_engine("transformers", options)

@@ -32,11 +32,17 @@ private: `check_hook` looks for it and the documented signatures at open.
 The first round's target pass also prefills the prompt (as in specdec's own loop), so target_passes = rounds;
 a round with nothing drafted (the last token, or prompt lookup finding no match) is a pass but not a drafting
 round, and is left out of accepted_per_position.
+
+Greedy equality of assisted and target-only output is exact arithmetic only in float32: in float16/bfloat16 a
+verify pass over k + 1 positions rounds differently from k + 1 single steps, so a near-tie can flip and the
+outputs part (a property of the dtype, which the report's greedy check then shows, not of the engine).
 """
 
 from __future__ import annotations
 
+import contextlib
 import inspect
+import logging
 import shutil
 import tempfile
 from pathlib import Path
@@ -46,13 +52,32 @@ import torch
 from specdec.decoding.generate import check_request
 from specdec.engines.base import EngineOptions, EngineResult, Spec
 from specdec.engines.hf_counts import RoundCounts, observe_rounds
-from specdec.model.hf import HFTarget, check_same_vocabulary, load_hf
+from specdec.model.hf import HFTarget, check_dtype, check_same_vocabulary, load_hf
 from specdec.util import versions
 from specdec.util.errors import InputError
 
 HF_PREFIX = "hf:"
 PROMPT_LOOKUP = "prompt-lookup"
 HOOK_VERSION = "5.24.0"  # the release whose assisted loop the hook was read against (== the [hf] floor)
+# transformers' assisted loop calls the assistant's own `generate` with a generation_config beside length
+# arguments and with its own min-new-tokens processor, then warns about that call: nothing the user can change
+INTERNAL_WARNINGS = ("Passing `generation_config` together with", "A custom logits processor of type")
+
+
+class _InternalWarnings(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.getMessage()).startswith(INTERNAL_WARNINGS)
+
+
+@contextlib.contextmanager
+def _without_internal_warnings():
+    """Drop INTERNAL_WARNINGS from transformers' generation logger for one call; every other warning stays."""
+    log, quiet = logging.getLogger("transformers.generation.utils"), _InternalWarnings()
+    log.addFilter(quiet)
+    try:
+        yield
+    finally:
+        log.removeFilter(quiet)
 
 
 def check_hook() -> None:
@@ -114,6 +139,9 @@ class TransformersEngine:
     def open(cls, options: EngineOptions) -> TransformersEngine:
         """Load the target and drafts; every bad input is a one-line InputError before anything runs."""
         check_hook()
+        check_dtype(options.dtype)  # before an export or a load: a bad name costs nothing
+        if not isinstance(options.threads, int) or options.threads < 1:
+            raise InputError(f"threads must be a whole number of at least 1, got {options.threads!r}")
         export_dir = None
         shipped: dict[str, str] = {}
         if options.target is None:
@@ -129,7 +157,7 @@ class TransformersEngine:
             raise InputError(f"target {options.target!r}: the transformers engine takes hf:PATH (a transformers "
                              f"model folder) or no --target (the shipped pair, exported)")
         try:
-            torch.set_num_threads(max(1, int(options.threads)))
+            torch.set_num_threads(options.threads)
             target = _load(target_path, options)
             assistants = {name: _draft(name, target, shipped, options) for name in options.drafts}
         except BaseException:
@@ -153,6 +181,7 @@ class TransformersEngine:
             "threads": torch.get_num_threads(), "units": self.units,
             "schedule": {"num_assistant_tokens": "k", "num_assistant_tokens_schedule": "constant",
                          "assistant_confidence_threshold": 0.0, "prompt_lookup_num_tokens": "k",
+                         "max_matching_ngram_size": "2 (transformers' default for prompt lookup)",
                          "reset": "before every call"},
             "sampling": "greedy at temperature 0; else temperature t, top_k 0, top_p 1.0; the models' own "
                         "generation_config replaced by a neutral one; min_new_tokens = max_new_tokens",
@@ -174,7 +203,7 @@ class TransformersEngine:
         counts = RoundCounts(k)
         inputs = torch.tensor([ids], dtype=torch.long, device=self.target.device)
         torch.manual_seed(seed)
-        with torch.inference_mode(), observe_rounds(self.model, counts, spec is not None):
+        with torch.inference_mode(), _without_internal_warnings(), observe_rounds(self.model, counts, spec is not None):
             out = self.model.generate(input_ids=inputs, attention_mask=torch.ones_like(inputs), **kwargs)
         new = [int(t) for t in out[0, len(ids):].tolist()]
         result = EngineResult(text=self.target.detokenize(new), tokens=new, target_passes=counts.passes)

@@ -49,7 +49,7 @@ class RoundCounts:
         if self._pending is None:
             raise HookError("update_candidate_strategy was called without get_candidates before it")
         drafted, self._pending = self._pending, None
-        if not 0 <= n_matches <= drafted <= max(self.k, 0):
+        if not 0 <= n_matches <= drafted <= self.k:
             raise HookError(f"a round drafted {drafted} and accepted {n_matches} with k={self.k}")
         self.rounds += 1
         self.drafted += drafted
