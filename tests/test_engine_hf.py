@@ -209,3 +209,14 @@ def test_an_installed_transformers_without_the_hook_is_refused_naming_the_versio
     monkeypatch.setattr(cg.CandidateGenerator, "update_candidate_strategy", lambda self, ids, scores: None)
     with pytest.raises(InputError, match="update_candidate_strategy is not"):
         check_hook()
+
+
+def test_a_missing_hf_extra_is_the_registrys_one_line_error(monkeypatch):
+    import sys
+
+    from specdec.engines.registry import engine_class
+
+    monkeypatch.delitem(sys.modules, "specdec.engines.hf_assisted", raising=False)
+    monkeypatch.setitem(sys.modules, "transformers", None)  # as if not installed
+    with pytest.raises(InputError, match=r"engine transformers needs the \[hf\] extra"):
+        engine_class("transformers")

@@ -48,6 +48,8 @@ import tempfile
 from pathlib import Path
 
 import torch
+import transformers  # at import: a missing [hf] extra is the registry's one-line error naming the extra
+from transformers import GenerationConfig
 
 from specdec.decoding.generate import check_request
 from specdec.engines.base import EngineOptions, EngineResult, Spec
@@ -83,7 +85,6 @@ def _without_internal_warnings():
 def check_hook() -> None:
     """InputError (one line) when the installed transformers lacks what the counts are read through."""
     versions.require("transformers")
-    import transformers
     from transformers.generation import candidate_generator as cg
     from transformers.generation.utils import GenerationMixin
 
@@ -102,8 +103,6 @@ def check_hook() -> None:
 def neutral_config(model, **pinned):
     """A GenerationConfig with only `model`'s special-token ids and `pinned`: its checkpoint's own defaults
     (sampling, penalties, lengths) must not change what either side of a pair computes."""
-    from transformers import GenerationConfig
-
     old = model.generation_config
     ids = {key: getattr(old, key, None) for key in ("bos_token_id", "eos_token_id", "pad_token_id")}
     if ids["pad_token_id"] is None:  # a pad id stops generate's per-call warning; batch 1 never pads
@@ -170,8 +169,6 @@ class TransformersEngine:
         return list(self.assistants)
 
     def describe(self) -> dict:
-        import transformers
-
         return {
             "engine": self.name, "transformers": transformers.__version__, "torch": torch.__version__,
             "target": self.target_path if self.export_dir is None else "the shipped target, exported (export-hf)",
