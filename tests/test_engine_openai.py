@@ -214,3 +214,32 @@ def test_a_short_completion_is_an_error_not_a_pair(pair):
     base.short = 3
     with pytest.raises(ShortCompletion, match=f"{base.url} generated 7 tokens, not 10 .*'stop'"):
         eng.generate("ROMEO:", 10, 0, 0.0)
+
+
+def test_counters_that_lag_the_reply_are_read_again_a_bounded_number_of_times(pair):
+    spec, base = pair
+    shown = {"n": 0, "lag": False}
+
+    def lagging(fake):  # the first read after a completion still shows the counters from before it
+        if fake.served > shown["n"] and not shown["lag"]:
+            shown["lag"] = True
+        else:
+            shown["n"], shown["lag"] = fake.served, False
+        n = shown["n"]
+        return (f"vllm:spec_decode_num_draft_tokens_total {4 * n}\nvllm:spec_decode_num_accepted_tokens_total {3 * n}\n"
+                f"vllm:generation_tokens_total {8 * n}\n")
+
+    spec.metrics = lagging
+    eng = open_pair(spec, base)
+    r = eng.generate("ROMEO:", 8, 0, 0.0, spec=SPEC)
+    assert (r.drafted, r.accepted) == (4, 3) and len(spec.paths("/metrics")) == 1 + 1 + 2
+    spec.metrics = lambda fake: ("vllm:spec_decode_num_draft_tokens_total 0\nvllm:spec_decode_num_accepted_tokens_total 0\n"
+                                 "vllm:generation_tokens_total 0\n")  # never moves: read again at most SETTLE_READS times
+    before = len(spec.paths("/metrics"))
+    eng.generate("ROMEO:", 8, 0, 0.0, spec=SPEC)
+    assert len(spec.paths("/metrics")) - before == 1 + 1 + openai_api.SETTLE_READS
+
+
+def test_a_url_with_a_query_is_refused(fakes):
+    with pytest.raises(InputError, match=r"'http://127.0.0.1:1/\?key=x' has a query"):
+        registry.open_engine("openai", EngineOptions(url="http://127.0.0.1:1/?key=x", baseline_url=fakes().url))

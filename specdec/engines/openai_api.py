@@ -42,9 +42,9 @@ from specdec.util.errors import InputError
 PROBE_TIMEOUT = 5.0  # seconds for /v1/models, /props, /version, /metrics: a server that answers at all answers fast
 REQUEST_TIMEOUT = 300.0  # seconds for one completion: a slow model on a loaded machine, not forever
 DRAFT = "server"  # the one speculative configuration: the one the server was started with
-METRICS = {  # server -> (drafted, accepted) counter base names, as exported
-    "vllm": ("vllm:spec_decode_num_draft_tokens", "vllm:spec_decode_num_accepted_tokens"),
-    "llama.cpp": ("llamacpp:n_drafted", "llamacpp:n_drafted_accepted"),
+METRICS = {  # server -> (drafted, accepted, generated tokens) counter base names, as exported
+    "vllm": ("vllm:spec_decode_num_draft_tokens", "vllm:spec_decode_num_accepted_tokens", "vllm:generation_tokens"),
+    "llama.cpp": ("llamacpp:n_drafted", "llamacpp:n_drafted_accepted", "llamacpp:tokens_predicted"),
 }
 VLLM_DRAFTS, VLLM_PER_POS = "vllm:spec_decode_num_drafts", "vllm:spec_decode_num_accepted_tokens_per_pos"
 SETTLE_READS = 5  # at most this many extra /metrics reads while a counter catches up with the reply
@@ -71,6 +71,9 @@ def check_url(flag: str, url: str | None) -> str:
     parts = urllib.parse.urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise InputError(f"{flag} {url!r} is not a server URL (allowed: http:// or https:// URLs)")
+    if parts.query or parts.fragment:
+        raise InputError(f"{flag} {url!r} has a query or fragment (allowed: http:// or https:// URLs of the API "
+                         "root, such as http://127.0.0.1:8000 or http://host:8000/v1)")
     root = url.rstrip("/")
     return root[: -len("/v1")] if root.endswith("/v1") else root
 
@@ -162,7 +165,7 @@ class OpenAIEngine:
     def _read_metrics(self, side: str, settle: tuple[dict, int] | None = None) -> dict[str, float]:
         """`side`'s /metrics (a ServerGone if it stops answering). With `settle` (the reading before and the
         tokens the reply generated), read again, a bounded number of times, until the generation counter has
-        moved by the reply's tokens: vLLM updates its counters just after it answers."""
+        moved by the reply's tokens: a server may update its counters just after it answers (vLLM does)."""
         url = self.urls[side]
         for attempt in range(1 + (SETTLE_READS if settle else 0)):
             try:
@@ -172,7 +175,8 @@ class OpenAIEngine:
             if settle is None:
                 return now
             before, done = settle
-            moved = [http.counter(now, "vllm:generation_tokens"), http.counter(before, "vllm:generation_tokens")]
+            generated = METRICS[self.metrics][2]
+            moved = [http.counter(now, generated), http.counter(before, generated)]
             if None in moved or moved[0] - moved[1] >= done:
                 return now
             time.sleep(0.01 * (attempt + 1))
@@ -181,7 +185,7 @@ class OpenAIEngine:
     def _metric_counts(self, result: EngineResult, before: dict, after: dict) -> None:
         """Drafted and accepted from the counters' deltas; for vLLM also the rounds by accepted count, from
         its drafts counter and its per-position acceptance (rounds that accepted at least i+1 tokens)."""
-        drafted_name, accepted_name = METRICS[self.metrics]
+        drafted_name, accepted_name, _ = METRICS[self.metrics]
         delta = lambda name: int(round((http.counter(after, name) or 0.0) - (http.counter(before, name) or 0.0)))
         result.drafted, result.accepted = delta(drafted_name), delta(accepted_name)
         k = 0
@@ -224,7 +228,7 @@ def probe(flag: str, url: str) -> dict:
 
 def _metrics_kind(metrics: dict[str, float] | None) -> str | None:
     """Which server's speculative counters `metrics` holds, or None."""
-    for kind, (drafted, accepted) in METRICS.items():
+    for kind, (drafted, accepted, _) in METRICS.items():
         if metrics and http.counter(metrics, drafted) is not None and http.counter(metrics, accepted) is not None:
             return kind
     return None
