@@ -98,7 +98,7 @@ class FakeServer:
                 reply = fake.completion(payload)
                 with fake.lock:
                     fake.served += 1
-                    fake.generated += reply["usage"]["completion_tokens"]
+                    fake.generated += reply.get("usage", {}).get("completion_tokens", 0)
                 self._send(200, json.dumps(reply))
 
         return Handler

@@ -243,3 +243,24 @@ def test_counters_that_lag_the_reply_are_read_again_a_bounded_number_of_times(pa
 def test_a_url_with_a_query_is_refused(fakes):
     with pytest.raises(InputError, match=r"'http://127.0.0.1:1/\?key=x' has a query"):
         registry.open_engine("openai", EngineOptions(url="http://127.0.0.1:1/?key=x", baseline_url=fakes().url))
+
+
+def test_a_reply_that_is_not_a_completion_is_a_server_gone(pair):
+    spec, base = pair
+    eng = open_pair(spec, base)
+    spec.completion = lambda payload: {"choices": ["not a dict"]}
+    with pytest.raises(ServerGone, match="answered no choices\\[0\\].text"):
+        eng.generate("ROMEO:", 4, 0, 0.0, spec=SPEC)
+
+
+def test_per_request_counts_stop_the_metrics_reads(pair):
+    spec, base = pair
+    spec.timings = lambda p: {"draft_n": 6, "draft_n_accepted": 2}
+    spec.metrics = lambda f: f"llamacpp:n_drafted_total {6 * f.served}\nllamacpp:n_drafted_accepted_total {2 * f.served}\n"
+    eng = open_pair(spec, base)
+    for _ in range(3):
+        r = eng.generate("ROMEO:", 4, 0, 0.0, spec=SPEC)
+        assert (r.drafted, r.accepted) == (6, 2)
+        eng.generate("ROMEO:", 4, 0, 0.0)
+    assert eng.describe()["counts"] == "per-request"
+    assert len(spec.paths("/metrics")) == 1 + 2 and len(base.paths("/metrics")) == 1  # open's probe, then none

@@ -51,7 +51,8 @@ SETTLE_READS = 5  # at most this many extra /metrics reads while a counter catch
 
 
 class ServerError(RuntimeError):
-    """A server failed mid-run (one line naming the URL); the run stops with what it measured."""
+    """A server failed mid-run (one line naming the URL); the run stops with what it measured. Raised as is for
+    a request the server refused (HTTP 4xx: its message says why); subclasses below for the rest."""
 
 
 class ServerGone(ServerError):
@@ -131,13 +132,13 @@ class OpenAIEngine:
             raise ValueError(f"the openai engine has one draft, {DRAFT!r}, not {spec.draft!r}")
         side = "baseline" if spec is None else "speculative"
         url = self.urls[side]
-        before = self._read_metrics(side) if self.metrics else None
+        before = self._read_metrics(side) if self.metrics and self.counts != "per-request" else None
         try:
             reply = http.request(f"{url}/v1/completions", self.request_timeout,
                                  self._payload(prompt, max_new, seed, temperature, self.models[side])).json(
                 "POST /v1/completions")
         except http.HttpFailure as exc:
-            kind = ServerError if exc.status is not None and exc.status < 500 else ServerGone
+            kind = ServerError if exc.status is not None and 400 <= exc.status < 500 else ServerGone  # refused
             raise kind(f"{side} server {url}: {exc}") from None
         text, tokens, done = _completion(reply, url, max_new)
         self.token_ids = bool(tokens) or bool(self.token_ids)
@@ -238,7 +239,8 @@ def _completion(reply, url: str, max_new: int) -> tuple[str, list[int], int]:
     """(text, token ids or [], tokens generated) of a completion reply; ServerGone when it is not one,
     ShortCompletion when the server generated another number of tokens than `max_new`."""
     choices = reply.get("choices") if isinstance(reply, dict) else None
-    if not isinstance(choices, list) or not choices or not isinstance(choices[0].get("text"), str):
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict) \
+            or not isinstance(choices[0].get("text"), str):
         raise ServerGone(f"server {url}: POST /v1/completions answered no choices[0].text: {str(reply)[:120]!r}")
     choice = choices[0]
     tokens = next((t for t in (choice.get("token_ids"), choice.get("tokens"), reply.get("tokens"))
