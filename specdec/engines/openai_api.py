@@ -112,6 +112,8 @@ class OpenAIEngine:
         return cls(url, base, models, servers, request_timeout)
 
     def describe(self) -> dict:
+        """Who served (URLs, model ids, what each server says about itself), where counts come from, whether
+        replies carry token ids, and the fixed request fields: what a reader needs to trust the pairs."""
         return {
             "engine": self.name, "units": self.units, "urls": dict(self.urls), "models": dict(self.models),
             "servers": {side: {k: v for k, v in s.items() if k != "metrics"} for side, s in self.servers.items()},
@@ -123,6 +125,7 @@ class OpenAIEngine:
         }
 
     def drafts(self) -> list[str]:
+        """The one speculative configuration: the server's, as it was started (the user says its k)."""
         return [DRAFT]
 
     def generate(self, prompt: str, max_new: int, seed: int, temperature: float,

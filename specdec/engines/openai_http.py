@@ -31,7 +31,7 @@ class HttpFailure(Exception):
 class _NoRedirect(urllib.request.HTTPRedirectHandler):
     """Refuse redirects: the engine contacts only the URLs it was given."""
 
-    def redirect_request(self, req, fp, code, msg, headers, newurl):  # noqa: D401 - urllib's hook
+    def redirect_request(self, req, fp, code, msg, headers, newurl):  # urllib's hook
         raise urllib.error.HTTPError(req.full_url, code, f"redirect to {newurl} refused", headers, fp)
 
 
@@ -89,7 +89,7 @@ def _error_detail(exc: urllib.error.HTTPError) -> str:
     """The server's own error message, one line, short (OpenAI servers put it in error.message)."""
     try:
         text = exc.read().decode("utf-8", errors="replace")
-    except Exception:  # noqa: BLE001 - the status alone still says what happened
+    except Exception:  # the status alone still says what happened
         return f" ({exc.reason})" if exc.reason else ""
     try:
         doc = json.loads(text)
