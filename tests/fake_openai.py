@@ -12,13 +12,15 @@ class FakeServer:
     """One fake server, set by tests: `models`; `metrics` (a function of this server, with its `served`
     completions and `generated` tokens so far, returning Prometheus text; None: 404); `props`; `timings` (a
     function of the payload, or None); `tokens` (whether replies carry ids); `short` (tokens fewer than asked);
-    `status` (an HTTP error for completions); `models_body` / `models_type` (a raw /v1/models answer).
+    `status` (an HTTP error for completions); `models_body` / `models_type` (a raw /v1/models answer);
+    `redirect` (a URL /v1/models redirects to).
     `requests` records (method, path, payload)."""
 
     def __init__(self):
         self.models = ["fake-model"]
         self.models_body: str | None = None
         self.models_type = "application/json"
+        self.redirect: str | None = None
         self.metrics = None
         self.props: dict | None = None
         self.timings = None
@@ -78,6 +80,11 @@ class FakeServer:
                 with fake.lock:
                     fake.requests.append(("GET", self.path, None))
                 if self.path == "/v1/models":
+                    if fake.redirect:
+                        self.send_response(302)
+                        self.send_header("Location", fake.redirect + self.path)
+                        self.send_header("Content-Length", "0")
+                        return self.end_headers()
                     if fake.models_body is not None:
                         return self._send(200, fake.models_body, fake.models_type)
                     return self._send(200, json.dumps({"object": "list", "data": [{"id": m} for m in fake.models]}))

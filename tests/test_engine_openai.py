@@ -264,3 +264,11 @@ def test_per_request_counts_stop_the_metrics_reads(pair):
         eng.generate("ROMEO:", 4, 0, 0.0)
     assert eng.describe()["counts"] == "per-request"
     assert len(spec.paths("/metrics")) == 1 + 2 and len(base.paths("/metrics")) == 1  # open's probe, then none
+
+
+def test_a_redirect_elsewhere_is_not_followed(fakes):
+    mover, elsewhere = fakes(), fakes()
+    mover.redirect = elsewhere.url
+    with pytest.raises(InputError, match=f"--url {mover.url} is not OpenAI-compatible .*HTTP 302"):
+        registry.open_engine("openai", EngineOptions(url=mover.url, baseline_url=fakes().url))
+    assert not elsewhere.requests  # only the URLs given are contacted
