@@ -1,7 +1,8 @@
 """Runs `python -m specdec.cli` many times while paying for the imports once.
 
 Run as a script: reads a JSON list of [argv, cwd] on stdin and writes a JSON list of [exit code, stdout,
-stderr] on stdout. This process imports specdec (torch, numpy, scipy: seconds) and runs nothing else; each run
+stderr] on stdout. This process imports specdec and what its commands import (torch, numpy, scipy, onnx,
+transformers: seconds) and runs nothing else; each run
 is a forked child that executes the module as `python -m specdec.cli` does (runpy, as __main__) in its own
 working directory, with its own stdout and stderr. Only the CLI's own exits (SystemExit) are caught, to skip
 the interpreter's teardown; any other exception reaches the interpreter's top level, which prints the
@@ -14,7 +15,19 @@ import runpy
 import sys
 import tempfile
 
-import specdec  # noqa: F401  the expensive imports, once (not specdec.cli: runpy must execute it fresh)
+import importlib
+
+import specdec  # noqa: F401  the expensive imports, once
+
+# What the commands import lazily (so that `specdec --help` stays quick), imported here once instead of in
+# every child: the command modules and the optional libraries behind the backends and the hf: adapter. Only
+# the `__main__` module is left for runpy to execute fresh in each child, as `python -m specdec.cli` does.
+for _name in ("specdec.cli.commands", "specdec.cli.report_cmd", "specdec.cli.engine_cmd", "specdec.cli.ab_cmd",
+              "specdec.report.build", "specdec.model.onnx_graph", "specdec.model.backend_onnx", "transformers"):
+    try:
+        importlib.import_module(_name)
+    except ImportError:  # an extra that is not installed: its cases fail the same way in the child
+        pass
 
 
 def run(argv: list[str], cwd: str) -> list:

@@ -6,7 +6,7 @@ import json
 import pytest
 
 import specdec
-from specdec.engines.base import Engine, EngineOptions, EngineResult, Spec
+from specdec.engines.base import Engine, EngineError, EngineOptions, EngineResult, Spec
 from specdec.engines.own import OwnEngine
 from specdec.engines.registry import ENGINES, engine_class, open_engine
 from specdec.measure import schedule
@@ -147,3 +147,26 @@ def test_two_engines_render_side_by_side(clock):
     text = engine_render.render(doc)
     assert "## The engines side by side" in text and "a speedup" in text and "b speedup" in text
     assert set(doc["noise_floors"]) == {"a", "b"} and set(doc["headline"]) == {"a", "b"}
+
+
+class DyingEngine(FakeEngine):
+    """Fails with an EngineError (a server that stopped answering) at its `dies_at`-th call."""
+
+    def __init__(self, clock, dies_at):
+        super().__init__(clock)
+        self.calls, self.dies_at = 0, dies_at
+
+    def generate(self, prompt, max_new, seed, temperature, spec=None):
+        self.calls += 1
+        if self.calls >= self.dies_at:
+            raise EngineError("http://127.0.0.1:9: connection refused")
+        return super().generate(prompt, max_new, seed, temperature, spec)
+
+
+def test_an_engine_that_dies_mid_run_leaves_what_was_timed_marked_incomplete(clock):
+    # counts: 2 calls, greedy: 2, warm-ups and pairs after: the 20th call falls inside the pairs
+    doc = engine_build.measure([DyingEngine(clock, dies_at=20)], [2], budget=100.0, chars=12, prompt="ROMEO:", **QUIET)
+    assert doc["incomplete"] == "EngineError: http://127.0.0.1:9: connection refused"
+    for r in doc["speedup"] + list(doc["noise_floors"].values()):
+        assert r["pairs"] >= 1 and len(r["ratios"]) == r["pairs"] == len(r["pair_items"])
+    assert engine_render.render(doc).count("INCOMPLETE") == 1

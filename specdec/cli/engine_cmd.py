@@ -15,10 +15,8 @@ OWN_ONLY = {"backend": "auto", "trees": None, "repeat": 1, "between_run": "auto"
 def cmd_engine_report(args) -> int:
     from pathlib import Path
 
-    from specdec.engines.base import EngineOptions
-    from specdec.engines.registry import open_engine
+    from specdec.engines.base import EngineError, EngineOptions
     from specdec.measure import hygiene
-    from specdec.report import build, engine_build, engine_render
 
     _check(args)
     cpus = hygiene.parse_cpus(args.cpu) if args.cpu is not None else None
@@ -28,23 +26,38 @@ def cmd_engine_report(args) -> int:
     options = EngineOptions(target=args.target, drafts=list(args.drafts or []), device=args.device, dtype=args.dtype,
                             threads=args.threads, url=args.url, baseline_url=args.baseline_url, log=models.log)
     engines = []
-    try:
-        for name in dict.fromkeys(args.engine):
-            models.log(f"opening engine {name}")
-            engines.append(open_engine(name, options))
-        doc = engine_build.measure(engines, ks, quick=args.quick, pairs=args.pairs, threads=args.threads,
-                                   device=args.device, chars=args.chars, seed=args.seed, prompt=args.prompt,
-                                   temperature=1.0 if args.temperature is None else args.temperature,
-                                   budget=args.budget, cpus=cpus, workload=args.workload, started=_started(),
-                                   log=models.log)
+    try:  # an engine failing before the pairs (EngineError) leaves nothing to report: one line, exit 1
+        return _measure(args, options, ks, cpus, engines)
+    except EngineError as exc:
+        models.log(f"specdec report: the engine failed before any pair was timed: {exc}")
+        return 1
     finally:
         for e in engines:
             e.close()
+
+
+def _measure(args, options, ks: list[int], cpus, engines: list) -> int:
+    """Open every engine (each checks its inputs: InputError, exit 2, before anything is timed), measure, print
+    and write. A run an engine stopped is written beside OUT, as OUT-incomplete, never over it; exit 1."""
+    from pathlib import Path
+
+    from specdec.engines.registry import open_engine
+    from specdec.report import build, engine_build, engine_render
+
+    for name in dict.fromkeys(args.engine):
+        models.log(f"opening engine {name}")
+        engines.append(open_engine(name, options))
+    doc = engine_build.measure(engines, ks, quick=args.quick, pairs=args.pairs, threads=args.threads,
+                               device=args.device, chars=args.chars, seed=args.seed, prompt=args.prompt,
+                               temperature=1.0 if args.temperature is None else args.temperature,
+                               budget=args.budget, cpus=cpus, workload=args.workload, started=_started(),
+                               log=models.log)
     text = engine_render.render(doc)
     print(text)
-    for path in build.write(doc, args.out, text):
+    out = args.out if not doc.get("incomplete") else f"{Path(args.out).absolute()}-incomplete"
+    for path in build.write(doc, out, text):  # an incomplete run never replaces a complete report
         models.log(f"wrote {path}")
-    return 0
+    return 1 if doc.get("incomplete") else 0
 
 
 def _started() -> float:

@@ -17,6 +17,11 @@ from dataclasses import asdict, dataclass, field
 from typing import Callable, Protocol, runtime_checkable
 
 
+class EngineError(RuntimeError):
+    """An engine failed while the report ran (a server that stopped answering, a reply of the wrong length):
+    not bad input, which `open` finds first. The report stops, keeps what it measured, marked incomplete."""
+
+
 @dataclass(frozen=True)
 class Spec:
     """One speculative configuration: the draft as the user named it ("prompt-lookup", "hf:PATH",

@@ -158,7 +158,9 @@ class TransformersEngine:
         try:
             torch.set_num_threads(options.threads)
             target = _load(target_path, options)
-            assistants = {name: _draft(name, target, shipped, options) for name in options.drafts}
+            # by default: the drafts every engine runs on the shipped pair, or prompt lookup beside a user's target
+            names = options.drafts or [*(n for n in ("small",) if n in shipped), PROMPT_LOOKUP]
+            assistants = {name: _draft(name, target, shipped, options) for name in names}
         except BaseException:
             if export_dir is not None:
                 shutil.rmtree(export_dir, ignore_errors=True)

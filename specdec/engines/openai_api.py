@@ -36,7 +36,7 @@ import time
 import urllib.parse
 
 from specdec.engines import openai_http as http
-from specdec.engines.base import EngineOptions, EngineResult, Spec
+from specdec.engines.base import EngineError, EngineOptions, EngineResult, Spec
 from specdec.util.errors import InputError
 
 PROBE_TIMEOUT = 5.0  # seconds for /v1/models, /props, /version, /metrics: a server that answers at all answers fast
@@ -50,7 +50,7 @@ VLLM_DRAFTS, VLLM_PER_POS = "vllm:spec_decode_num_drafts", "vllm:spec_decode_num
 SETTLE_READS = 5  # at most this many extra /metrics reads while a counter catches up with the reply
 
 
-class ServerError(RuntimeError):
+class ServerError(EngineError):
     """A server failed mid-run (one line naming the URL); the run stops with what it measured. Raised as is for
     a request the server refused (HTTP 4xx: its message says why); subclasses below for the rest."""
 

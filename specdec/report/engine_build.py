@@ -28,7 +28,7 @@ import os
 import numpy as np
 import torch
 
-from specdec.engines.base import Engine, EngineResult, Spec
+from specdec.engines.base import Engine, EngineError, EngineResult, Spec
 from specdec.measure import hygiene, schedule
 from specdec.measure import workload as wl
 from specdec.measure.schedule import Budget, Runs, Section, interleave, run_sections
@@ -195,8 +195,15 @@ class _State:
                                warm=self.gen(e, None, warm), items=self.runs) for e in self.engines}
         rows = [Runs((e.name, s.draft, s.k), {"target": self.gen(e, None), "spec": self.gen(e, s)}, ("target", "spec"),
                      warm=self.gen(e, s, warm), items=self.runs) for e, s in self.keep]
-        interleave(list(floors.values()) + rows, seconds, kn["min_pairs"], kn["precision"], "cpu", self.log,
-                   "speedup ")
+        incomplete = None
+        try:
+            interleave(list(floors.values()) + rows, seconds, kn["min_pairs"], kn["precision"], "cpu", self.log,
+                       "speedup ")
+        except EngineError as exc:  # what was timed before it stays, marked incomplete; the report says so
+            incomplete = f"{type(exc).__name__}: {exc}"
+            self.log(f"the run stopped: {incomplete}")
+            rows = [r for r in rows if _trim(r)]
+            floors = {n: f for n, f in floors.items() if _trim(f)}
         noise = {}
         for name, f in floors.items():
             fig = paired_figures(f, "a", "b")
@@ -205,10 +212,21 @@ class _State:
         docs = []
         for r in rows:
             name, draft, k = r.key
+            if name not in noise:
+                continue
             docs.append({"engine": name, "draft": draft, "k": k, "tree": None,
                          **paired_figures(r, "target", "spec", noise[name])})
-        first = self.engines[0].name
-        return {"noise_floor": noise[first], "noise_floors": noise, "speedup": docs}
+        first = next(iter(noise), None)
+        out = {"noise_floor": noise.get(first), "noise_floors": noise, "speedup": docs}
+        return out if incomplete is None else {**out, "incomplete": incomplete}
+
+
+def _trim(r: Runs) -> bool:
+    """Keep only a row's whole visits (a visit the failure cut short timed one side only); False when none."""
+    for name in r.times:
+        del r.times[name][r.visits:]
+    del r.visit_items[r.visits:]
+    return r.visits > 0
 
 
 def _totals(results: list[EngineResult]) -> dict:

@@ -42,7 +42,11 @@ def render(doc: dict) -> str:
     s, m = doc["settings"], doc["machine"]
     w = s["workload"]
     what = f"workload {w['name']!r}" if s.get("prompt") is None else f"prompt {s['prompt']!r}"
-    out = [f"# specdec report: engines {', '.join(s['engines'])}\n",
+    out = [f"# specdec report: engines {', '.join(s['engines'])}\n"]
+    if doc.get("incomplete"):
+        out.append(f"**INCOMPLETE: the run stopped ({doc['incomplete']}); the figures below are what was timed "
+                   "before it.**\n")
+    out += [
            f"{m['cpu']} ({m['device']}), {m['threads']} thread(s); {what}, {w['items']} run(s) of {s['chars']} "
            f"{words(doc)['units']} at temperature {s['temperature']:g}; budget {s['budget']:.0f} s, measured in "
            f"{doc['wall_seconds']:.0f} s. Each engine's configurations are timed against target-only *through "
