@@ -125,6 +125,9 @@ def write_gguf(model: GPT, path: str | os.PathLike, name: str = "specdec") -> Pa
         w.write_kv_data_to_file()
         w.write_tensors_to_file()
         w.close()
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp's file is private; a model file is read by servers too
     return path
 
 
