@@ -14,6 +14,7 @@ import specdec
 from specdec.model import corpus
 from specdec.model.export_gguf import NEVER_LOGIT, SPECIALS, export_gguf
 from specdec.model.train import load_checkpoint, shipped_path
+from specdec.util.errors import InputError
 
 llama_cpp = pytest.importorskip("llama_cpp")
 pytest.importorskip("gguf")
@@ -72,7 +73,7 @@ def test_tokenizer_ids_are_the_corpus_ids_and_text_comes_back(exported, name):
 
 
 @pytest.mark.parametrize("name", ["target", "small"])
-def test_one_pass_logits_agree_and_specials_are_never_sampled(exported, name):
+def test_one_pass_logits_agree_and_specials_are_never_sampled(exported, name, target):  # target: torch on 1 thread
     model, _ = load_checkpoint(shipped_path(name))
     ids = corpus.encode(corpus.split_text("val")[:200])
     llama = _llama(exported[name], logits_all=True)
@@ -86,8 +87,7 @@ def test_one_pass_logits_agree_and_specials_are_never_sampled(exported, name):
     assert np.abs(theirs[:, n:] - NEVER_LOGIT).max() < 1.0  # the constant-logit rows hold on real text
 
 
-def test_greedy_through_llama_cpp_is_specdecs_greedy_token_for_token(exported):
-    target = specdec.load_target()
+def test_greedy_through_llama_cpp_is_specdecs_greedy_token_for_token(exported, target):
     llama = _llama(exported["target"])
     for prompt in PROMPTS:
         ours = specdec.generate(target, prompt, N, seed=0, temperature=0)
@@ -96,7 +96,7 @@ def test_greedy_through_llama_cpp_is_specdecs_greedy_token_for_token(exported):
         assert llama.detokenize(theirs).decode() == ours.text
 
 
-def test_small_draft_greedy_too(exported):
+def test_small_draft_greedy_too(exported, target):  # target: torch on 1 thread (conftest)
     small, _ = load_checkpoint(shipped_path("small"))
     llama = _llama(exported["small"])
     for prompt in PROMPTS[:2]:
@@ -113,5 +113,5 @@ def test_a_new_export_replaces_the_old_files(tmp_path):
 
 def test_out_that_is_a_file_is_refused(tmp_path):
     (tmp_path / "f").write_text("x")
-    with pytest.raises(specdec.util.errors.InputError, match="exists and is not a folder"):
+    with pytest.raises(InputError, match="exists and is not a folder"):
         export_gguf(tmp_path / "f")
