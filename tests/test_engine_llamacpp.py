@@ -118,6 +118,7 @@ def test_bad_inputs_are_one_line_input_errors_naming_the_value(tmp_path, monkeyp
         (EngineOptions(drafts=[f"gguf:{other}"]), "has another vocabulary than the target (87 tokens against 87; "
          "token 0 is b'\\xe2\\x96\\x81' against b'\\n')"),
         (EngineOptions(threads=0), "threads must be at least 1, got 0"),
+        (EngineOptions(dtype="float16"), "dtype 'float16': the llama-cpp engine computes in the GGUF file's own"),
     ]
     for options, message in cases:
         with pytest.raises(InputError) as info:
@@ -127,6 +128,7 @@ def test_bad_inputs_are_one_line_input_errors_naming_the_value(tmp_path, monkeyp
                             (dict(spec=Spec("gguf:x.gguf", 2)), "draft 'gguf:x.gguf' was not opened"),
                             (dict(spec=Spec("small", 0)), "k must be at least 1, got 0"),
                             (dict(max_new=300), "exceed the context of 256"),
+                            (dict(seed=-1), "seed must be in 0..4294967294 for llama.cpp, got -1"),
                             (dict(temperature=np.nan), "temperature must be 0 or a finite number")]:
         args = dict(prompt="ROMEO:", max_new=N, seed=0, temperature=0) | kwargs
         with pytest.raises(InputError, match=message):

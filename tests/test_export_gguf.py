@@ -5,6 +5,8 @@ The [llamacpp] extra is optional (CI's test venv does not install it): without i
 
 import os
 import stat
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -109,6 +111,13 @@ def test_a_new_export_replaces_the_old_files(tmp_path):
     paths = export_gguf(tmp_path)
     assert paths["target"].read_bytes()[:4] == b"GGUF"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["small.gguf", "target.gguf"]  # no temporary left
+
+
+def test_the_command_writes_both_and_says_so_on_stderr(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "specdec.cli", "export-gguf", str(tmp_path / "out")],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0 and proc.stdout == ""
+    assert proc.stderr.splitlines() == [f"wrote {tmp_path}/out/target.gguf (target)", f"wrote {tmp_path}/out/small.gguf (small)"]
 
 
 def test_out_that_is_a_file_is_refused(tmp_path):

@@ -32,6 +32,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
+import gguf  # both are the [llamacpp] extra: the registry names it when either is missing
 import llama_cpp
 
 from specdec.engines.base import EngineOptions, EngineResult, Spec
@@ -80,8 +81,6 @@ def _load(path: Path, what: str, n_ctx: int, threads: int, gpu_layers: int, cls=
 
 def context_length(path: Path) -> int | None:
     """The positions the model was trained on, from the file's metadata (before a KV cache is sized by it)."""
-    import gguf
-
     try:
         reader = gguf.GGUFReader(str(path))
     except Exception as exc:  # a truncated or corrupt file: one line naming it
@@ -122,6 +121,9 @@ class LlamaCppEngine:
             if name not in NAMED_DRAFTS and not name.startswith(GGUF_PREFIX):
                 raise InputError(f"unknown draft {name!r} for the llama-cpp engine "
                                  f"(allowed: {', '.join(NAMED_DRAFTS)}, gguf:PATH)")
+        if options.dtype is not None:
+            raise InputError(f"dtype {options.dtype!r}: the llama-cpp engine computes in the GGUF file's own tensor "
+                             "types (export or convert the model in the one you want)")
         if options.threads < 1:
             raise InputError(f"threads must be at least 1, got {options.threads}")
         target_path = None if options.target is None else gguf_path(options.target, "--target")
@@ -189,6 +191,8 @@ class LlamaCppEngine:
         sampling.check_temperature(temperature)
         if max_new < 1:
             raise InputError(f"max_new must be at least 1, got {max_new}")
+        if not 0 <= seed < llama_cpp.LLAMA_DEFAULT_SEED:  # that value itself asks llama.cpp for a random seed
+            raise InputError(f"seed must be in 0..{llama_cpp.LLAMA_DEFAULT_SEED - 1} for llama.cpp, got {seed}")
         ids = self.tokenize(prompt)
         if len(ids) + max_new > self.llama.n_ctx():
             raise InputError(f"prompt ({len(ids)} tokens) + {max_new} new tokens exceed the context of "

@@ -17,7 +17,10 @@ turns it back into " " when it detokenizes. llama.cpp gives such a vocabulary BO
 otherwise and only accepts ids inside the vocabulary, which would make "!" an end of text; so three special
 tokens follow the characters (ids 84..86: <unk>, <s>, </s>). The model has no output for them, so their rows
 of the output matrix are set so that their logits are about -1e4 whatever the hidden state (`_never_rows`):
-they are never sampled, at any temperature, and the first 84 logits are specdec's.
+they are never sampled, at any temperature, and the first 84 logits are specdec's. There are no byte tokens
+(256 more output rows would cost the small draft a third more per pass), so a character outside the corpus has
+nothing to fall back on: llama.cpp's tokenizer then aborts the whole process (std::out_of_range in
+byte_to_token). Check text before llama.cpp tokenizes it, as the llama-cpp engine does.
 """
 
 from __future__ import annotations
