@@ -110,7 +110,8 @@ class LlamaCppEngine:
         texts = token_texts(target)
         # a character with no token of its own and no byte token to fall back on aborts llama.cpp's SentencePiece
         # tokenizer (the exported vocabulary has none): such a prompt is refused before it gets there
-        self._byte_fallback = b"<0x00>" in texts
+        spm = target._model.vocab_type() == llama_cpp.LLAMA_VOCAB_TYPE_SPM
+        self._byte_fallback = not spm or b"<0x00>" in texts
         self._chars = {t.replace(b"\xe2\x96\x81", b" ").decode("utf-8", "replace") for t in texts if len(t) <= 4}
 
     @classmethod
