@@ -248,6 +248,8 @@ BAD = [
     (["overhead", "--allow-download=yes"], "argument --allow-download: ignored explicit argument 'yes'"),
     (["export-hf", "{dir}/a-file"], "export-hf {dir}/a-file: {dir}/a-file is a file, not a folder"),
     (["export-hf", "{dir}/a-file/sub"], "{dir}/a-file is not a directory"),
+    (["export-gguf", "{dir}/a-file"], "export-gguf {dir}/a-file: {dir}/a-file is a file, not a folder"),
+    (["export-gguf", "{dir}/a-file/sub"], "{dir}/a-file is not a directory"),
     (["compare", "{dir}/t.json", "{dir}/t.json", "--min-effect", "-0.01"],
      "--min-effect must be a fraction >= 0 and finite (0.05 is 5 %), got -0.01"),
     (["compare", "{dir}/t.json", "{dir}/t.json", "--min-effect", "nan"], "--min-effect must be a fraction >= 0 and "

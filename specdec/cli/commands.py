@@ -1,4 +1,5 @@
-"""The `specdec` command: train, info, generate, verify, compare, overhead, export-hf (report and calibrate: `report_cmd`).
+"""The `specdec` command: train, info, generate, verify, compare, overhead, export-hf, export-gguf (report, calibrate:
+`report_cmd`).
 
 Every bad argument ends in one line on stderr and exit code 2 (argparse's convention), never a traceback,
 and is found before any training or measuring starts: output locations are checked to be writable first, so
@@ -317,6 +318,28 @@ def _cmd_overhead(args) -> int:
     return 0
 
 
+def _cmd_export_gguf(args) -> int:
+    """The shipped target and small draft as GGUF files OUT/target.gguf and OUT/small.gguf (llama.cpp's gpt2
+    graph, a character vocabulary whose ids are the corpus's); what it wrote on stderr."""
+    import importlib.util
+    from pathlib import Path
+
+    from specdec.model.export_gguf import EXPORTED, export_gguf
+
+    out = Path(args.out)
+    for path in [out] + [out / f"{name}.gguf" for name in EXPORTED]:
+        if path.exists() and path.is_dir() != (path == out):
+            what = "a file, not a folder" if path == out else "a folder, not a file"
+            raise UsageError(f"export-gguf {args.out}: {path} is {what} (export-gguf writes "
+                             f"{', '.join(str(out / f'{n}.gguf') for n in EXPORTED)})")
+    writable_dir("export-gguf OUT", args.out)
+    if importlib.util.find_spec("gguf") is None:
+        raise UsageError("export-gguf: writing GGUF needs the llamacpp extra (pip install 'specdec-bench[llamacpp]')")
+    for name, path in export_gguf(out).items():
+        models.log(f"wrote {path} ({name})")
+    return 0
+
+
 def _cmd_export_hf(args) -> int:
     """The shipped target and small draft as transformers folders OUT/target and OUT/small; their paths on
     stdout, one a line (`--target hf:OUT/target --draft hf:OUT/small` runs the pair through the adapter)."""
@@ -339,7 +362,7 @@ def _cmd_export_hf(args) -> int:
 COMMANDS = {"train": _cmd_train, "info": _cmd_info, "generate": _cmd_generate, "verify": _cmd_verify,
             "report": report_cmd.cmd_report, "calibrate": report_cmd.cmd_calibrate, "compare": _cmd_compare,
             "ab": ab_cmd.cmd_ab,
-            "overhead": _cmd_overhead, "export-hf": _cmd_export_hf}
+            "overhead": _cmd_overhead, "export-hf": _cmd_export_hf, "export-gguf": _cmd_export_gguf}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -20,7 +20,7 @@ AB_BUDGET = 180.0  # `specdec ab`'s default seconds
 AB_PAIRS = 18  # ... and worker pairs
 
 DESCRIPTION = ("The `specdec` command: train, info, generate, verify, report, calibrate, compare, ab, overhead, "
-               "export-hf.")
+               "export-hf, export-gguf.")
 
 
 def _checkpoint(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
@@ -193,6 +193,10 @@ def _export_hf_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("out", help="folder to write OUT/target and OUT/small into (replaced if there)")
 
 
+def _export_gguf_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("out", help="folder to write OUT/target.gguf and OUT/small.gguf into (replaced if there)")
+
+
 # (name, one-line help, the function adding its arguments), in the order `specdec --help` lists them
 SUBCOMMANDS = [
     ("train", "train the target (or the small draft) deterministically", _train_args),
@@ -208,6 +212,7 @@ SUBCOMMANDS = [
     ("overhead", "the target pass against its roofline floor, and where the time goes", _overhead_args),
     ("export-hf", "write the shipped target and small draft as transformers (GPT-2, safetensors) folders",
      _export_hf_args),
+    ("export-gguf", "write the shipped target and small draft as GGUF files llama.cpp loads", _export_gguf_args),
 ]
 
 
