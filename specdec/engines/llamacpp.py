@@ -117,7 +117,8 @@ class LlamaCppEngine:
     @classmethod
     def open(cls, options: EngineOptions) -> LlamaCppEngine:
         """The target and every draft loaded and checked (InputError, one line) before anything is timed."""
-        names = list(options.drafts)
+        # by default: the drafts every engine runs on the shipped pair, or prompt lookup beside a user's target
+        names = list(options.drafts) or (["small", "prompt-lookup"] if options.target is None else ["prompt-lookup"])
         for name in names:
             if name not in NAMED_DRAFTS and not name.startswith(GGUF_PREFIX):
                 raise InputError(f"unknown draft {name!r} for the llama-cpp engine "
