@@ -170,3 +170,30 @@ def test_an_engine_that_dies_mid_run_leaves_what_was_timed_marked_incomplete(clo
     for r in doc["speedup"] + list(doc["noise_floors"].values()):
         assert r["pairs"] >= 1 and len(r["ratios"]) == r["pairs"] == len(r["pair_items"])
     assert engine_render.render(doc).count("INCOMPLETE") == 1
+
+
+class SlowerRounds(FakeEngine):
+    """As FakeEngine, but a round keeps one draft fewer: more target passes for the same tokens."""
+
+    def generate(self, prompt, max_new, seed, temperature, spec=None):
+        out = super().generate(prompt, max_new, seed, temperature, spec)
+        if spec is not None and out.target_passes is not None:
+            rounds = -(-max_new // spec.k)
+            out.target_passes, out.accepted = rounds, max_new - rounds
+        return out
+
+
+def test_compare_reads_engine_reports_and_names_rows_by_engine(clock):
+    from specdec.report import compare
+
+    a = engine_build.measure([FakeEngine(clock)], [2], budget=100.0, chars=12, prompt="ROMEO:", **QUIET)
+    b = engine_build.measure([SlowerRounds(clock)], [2], budget=100.0, chars=12, prompt="ROMEO:", **QUIET)
+    for doc in (a, b):
+        assert compare._required(doc) == ("machine", "settings", "acceptance", "speedup")
+    text, worse = compare.compare(a, b)
+    # 12 tokens at k=2: 4 rounds of 3 against 6 rounds of 2
+    assert worse["fake d k=2 target passes"] and "fake d k=2 speedup" in text
+    assert "fake d k=2 acceptance" in worse
+    own = {**a, "settings": {**a["settings"], "engines": None}}
+    with pytest.raises(InputError, match=r"engines \['fake'\] vs \['specdec \(its own report\)'\]"):
+        compare.compare(a, own)

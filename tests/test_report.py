@@ -56,8 +56,9 @@ def test_report_document_has_the_documented_schema(doc):
         assert r["measured_median"] == pytest.approx(float(np.median(r["ratios"])))
         assert r["ci_low"] <= r["measured"] <= r["ci_high"]
     assert set(doc["recommendations"]) == {"bigram", "int8"}
+    assert doc["sizing"]["changes"] == [] and "budget_needed" not in doc["sizing"]  # the shipped model fits as it is
     assert [s["section"].split(":")[0] for s in doc["sections"]] == [
-        "drafts", "trees", "exactness", "acceptance over 3 run(s) (deterministic)",
+        "drafts", "sizing", "trees", "exactness", "acceptance over 3 run(s) (deterministic)",
         "acceptance, the write-up's prompt and seed",
         "overhead", "costs", "speedup", "adaptive k", "greedy (temperature 0)"]
 

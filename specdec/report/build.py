@@ -26,7 +26,7 @@ import torch
 
 from specdec.model import protocol
 from specdec.measure import hygiene, machine_record, roofline
-from specdec.report import compare, figures, headline, overhead_section, sections
+from specdec.report import compare, figures, headline, overhead_section, sections, sizing
 from specdec.report import tree_sections as ts
 from specdec.measure import workload as wl
 from specdec.decoding.drafts import Draft
@@ -149,9 +149,18 @@ def measure(
         torch.set_num_threads(threads_before)  # a library call leaves the caller's setting as it found it
         hygiene.set_blas_threads(blas_before)
     doc.update(parts)
+    _sized_settings(doc["settings"], run)
     if startup is not None:
         spent.insert(0, {"section": STARTUP, "seconds": round(startup, 2), "allotted": None})
     return _conclude(doc, spent, clock.elapsed(), after_own_run, log)
+
+
+def _sized_settings(settings: dict, run: sections.ReportRun) -> None:
+    """The settings as the sizing left them (`sizing.plan` may shrink the runs, ks, length and call counts)."""
+    settings.update({key: run.knobs[key] for key in ("cost_calls", "term_calls", "overhead_chars", "overhead_repeats")})
+    settings["ks"], settings["chars"] = list(run.ks), run.chars
+    w = settings["workload"]
+    w.update(items=len(run.runs), seeds=sorted({s for _, s in run.runs}), runs=[[item.id, s] for item, s in run.runs])
 
 
 def _drafts_for(target, drafts, device: str, log) -> tuple[dict, dict]:
@@ -250,6 +259,8 @@ def _sections(run: sections.ReportRun, backend: str, with_writeup: bool) -> list
     contexts = min(knobs["contexts"], len(run.runs))
     todo = [
         Section("drafts", lambda s: sections.setup(run)),
+        Section("sizing: what a token costs here, and the report that fits the budget",
+                lambda s: {"sizing": sizing.plan(run, s)}),
         Section("trees: child acceptance and shapes (deterministic)", lambda s: _trees(run)),
         Section(f"exactness: {knobs['samples']} draws per draft at {contexts} context(s)",
                 lambda s: sections.exactness_rows(run, contexts)),
@@ -261,8 +272,8 @@ def _sections(run: sections.ReportRun, backend: str, with_writeup: bool) -> list
         Section("adaptive k: rotated triples", lambda s: sections.adaptive(run, s), SHARES["adaptive"]),
         Section("greedy (temperature 0)", lambda s: sections.greedy(run, s), SHARES["greedy"]),
     ]
-    if with_writeup:  # the write-up's table too, exactly as published (a few seconds)
-        todo.insert(4, Section("acceptance, the write-up's prompt and seed", lambda s: sections.writeup_acceptance(run)))
+    if with_writeup:  # the write-up's table too, exactly as published (a few seconds), after the counts
+        todo.insert(5, Section("acceptance, the write-up's prompt and seed", lambda s: sections.writeup_acceptance(run)))
     return todo
 
 

@@ -59,13 +59,13 @@ def load(path: str) -> dict:
         doc = json.loads(p.read_text())
     except json.JSONDecodeError as exc:
         raise InputError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno})") from None
-    missing = [k for k in REQUIRED if k not in doc] if isinstance(doc, dict) else list(REQUIRED)
+    missing = [k for k in _required(doc) if k not in doc] if isinstance(doc, dict) else list(REQUIRED)
     if missing:
         raise InputError(f"{path}: not a specdec report (missing keys: {', '.join(missing)})")
     if bad := _misshapen(doc):
         raise InputError(f"{path}: not a report this version reads ({bad})")
     for key in ("costs", "acceptance", "speedup"):  # the figures compared: NaN or inf would compare as anything
-        bad = _non_finite(doc[key], key)
+        bad = _non_finite(doc.get(key, {}), key)
         if bad:
             raise InputError(f"{path}: {bad[0]} is {bad[1]}, not a finite number")
     return doc
@@ -74,11 +74,21 @@ def load(path: str) -> dict:
 ROW_KEYS = {"acceptance": ("draft", "k", "acceptance", "target_passes"), "speedup": ("draft", "k")}
 
 
+def _required(doc: dict) -> tuple[str, ...]:
+    """The keys a report must have: an engine report (`report --engine`) has no cost table."""
+    return tuple(k for k in REQUIRED if k != "costs") if isinstance(doc, dict) and "engines" in doc else REQUIRED
+
+
+def _name(r: dict) -> str:
+    """A row's name in the comparison: its draft and configuration, after its engine in an engine report."""
+    return (f"{r['engine']} " if "engine" in r else "") + f"{r['draft']} {config_label(r)}"
+
+
 def _misshapen(doc: dict) -> str | None:
     """What in doc does not have the shape `compare` reads (a hand-edited report, or another tool's), named in
     a few words; None when it fits. Per-sample keys an older report lacks are `_need`'s to name."""
     for key in ("machine", "settings", "costs"):
-        if not isinstance(doc[key], dict):
+        if key in _required(doc) and not isinstance(doc[key], dict):
             return f"{key} is {type(doc[key]).__name__}, not an object"
     for key, needed in ROW_KEYS.items():
         rows = doc[key]
@@ -88,7 +98,7 @@ def _misshapen(doc: dict) -> str | None:
             if missing := [k for k in needed if k not in r]:
                 return f"{key}[{i}] lacks {', '.join(missing)}"
     for key in ("verify_pass_us", "drafts"):
-        if not isinstance(doc["costs"].get(key, {}), dict):
+        if not isinstance(doc.get("costs", {}).get(key, {}), dict):
             return f"costs.{key} is not an object"
     return None
 
@@ -118,6 +128,9 @@ def comparable(a: dict, b: dict) -> None:
     ta, tb = _need(a, "A", "machine", "threads"), _need(b, "B", "machine", "threads")
     if ta != tb:
         diffs.append(f"threads {ta} vs {tb}")
+    ea, eb = a["settings"].get("engines"), b["settings"].get("engines")
+    if ea != eb:
+        diffs.append(f"engines {ea or ['specdec (its own report)']} vs {eb or ['specdec (its own report)']}")
     da, db = set(_need(a, "A", "settings", "drafts")), set(_need(b, "B", "settings", "drafts"))
     if da != db:
         diffs.append(f"drafts {sorted(da)} vs {sorted(db)}")
@@ -199,8 +212,27 @@ def _tested(row: Row, diff: float, va: float, vb: float, tau: float, dofs: tuple
 
 
 def _rows(a: dict, b: dict) -> list[Row]:
-    ca, cb = a["costs"], b["costs"]
     tau = _tau(a, b)
+    rows = _cost_rows(a, b, tau) if "costs" in a and "costs" in b else []
+    # rows are named by configuration: 'k=8' for a chain, 'tree 4x2x2x1' for a tree (whose k is its depth)
+    acc_b = {_name(r): r for r in b["acceptance"]}
+    for r in a["acceptance"]:
+        rb = acc_b.get(_name(r))
+        if rb is not None:
+            for key, label, worse in (("acceptance", "acceptance", False), ("target_passes", "target passes", True)):
+                if r[key] is not None and rb[key] is not None:  # an engine may not report a count
+                    rows.append(Row(f"{_name(r)} {label}", r[key], rb[key], "count", worse, draft=r["draft"]))
+    sp_b = {_name(r): r for r in b["speedup"]}
+    for r in a["speedup"]:
+        rb = sp_b.get(_name(r))
+        if rb is not None:
+            rows.append(_speedup_row(f"{_name(r)} speedup", r, rb, tau))
+    return rows
+
+
+def _cost_rows(a: dict, b: dict, tau: float) -> list[Row]:
+    """The cost table's rows: the passes' and drafts' times (info) and their ratios c and T(n)/T(1) (tested)."""
+    ca, cb = a["costs"], b["costs"]
     rows = [Row("target pass (us)", _need(a, "A", "costs", "target_pass_us"),
                 _need(b, "B", "costs", "target_pass_us"), "info")]
     verify_a = _need(a, "A", "costs", "verify_ratio_samples")
@@ -213,20 +245,6 @@ def _rows(a: dict, b: dict) -> list[Row]:
         rows.append(Row(f"{name} char (us)", da["char_us"], db["char_us"], "info"))
         rows.append(_ratio_row(f"{name} c", _need(a, "A", "costs", "drafts", name, "c_samples"),
                                _need(b, "B", "costs", "drafts", name, "c_samples"), tau))
-    # rows are named by configuration: 'k=8' for a chain, 'tree 4x2x2x1' for a tree (whose k is its depth)
-    acc_b = {(r["draft"], config_label(r)): r for r in b["acceptance"]}
-    for r in a["acceptance"]:
-        rb = acc_b.get((r["draft"], config_label(r)))
-        if rb is not None:
-            label = f"{r['draft']} {config_label(r)}"
-            rows.append(Row(f"{label} acceptance", r["acceptance"], rb["acceptance"], "count", False, draft=r["draft"]))
-            rows.append(Row(f"{label} target passes", r["target_passes"], rb["target_passes"], "count",
-                            draft=r["draft"]))
-    sp_b = {(r["draft"], config_label(r)): r for r in b["speedup"]}
-    for r in a["speedup"]:
-        rb = sp_b.get((r["draft"], config_label(r)))
-        if rb is not None:
-            rows.append(_speedup_row(f"{r['draft']} {config_label(r)} speedup", r, rb, tau))
     return rows
 
 

@@ -111,6 +111,10 @@ def result_warnings(doc: dict) -> list[str]:
     out = [f"WARNING: exactness gave a CHECK for {row_name(r)} at context {r['context']} (chi-square p = "
            f"{r['p_value']:.2g}); it is left out of the answer above; {CHECK_ADVICE}."
            for r in doc["exactness"] if verdict(r) == "CHECK"]
+    need = (doc.get("sizing") or {}).get("budget_needed")
+    if need:
+        out.insert(0, f"WARNING: this budget gives no verdict for this model: give --budget {need} or more (the "
+                      "smallest report, sized from the cost of a token measured at the start).")
     few = min([doc["noise_floor"]["pairs"]] + [r["pairs"] for r in doc["speedup"]])
     if few < MIN_PAIRS:
         out.insert(0, f"WARNING: only {few} timed pair(s) for some rows: no re-run interval, so no verdict for "

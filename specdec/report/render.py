@@ -44,6 +44,10 @@ def _setup(doc: dict) -> list[str]:
                    f"{t['context']}, tokenizer {t['tokenizer']}; figures count {t['units']}.")
     if doc.get("skipped"):
         out.append("\nSkipped: " + "; ".join(f"{n} ({why})" for n, why in doc["skipped"].items()) + ".")
+    changes = (doc.get("sizing") or {}).get("changes")
+    if changes:
+        out.append("\nSized for this model (a token costs "
+                   f"{doc['sizing']['target_token_s'] * 1e3:.2f} ms here): " + "; ".join(changes) + ".")
     out += unavailable_lines(doc)
     return out
 

@@ -1,0 +1,143 @@
+"""The report sized to the model: what one token costs here, measured before any other section, and the plan
+that fits the budget with it.
+
+The knobs (`build.FULL`, `build.QUICK`) are sized for the shipped model, whose pass costs a fraction of a
+millisecond; for it (every backend alike, so that their reports compare) the plan only records the estimate. A user's model can cost tens of times more per pass, and then the fixed work alone (the counts
+over the workload, the profiled attribution) would eat the budget and leave the timed pairs nothing. So before
+any of that runs, `plan` times a short target-only and a short speculative generation per draft, estimates each
+section from those per-token costs, and shrinks the report, in this order, until the estimate fits:
+
+1. the attribution's profiled blocks (fewer repeats, shorter blocks) and the cost table's calls per sample
+   (a sample of a slow model lasts as long with fewer calls);
+2. the workload runs the counts and pairs cycle through (down to one);
+3. the k values (down to the one nearest 4);
+4. the generated length (down to MIN_CHARS).
+
+Each change is one line in the report (`doc["sizing"]["changes"]`). Where even the smallest plan does not fit,
+one line says, before the timed sections, how long a budget this model needs (`budget_needed`).
+Everything here is an estimate made before the sections it sizes: how far off it was shows in the sections
+table (each section's seconds against its allotment).
+"""
+
+from __future__ import annotations
+
+import math
+
+from specdec.decoding.generate import generate, speculative_generate
+from specdec.measure.timing import timed
+from specdec.model.gpt import GPT
+
+PROBE_TOKENS = 16  # tokens per probe generation: enough that the prefill does not dominate
+REFERENCE_TOKEN_S = 0.5e-3  # a token of target-only generation that the knobs' call counts are sized for
+FIXED_SHARE = 0.45  # at most this share of the budget left goes to the fixed work and the costs
+MIN_CHARS = 32
+PROFILER_FACTOR = 4.0  # a profiled block costs about this many times its bare run (the profiler's events)
+
+
+def probe(run) -> dict:
+    """Seconds per generated token: target-only, and speculative per draft at the largest k. A measurement like
+    every other (`timing.timed`); the decisions that follow depend on it only where a model costs several
+    times the shipped one's, far from the machine-to-machine spread of the shipped model itself."""
+    item, seed = run.runs[0]
+    n = min(PROBE_TOKENS, run.chars)
+
+    def per_token(fn) -> float:
+        fn()  # the first call warms caches and kernels
+        return timed(fn, run.device) / n
+
+    k = max(run.ks)
+    target = per_token(lambda: generate(run.target, item.prompt, n, seed, run.temperature))
+    drafts = {name: per_token(lambda d=d: speculative_generate(run.target, d, item.prompt, n, k, seed,
+                                                               run.temperature))
+              for name, d in run.objs.items()}
+    return {"target_token_s": target, "spec_token_s": drafts, "probe_tokens": n}
+
+
+def estimate(run, p: dict) -> dict[str, float]:
+    """Seconds each section is expected to take with the run's current knobs (fixed work and the timed
+    sections' minimum: every speedup row and the floor `min_pairs` times)."""
+    kn = run.knobs
+    t, spec = p["target_token_s"], p["spec_token_s"]
+    runs, chars, ks = len(run.runs), run.chars, run.ks
+    counts = runs * chars * sum(spec.values()) * len(ks)
+    overhead = 2 * 2 * kn["overhead_chars"] * kn["overhead_repeats"] * t * PROFILER_FACTOR
+    costs = 3 * sum(len(ks) * kn["term_calls"] * 4 * (t + s) for s in spec.values())  # three samples at least
+    pairs = kn["min_pairs"] * chars * (2 * t + sum(t + s for s in spec.values()) * len(ks))
+    return {"counts": counts, "overhead": overhead, "costs": costs, "pairs": pairs}
+
+
+def plan(run, seconds: float) -> dict:
+    """Measure the per-token costs and shrink `run` (knobs, runs, ks, chars) until the estimate fits
+    `seconds`; returns report.json's `sizing`."""
+    p = probe(run)
+    changes: list[str] = []
+    kn = run.knobs
+    if isinstance(run.target, GPT):  # the knobs are the shipped model's own, on every backend alike
+        return {**p, "estimate_s": {k: round(v, 2) for k, v in estimate(run, p).items()}, "seconds": round(seconds, 1),
+                "changes": changes}
+    scale = REFERENCE_TOKEN_S / max(p["target_token_s"], 1e-9)
+    if scale < 0.5:  # a model clearly slower than the knobs assume (not a shipped model on a slower machine)
+        for key, floor in (("cost_calls", 2), ("term_calls", 2)):
+            new = max(floor, round(kn[key] * scale))
+            if new < kn[key]:
+                changes.append(f"{key.replace('_', ' ')} per cost sample {kn[key]} -> {new}")
+                kn[key] = new
+
+    def fits() -> bool:
+        e = estimate(run, p)
+        fixed = e["counts"] + e["overhead"] + e["costs"]
+        return fixed <= FIXED_SHARE * seconds and fixed + e["pairs"] <= seconds
+
+    steps = [_fewer_profiled, _fewer_runs, _fewer_ks, _shorter]
+    for step in steps:
+        while not fits():
+            change = step(run)
+            if change is None:
+                break
+            changes.append(change)
+    e = estimate(run, p)
+    out = {**p, "estimate_s": {k: round(v, 2) for k, v in e.items()}, "seconds": round(seconds, 1),
+           "changes": changes}
+    if not fits():
+        need = sum(e.values()) / 0.9  # the estimate fits in 90 % of the time left (the writes and exit after)
+        out["budget_needed"] = math.ceil(run.knobs["budget"] - seconds + need)
+        run.log(f"WARNING: this budget gives no verdict for this model: its smallest report needs about "
+                f"{need:.0f} s and {seconds:.0f} s are left; give --budget {out['budget_needed']} or more")
+    for change in changes:
+        run.log(f"    sized for this model: {change}")
+    return out
+
+
+def _fewer_profiled(run) -> str | None:
+    kn = run.knobs
+    if kn["overhead_repeats"] > 3:
+        old, kn["overhead_repeats"] = kn["overhead_repeats"], max(3, kn["overhead_repeats"] // 2)
+        return f"profiled blocks per scope {old} -> {kn['overhead_repeats']}"
+    if kn["overhead_chars"] > 8:
+        old, kn["overhead_chars"] = kn["overhead_chars"], max(8, kn["overhead_chars"] // 2)
+        return f"tokens per profiled block {old} -> {kn['overhead_chars']}"
+    return None
+
+
+def _fewer_runs(run) -> str | None:
+    if len(run.runs) <= 1:
+        return None
+    old = len(run.runs)
+    run.runs[:] = run.runs[: max(1, old // 2)]  # the first ones: each prompt category comes early in the cycle
+    return f"workload runs {old} -> {len(run.runs)}"
+
+
+def _fewer_ks(run) -> str | None:
+    if len(run.ks) <= 1:
+        return None
+    old = list(run.ks)
+    drop = max(old, key=lambda k: (abs(math.log2(k) - 2), k))  # the k farthest from 4 goes first
+    run.ks[:] = [k for k in old if k != drop]
+    return f"k values {' '.join(map(str, old))} -> {' '.join(map(str, run.ks))}"
+
+
+def _shorter(run) -> str | None:
+    if run.chars <= MIN_CHARS:
+        return None
+    old, run.chars = run.chars, max(MIN_CHARS, run.chars // 2)
+    return f"generated length {old} -> {run.chars}"

@@ -1,0 +1,70 @@
+"""The report sized to the model (`report.sizing`): the cost of a token, given by a fake timer, decides
+which knobs shrink, in order, and when the budget cannot give a verdict at all."""
+
+from types import SimpleNamespace
+
+import pytest
+
+from specdec.report import build, sizing
+
+
+@pytest.fixture
+def fake(monkeypatch):
+    """Generation timed by a fake timer: a target-only token costs `t` s, a speculative one `s` s."""
+    cost = {"t": 0.3e-3, "s": 0.2e-3}
+    monkeypatch.setattr(sizing, "generate", lambda target, prompt, n, seed, temp: ("t", n))
+    monkeypatch.setattr(sizing, "speculative_generate", lambda target, d, prompt, n, k, seed, temp: ("s", n))
+
+    def timed(fn, device):
+        side, n = fn()
+        return n * cost[side]
+
+    monkeypatch.setattr(sizing, "timed", timed)
+    return cost
+
+
+def _run(knobs=build.QUICK, runs=9, drafts=("a", "b")):
+    item = SimpleNamespace(prompt="ROMEO:", id="x")
+    return SimpleNamespace(target=object(), objs=dict.fromkeys(drafts), ks=[1, 2, 4, 8], knobs=dict(knobs),
+                           runs=[(item, i) for i in range(runs)], chars=200, temperature=1.0, device="cpu",
+                           log=lambda s: None)
+
+
+def test_a_model_as_cheap_as_the_shipped_one_changes_nothing(fake):
+    run = _run()
+    out = sizing.plan(run, 50.0)
+    assert out["changes"] == [] and "budget_needed" not in out
+    assert (run.ks, run.chars, len(run.runs), run.knobs) == ([1, 2, 4, 8], 200, 9, build.QUICK)
+    assert out["target_token_s"] == pytest.approx(0.3e-3) and out["spec_token_s"] == pytest.approx({"a": 0.2e-3,
+                                                                                                 "b": 0.2e-3})
+
+
+def test_a_slow_model_sheds_profiling_runs_ks_then_length_in_that_order(fake):
+    fake.update(t=20e-3, s=12e-3)  # forty times the shipped model's cost per token
+    run = _run()
+    out = sizing.plan(run, 50.0)
+    kinds = [c.split(" ")[0] for c in out["changes"]]
+    order = ["cost", "term", "profiled", "tokens", "workload", "k", "generated"]
+    assert kinds == sorted(kinds, key=order.index)  # each kind of change only after the ones before it
+    assert out["changes"][:2] == ["cost calls per cost sample 10 -> 2", "term calls per cost sample 4 -> 2"]
+    assert len(run.runs) == 1 and "budget_needed" not in out
+    e = out["estimate_s"]
+    assert e["counts"] + e["overhead"] + e["costs"] <= sizing.FIXED_SHARE * 50.0 and sum(e.values()) <= 50.0
+
+
+def test_a_budget_no_plan_fits_says_how_long_a_budget_the_model_needs(fake):
+    fake.update(t=1.0, s=0.5)  # a second a token
+    run = _run()
+    out = sizing.plan(run, 50.0)
+    assert (run.ks, run.chars, len(run.runs)) == ([4], sizing.MIN_CHARS, 1)
+    need = out["budget_needed"]
+    assert need > build.QUICK["budget"] and need == pytest.approx(60.0 - 50.0 + sum(out["estimate_s"].values()) / 0.9,
+                                                                    abs=1.0)
+
+
+def test_the_shipped_model_keeps_its_knobs_on_every_backend_however_slow(fake, target):
+    fake.update(t=1.0, s=0.5)
+    run = _run()
+    run.target = target
+    out = sizing.plan(run, 50.0)
+    assert out["changes"] == [] and "budget_needed" not in out and (run.ks, run.chars) == ([1, 2, 4, 8], 200)
