@@ -2,10 +2,11 @@
 that fits the budget with it.
 
 The knobs (`build.FULL`, `build.QUICK`) are sized for the shipped model, whose pass costs a fraction of a
-millisecond; for it (every backend alike, so that their reports compare) the plan only records the estimate. A user's model can cost tens of times more per pass, and then the fixed work alone (the counts
-over the workload, the profiled attribution) would eat the budget and leave the timed pairs nothing. So before
-any of that runs, `plan` times a short target-only and a short speculative generation per draft, estimates each
-section from those per-token costs, and shrinks the report, in this order, until the estimate fits:
+millisecond; for it (every backend alike, so that their reports compare) the plan only records the estimate. A
+user's model can cost tens of times more per pass, and then the fixed work alone (the counts over the workload, the
+profiled attribution) would eat the budget and leave the timed pairs nothing. So before any of that runs, `plan`
+times a short target-only and a short speculative generation per draft, estimates each section from those per-token
+costs, and shrinks the report, in this order, until the estimate fits:
 
 1. the attribution's profiled blocks (fewer repeats, shorter blocks) and the cost table's calls per sample
    (a sample of a slow model lasts as long with fewer calls);
