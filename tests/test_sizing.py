@@ -43,9 +43,9 @@ def test_a_slow_model_sheds_profiling_runs_ks_then_length_in_that_order(fake):
     fake.update(t=20e-3, s=12e-3)  # forty times the shipped model's cost per token
     run = _run()
     out = sizing.plan(run, 50.0)
-    kinds = [c.split(" ")[0] for c in out["changes"]]
-    order = ["cost", "term", "profiled", "tokens", "workload", "k", "generated"]
-    assert kinds == sorted(kinds, key=order.index)  # each kind of change only after the ones before it
+    step = {"cost": 0, "term": 0, "profiled": 1, "tokens": 1, "workload": 2, "k": 3, "generated": 4}
+    steps = [step[c.split(" ")[0]] for c in out["changes"]]
+    assert steps == sorted(steps)  # each kind of change only after the ones before it
     assert out["changes"][:2] == ["cost calls per cost sample 10 -> 2", "term calls per cost sample 4 -> 2"]
     assert len(run.runs) == 1 and "budget_needed" not in out
     e = out["estimate_s"]
@@ -68,3 +68,12 @@ def test_the_shipped_model_keeps_its_knobs_on_every_backend_however_slow(fake, t
     run.target = target
     out = sizing.plan(run, 50.0)
     assert out["changes"] == [] and "budget_needed" not in out and (run.ks, run.chars) == ([1, 2, 4, 8], 200)
+
+
+def test_a_report_sized_out_of_profiling_keeps_the_floor_table_and_says_so(target):
+    from specdec.report import overhead_section, overhead_text
+
+    run = SimpleNamespace(target=target, device="cpu", knobs={"overhead_chars": 8, "overhead_repeats": 0}, objs={})
+    doc = overhead_section.measure(run, 0.7)
+    assert doc["attribution"] == {} and [r["positions"] for r in doc["overhead"]] == list(overhead_section.POSITIONS)
+    assert "Where the time goes: not measured" in "\n".join(overhead_text.overhead_tables(doc))

@@ -50,14 +50,15 @@ def measure(run, seconds: float) -> dict:
     kn = run.knobs
     draft = run.objs[DRAFT] if DRAFT in run.objs else make_draft(DRAFT, run.target)
     t0 = time.perf_counter()
-    attr = attribution_mod.attribution(run.target, draft, K, chars=kn["overhead_chars"], repeats=kn["overhead_repeats"])
+    attr = ({} if not kn["overhead_repeats"] else  # sized out for a slow model (`sizing`): the floor table only
+            attribution_mod.attribution(run.target, draft, K, chars=kn["overhead_chars"], repeats=kn["overhead_repeats"]))
     left = seconds - (time.perf_counter() - t0)
     machine = roofline.measure_machine(max(MIN_SECONDS, MACHINE_SHARE * left), torch.get_num_threads())
     rows = roofline.overhead_table(run.target, machine, POSITIONS, CONTEXT_POS,
                                    seconds=max(MIN_SECONDS, (1 - MACHINE_SHARE) * left))
     return {
         "overhead": rows,
-        "attribution": {backend: {scope: dict(a["categories"]) for scope, a in attr.items()}},
+        "attribution": {backend: {scope: dict(a["categories"]) for scope, a in attr.items()}} if attr else {},
         "overhead_setup": {
             "machine": machine.to_dict(), "context_pos": CONTEXT_POS, "draft": DRAFT, "k": K,
             "chars": kn["overhead_chars"], "repeats": kn["overhead_repeats"],

@@ -69,6 +69,9 @@ def overhead_tables(doc: dict) -> list[str]:
                f"{m['cache_gbps']:.1f} GB/s (memory {m['memory_gbps']:.1f} GB/s). Measured: the median pass."
                + ("" if rows[0]["flops"] is not None else " The target's architecture has no counted FLOPs or bytes "
                   "(`roofline.pass_shape`): its work, floor and share are unknown, not guessed."))
+    if not doc["attribution"]:
+        out.append("\nWhere the time goes: not measured (the profiled blocks did not fit this model's budget; "
+                   "`specdec overhead` gives them alone).")
     for backend, scopes in doc["attribution"].items():
         out.append(f"\n### Where the time goes, {backend} backend: a target-only step and a speculative round "
                    f"({setup['draft']}, k = {setup['k']}), µs\n")
