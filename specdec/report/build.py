@@ -155,9 +155,17 @@ def measure(
     return _conclude(doc, spent, clock.elapsed(), after_own_run, log)
 
 
+def _timed_shares(run: sections.ReportRun) -> dict[str, float]:
+    """The timed sections' shares as `sizing` names them (the overhead section on a CPU only)."""
+    shares = {"overhead": SHARES["overhead"] if run.device == "cpu" else 0.0, "costs": SHARES["costs"],
+              "speedup": SHARES["speedup"], "adaptive": SHARES["adaptive"], "greedy": SHARES["greedy"]}
+    total = sum(SHARES.values())
+    return {name: share / total for name, share in shares.items()}
+
+
 def _sized_settings(settings: dict, run: sections.ReportRun) -> None:
     """The settings as the sizing left them (`sizing.plan` may shrink the runs, ks, length and call counts)."""
-    settings.update({key: run.knobs[key] for key in ("cost_calls", "term_calls", "overhead_chars", "overhead_repeats")})
+    settings.update(run.knobs)
     settings["ks"], settings["chars"] = list(run.ks), run.chars
     w = settings["workload"]
     w.update(items=len(run.runs), seeds=sorted({s for _, s in run.runs}), runs=[[item.id, s] for item, s in run.runs])
@@ -260,7 +268,7 @@ def _sections(run: sections.ReportRun, backend: str, with_writeup: bool) -> list
     todo = [
         Section("drafts", lambda s: sections.setup(run)),
         Section("sizing: what a token costs here, and the report that fits the budget",
-                lambda s: {"sizing": sizing.plan(run, s)}),
+                lambda s: {"sizing": sizing.plan(run, s, _timed_shares(run))}),
         Section("trees: child acceptance and shapes (deterministic)", lambda s: _trees(run)),
         Section(f"exactness: {knobs['samples']} draws per draft at {contexts} context(s)",
                 lambda s: sections.exactness_rows(run, contexts)),

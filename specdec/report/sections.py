@@ -329,6 +329,8 @@ def adaptive(run: ReportRun, seconds: float) -> dict:
     """Adaptive k against each draft's best fixed k and target-only, in rotated triples (all three ratios
     come from the same moments), the drafts' triples interleaved."""
     kn = run.knobs
+    if not kn.get("adaptive", True):  # sized out for a slow model (`sizing`): the report says so
+        return {"adaptive": []}
     rows, fixed, seen = [], {}, {}
     for name in run.drafts:
         fixed[name] = max((r for r in _chains(run.rows) if r["draft"] == name), key=lambda r: r["measured"])["k"]

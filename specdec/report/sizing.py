@@ -10,9 +10,10 @@ costs, and shrinks the report, in this order, until the estimate fits:
 
 1. the attribution's profiled blocks (fewer repeats, shorter blocks, none) and the cost table's calls per sample
    (a sample of a slow model lasts as long with fewer calls);
-2. the workload runs the counts and pairs cycle through (down to one);
-3. the k values (down to the one nearest 4);
-4. the generated length (down to MIN_CHARS).
+2. the token trees (none), then the adaptive-k rows (none);
+3. the workload runs the counts and pairs cycle through (down to one);
+4. the k values (down to the one nearest 4);
+5. the generated length (down to MIN_CHARS).
 
 Each change is one line in the report (`doc["sizing"]["changes"]`). Where even the smallest plan does not fit,
 one line says, before the timed sections, how long a budget this model needs (`budget_needed`).
@@ -26,6 +27,7 @@ import math
 
 from specdec.decoding.generate import generate, speculative_generate
 from specdec.measure.timing import timed
+from specdec.decoding.registry import TREE_DRAFTS
 from specdec.model.gpt import GPT
 
 PROBE_TOKENS = 16  # tokens per probe generation: enough that the prefill does not dominate
@@ -58,21 +60,39 @@ def probe(run) -> dict:
 
 
 def estimate(run, p: dict) -> dict[str, float]:
-    """Seconds each section is expected to take with the run's current knobs (fixed work and the timed
-    sections' minimum: every speedup row and the floor `min_pairs` times)."""
+    """Seconds each section is expected to take with the run's current knobs: the fixed counts, and each timed
+    section's minimum (overhead's profiled blocks, three cost samples, every speedup row and the floor
+    `min_pairs` times, each draft's adaptive triples, the greedy row's pairs)."""
     kn = run.knobs
     t, spec = p["target_token_s"], p["spec_token_s"]
     runs, chars, ks = len(run.runs), run.chars, run.ks
-    counts = runs * chars * sum(spec.values()) * len(ks)
-    overhead = 2 * 2 * kn["overhead_chars"] * kn["overhead_repeats"] * t * PROFILER_FACTOR
-    costs = 3 * sum(len(ks) * kn["term_calls"] * 4 * (t + s) for s in spec.values())  # three samples at least
-    pairs = PAIR_FACTOR * kn["min_pairs"] * chars * (2 * t + sum(t + s for s in spec.values()) * len(ks))
-    return {"counts": counts, "overhead": overhead, "costs": costs, "pairs": pairs}
+    tables = [n for n in spec if n in TREE_DRAFTS]
+    trees = len(kn.get("trees") or []) * len(tables)
+    per_spec = sum(spec.values()) * len(ks) + sum(spec[n] for n in tables) * len(kn.get("trees") or [])
+    return {
+        "counts": runs * chars * per_spec,
+        "overhead": 2 * 2 * kn["overhead_chars"] * kn["overhead_repeats"] * t * PROFILER_FACTOR,
+        "costs": 3 * sum((len(ks) + trees) * kn["term_calls"] * 4 * (t + s) for s in spec.values()),
+        "speedup": PAIR_FACTOR * kn["min_pairs"] * chars * (2 * t + t * (len(spec) * len(ks) + trees) + per_spec),
+        "adaptive": (PAIR_FACTOR * kn["min_triples"] * chars * sum(t + 2 * s for s in spec.values())
+                     if kn.get("adaptive", True) else 0.0),
+        "greedy": PAIR_FACTOR * kn["min_pairs"] * chars * (t + max(spec.values())),
+    }
 
 
-def plan(run, seconds: float) -> dict:
+def fits(e: dict[str, float], seconds: float, shares: dict[str, float]) -> bool:
+    """The counts within FIXED_SHARE of the time; the speedup rows' minimum within the speedup section's share
+    of the rest (the answer: the scheduler gives it that share, and it uses all of it on a slow model); and every
+    timed section's minimum within the rest (time a section leaves unused goes to the ones after it, so the
+    smaller sections are held to the total, not to their own small shares)."""
+    left = seconds - e["counts"]
+    return (e["counts"] <= FIXED_SHARE * seconds and e["speedup"] <= shares["speedup"] * left
+            and sum(e[name] for name in shares) <= left)
+
+
+def plan(run, seconds: float, shares: dict[str, float]) -> dict:
     """Measure the per-token costs and shrink `run` (knobs, runs, ks, chars) until the estimate fits
-    `seconds`; returns report.json's `sizing`."""
+    `seconds` with each timed section in its `shares`; returns report.json's `sizing`."""
     p = probe(run)
     changes: list[str] = []
     kn = run.knobs
@@ -80,21 +100,14 @@ def plan(run, seconds: float) -> dict:
         return {**p, "estimate_s": {k: round(v, 2) for k, v in estimate(run, p).items()}, "seconds": round(seconds, 1),
                 "changes": changes}
     scale = REFERENCE_TOKEN_S / max(p["target_token_s"], 1e-9)
-    if scale < 0.5:  # a model clearly slower than the knobs assume (not a shipped model on a slower machine)
+    if scale < 0.5:  # a model clearly slower than the knobs assume
         for key, floor in (("cost_calls", 2), ("term_calls", 2)):
             new = max(floor, round(kn[key] * scale))
             if new < kn[key]:
                 changes.append(f"{key.replace('_', ' ')} per cost sample {kn[key]} -> {new}")
                 kn[key] = new
-
-    def fits() -> bool:
-        e = estimate(run, p)
-        fixed = e["counts"] + e["overhead"] + e["costs"]
-        return fixed <= FIXED_SHARE * seconds and fixed + e["pairs"] <= seconds
-
-    steps = [_fewer_profiled, _fewer_runs, _fewer_ks, _shorter]
-    for step in steps:
-        while not fits():
+    for step in (_fewer_profiled, _no_trees, _no_adaptive, _fewer_runs, _fewer_ks, _shorter):
+        while not fits(estimate(run, p), seconds, shares):
             change = step(run)
             if change is None:
                 break
@@ -102,8 +115,10 @@ def plan(run, seconds: float) -> dict:
     e = estimate(run, p)
     out = {**p, "estimate_s": {k: round(v, 2) for k, v in e.items()}, "seconds": round(seconds, 1),
            "changes": changes}
-    if not fits():
-        need = sum(e.values()) / 0.9  # the estimate fits in 90 % of the time left (the writes and exit after)
+    if not fits(e, seconds, shares):
+        # the smallest budget whose time left would fit this plan, plus what was spent before the sizing
+        need = max(e["counts"] / FIXED_SHARE, e["counts"] + e["speedup"] / shares["speedup"],
+                   e["counts"] + sum(e[name] for name in shares))
         out["budget_needed"] = math.ceil(run.knobs["budget"] - seconds + need)
         run.log(f"WARNING: this budget gives no verdict for this model: its smallest report needs about "
                 f"{need:.0f} s and {seconds:.0f} s are left; give --budget {out['budget_needed']} or more")
@@ -124,6 +139,20 @@ def _fewer_profiled(run) -> str | None:
         kn["overhead_repeats"] = 0
         return "profiled blocks: none (where the time goes is left out; `specdec overhead` measures it alone)"
     return None
+
+
+def _no_trees(run) -> str | None:
+    if not run.knobs.get("trees"):
+        return None
+    run.knobs["trees"] = []
+    return "token trees: none (each tree configuration is one more row to count and time)"
+
+
+def _no_adaptive(run) -> str | None:
+    if not run.knobs.get("adaptive", True):
+        return None
+    run.knobs["adaptive"] = False
+    return "adaptive k: not timed (its triples of every draft come after the fixed-k answer)"
 
 
 def _fewer_runs(run) -> str | None:
