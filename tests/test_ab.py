@@ -280,6 +280,19 @@ def test_a_users_hugging_face_pair_runs_through_the_same_rows(hf_exported, capsy
     assert doc["config"]["backend"] == "eager" and doc["config"]["target"] == target
 
 
+def test_an_engines_rows_are_its_generations_on_both_sides(capsys):
+    """--engine llama-cpp, this tree on both sides (an A/A): the engine's own target-only and speculative
+    generations are the rows, every one timed on both sides, no behaviour changed, greedy output equal."""
+    pytest.importorskip("llama_cpp")
+    tree = str(PACKAGE.parent)
+    main(["ab", "--a-path", tree, "--b-path", tree, "--engine", "llama-cpp", "--drafts", "small", "prompt-lookup",
+          "--ks", "2", "--chars", "12", "--budget", "1", "--pairs", "2", "--json"])
+    doc = json.loads(capsys.readouterr().out)
+    assert set(doc["rows"]) == {"target-only", "spec small k=2", "spec prompt-lookup k=2"}
+    assert doc["unavailable"] == {} and doc["behaviour_changed"] == [] and doc["config"]["engine"] == "llama-cpp"
+    assert all(p["a"]["clock"] == "perf_counter" for p in doc["pairs"])  # an engine's threads: the wall clock
+
+
 def _children() -> set[int]:
     """Live child processes of this one (from /proc: the tests need Linux)."""
     import os

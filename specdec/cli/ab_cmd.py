@@ -41,6 +41,10 @@ def _check(args) -> tuple[dict, int]:
     at_least("--seed", args.seed, 0)
     temperature_arg(args.temperature)
     ks = models.ks_arg(args.ks, DEFAULT_KS)
+    if args.engine is not None:
+        return _check_engine(args, ks), _cpu(args.cpu)
+    if args.url is not None or args.baseline_url is not None:
+        raise UsageError("--url and --baseline-url are for --engine openai")
     spec = models.target_spec(args)
     if models.is_hf(spec) and not os.path.isdir(spec[len("hf:"):]) and not args.allow_download:
         raise UsageError(f"--target {spec}: no such folder (specdec ab loads a local Hugging Face folder)")
@@ -51,6 +55,30 @@ def _check(args) -> tuple[dict, int]:
               "ks": ks, "chars": args.chars, "prompt": args.prompt, "seed": args.seed,
               "temperature": args.temperature, "threads": args.threads}
     return config, _cpu(args.cpu)
+
+
+def _check_engine(args, ks: list[int]) -> dict:
+    """The engine opened here once with this checkout's code (every input it checks: one line, exit 2), then
+    closed; the workers' config. The drafts default to the engine's own."""
+    from specdec.engines.base import EngineOptions
+    from specdec.engines.registry import open_engine
+
+    if args.backend != "auto" or args.checkpoint is not None:
+        raise UsageError(f"--{'backend' if args.backend != 'auto' else 'checkpoint'} is for specdec's own loop, not "
+                         f"for --engine {args.engine} (give the engine's model with --target)")
+    if (args.engine == "openai") != (args.url is not None and args.baseline_url is not None):
+        raise UsageError("--engine openai needs --url and --baseline-url, and only it takes them")
+    options = EngineOptions(target=args.target, drafts=list(args.drafts or []), dtype=args.dtype, threads=args.threads,
+                            url=args.url, baseline_url=args.baseline_url, log=models.log)
+    engine = open_engine(args.engine, options)
+    try:
+        drafts = engine.drafts()
+        engine.generate(args.prompt, args.chars, args.seed, args.temperature)  # the prompt and length fit it
+    finally:
+        engine.close()
+    return {"engine": args.engine, "target": args.target, "url": args.url, "baseline_url": args.baseline_url,
+            "dtype": args.dtype, "drafts": drafts, "ks": ks, "chars": args.chars, "prompt": args.prompt,
+            "seed": args.seed, "temperature": args.temperature, "threads": args.threads}
 
 
 def _check_models(args, drafts: list[str], ks: list[int]) -> None:

@@ -178,6 +178,11 @@ def _ab_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--temperature", type=float, default=1.0, help="0 is greedy")
     p.add_argument("--threads", type=int, default=1, help="torch and BLAS threads in the workers (recorded)")
+    p.add_argument("--engine", choices=[n for n in ENGINES if n != "specdec"], default=None, metavar="NAME",
+                   help="generate through this engine (target-only and spec rows only): "
+                   f"{', '.join(n for n in ENGINES if n != 'specdec')}")
+    p.add_argument("--url", default=None, help="--engine openai: the server with speculation")
+    p.add_argument("--baseline-url", default=None, help="--engine openai: the same model without")
     p.add_argument("--json", action="store_true", help="the result as one JSON document on stdout")
 
 
