@@ -105,6 +105,9 @@ def test_an_engine_report_counts_every_configuration_over_the_runs_and_checks_gr
     assert [g["equal"] for g in doc["greedy_equality"]] == [True, True]
     assert {(r["engine"], r["draft"], r["k"]) for r in doc["speedup"]} == {("fake", "d", 1), ("fake", "d", 3)}
     assert doc["fit"]["dropped"] == [] and "budget_needed" not in doc["fit"]
+    # counts: 1 + 2; greedy: 1 + 2; then per visit the row's two calls and its warm-up's at least one
+    floor, rows = doc["noise_floors"]["fake"], doc["speedup"]
+    assert doc["calls"]["fake"] >= 6 + 3 * (floor["pairs"] + sum(r["pairs"] for r in rows))
     json.dumps(doc)  # report.json
 
 

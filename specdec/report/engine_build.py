@@ -111,10 +111,16 @@ class _State:
         self.once: dict[tuple, list[float]] = {}  # (engine, draft, k) or (engine,) -> seconds of one run each
         self.keep: list[tuple[Engine, Spec]] = [(e, s) for e in engines for s in specs if s.draft in e.drafts()]
         self.results: dict[tuple, list[EngineResult]] = {}  # the same keys -> what each run returned
+        self.calls: dict[str, int] = {}  # engine -> generations asked of it (requests, for a served engine)
 
     def gen(self, engine: Engine, spec: Spec | None, chars: int | None = None, temperature: float | None = None):
         t = self.temperature if temperature is None else temperature
-        return lambda run: engine.generate(run[0].prompt, chars or self.chars, run[1], t, spec)
+
+        def call(run):
+            self.calls[engine.name] = self.calls.get(engine.name, 0) + 1  # a served engine's request count
+            return engine.generate(run[0].prompt, chars or self.chars, run[1], t, spec)
+
+        return call
 
     def counts(self, seconds: float) -> dict:
         """Every configuration over the workload runs (as many runs as FIXED_SHARE of the budget affords after
@@ -217,7 +223,7 @@ class _State:
             docs.append({"engine": name, "draft": draft, "k": k, "tree": None,
                          **paired_figures(r, "target", "spec", noise[name])})
         first = next(iter(noise), None)
-        out = {"noise_floor": noise.get(first), "noise_floors": noise, "speedup": docs}
+        out = {"noise_floor": noise.get(first), "noise_floors": noise, "speedup": docs, "calls": dict(self.calls)}
         return out if incomplete is None else {**out, "incomplete": incomplete}
 
 

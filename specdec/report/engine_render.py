@@ -63,6 +63,8 @@ def render(doc: dict) -> str:
     out += ["## Every configuration\n", rows_table(doc)]
     if len(s["engines"]) > 1:
         out += ["\n## The engines side by side (same pair, same prompts and seeds)\n", side_by_side(doc)]
+    out.append("\nGenerations asked of each engine (requests, for a served one): "
+               + ", ".join(f"{name} {n}" for name, n in (doc.get("calls") or {}).items()) + ".")
     fit = doc.get("fit") or {}
     if fit.get("dropped"):
         out.append(f"\nNot timed (the budget did not fit {fit['pairs_per_row']} pairs of every row; each draft kept "
