@@ -219,6 +219,9 @@ def machine_info(threads: dict, device: str, cpus: list[int] | None) -> dict:
     }
 
 
+BUSY_PREFIX = "WARNING: the machine was busy"  # the busy warning's opening: an engine report on a local server drops it
+
+
 def _busy(machine: dict, after_own_run: bool) -> str | None:
     """What says the machine was busy, in words for the warning; None when nothing does."""
     others = machine.get("others_cpus")
@@ -259,7 +262,7 @@ def warnings(machine: dict, floor: dict | None, after_own_run: bool = False,
     out = []
     busy = _busy(machine, after_own_run)
     if busy:
-        out.append(f"WARNING: the machine was busy ({busy}, on {machine.get('cores')} cores): other processes "
+        out.append(f"{BUSY_PREFIX} ({busy}, on {machine.get('cores')} cores): other processes "
                    f"share the CPU and the figures are noisier; stop them, pin a quiet CPU with --cpu N, or give "
                    f"a larger --budget.")
     if floor and floor["median"] and (floor["ci_high"] - floor["ci_low"]) / floor["median"] > WIDE_FLOOR:

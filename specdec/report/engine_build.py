@@ -265,7 +265,10 @@ def _conclude(doc: dict, spent: list[dict], wall: float, log) -> dict:
     hygiene.end_of_run(doc["machine"])
     doc["sections"] = spent
     doc["wall_seconds"] = wall
-    doc["warnings"] = hygiene.warnings(doc["machine"], doc.get("noise_floor"), False, None) + _warnings(doc)
+    machine = hygiene.warnings(doc["machine"], doc.get("noise_floor"), False, None)
+    if "openai" in doc["settings"]["engines"]:  # a server on this machine is the engine, not another process
+        machine = [w for w in machine if not w.startswith(hygiene.BUSY_PREFIX)]
+    doc["warnings"] = machine + _warnings(doc)
     for w in doc["warnings"]:
         log(w)
     doc["headline"] = engine_render.headline_facts(doc)
