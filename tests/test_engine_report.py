@@ -200,3 +200,21 @@ def test_compare_reads_engine_reports_and_names_rows_by_engine(clock):
     own = {**a, "settings": {**a["settings"], "engines": None}}
     with pytest.raises(InputError, match=r"engines \['fake'\] vs \['specdec \(its own report\)'\]"):
         compare.compare(a, own)
+
+
+def test_an_incomplete_run_is_written_beside_the_report_never_over_it(tmp_path, monkeypatch, capsys):
+    from specdec.cli.commands import main
+
+    clock = FakeClock()
+    monkeypatch.setattr(schedule, "now", clock)
+    real = engine_build.measure
+    monkeypatch.setattr(engine_build, "measure",  # the engine stops answering inside the pairs
+                        lambda engines, ks, **kw: real([DyingEngine(clock, dies_at=20)], ks, **{**kw, "budget": 100.0}))
+    out = tmp_path / "report"
+    out.mkdir()
+    (out / "report.md").write_text("the earlier report")
+    code = main(["report", "--engine", "specdec", "specdec", "--drafts", "bigram", "--ks", "2", "--chars", "12",
+                 "--prompt", "ROMEO:", "--out", str(out)])
+    assert code == 1 and "INCOMPLETE" in capsys.readouterr().out
+    assert (out / "report.md").read_text() == "the earlier report"
+    assert json.loads((tmp_path / "report-incomplete" / "report.json").read_text())["incomplete"].startswith("EngineError")

@@ -55,12 +55,12 @@ def series(r: dict) -> str:
 
 def speedup_figure(doc: dict):
     """Measured speedup against k per draft (band: the re-run interval), the write-up's formula dashed, the
-    prediction made before the run dotted with crosses, a line at 1.0. None without matplotlib."""
-    plt = _pyplot()
+    prediction made before the run dotted with crosses, a line at 1.0. None without matplotlib or chain rows."""
+    rows = _chains(doc["speedup"])  # against k: the tree rows are in the tables and the per-prompt figure
+    plt = _pyplot() if rows else None  # no chain rows: a run an engine stopped before any pair
     if plt is None:
         return None
     fig, ax = plt.subplots(figsize=(7.5, 4.8), dpi=120)
-    rows = _chains(doc["speedup"])  # against k: the tree rows are in the tables and the per-prompt figure
     for i, name in enumerate(dict.fromkeys(map(series, rows))):
         mine = sorted((r for r in rows if series(r) == name), key=lambda r: r["k"])
         ks = [r["k"] for r in mine]
@@ -93,7 +93,7 @@ def per_prompt_figure(doc: dict):
     (the ratio of total times) as a diamond, and the noise floor's interval as a grey band around 1.0. None
     when no row was timed over two prompts or more (nothing to spread) or without matplotlib."""
     rows = doc["speedup"]
-    plt = _pyplot() if max(r["items"] for r in rows) >= 2 else None
+    plt = _pyplot() if max((r["items"] for r in rows), default=0) >= 2 else None  # no rows: a run stopped early
     if plt is None:
         return None
     drafts = list(dict.fromkeys(map(series, rows)))
