@@ -1,11 +1,11 @@
 """Check the version floors pyproject states for the optional extras: install exactly them and run their tests.
 
-For each extra (hf, onnx), in a fresh virtual environment of its own: torch==TORCH first (the CPU build, from
+For each extra (hf, onnx, llamacpp), in a fresh virtual environment of its own: torch==TORCH first (the CPU build, from
 pip's configured sources), then every requirement of the extra pinned to its stated minimum (`>=X` becomes
 `==X`), then this package with its core dependencies and pytest, and the extra's tests (TESTS). One line per
 extra on stdout: the pins, and the test result or the step that failed. Exit 0 when every extra passed.
 
-    python tools/check_floors.py                      # both extras, venvs under a temporary folder
+    python tools/check_floors.py                      # every extra, venvs under a temporary folder
     python tools/check_floors.py --extra onnx --pin onnxruntime==1.22.0 --keep /tmp/floors
 
 --pin NAME==VERSION tries a candidate floor (before pyproject is changed to state it); --keep keeps the venvs.
@@ -26,8 +26,9 @@ import tomllib
 ROOT = Path(__file__).resolve().parent.parent
 TORCH = "2.13.0"  # the torch the project is developed and measured with
 TESTS = {
-    "hf": ["tests/test_hf.py", "tests/test_cli_hf.py", "tests/test_versions.py"],
+    "hf": ["tests/test_hf.py", "tests/test_cli_hf.py", "tests/test_engine_hf.py", "tests/test_versions.py"],
     "onnx": ["tests/test_backend_onnx.py", "tests/test_versions.py"],
+    "llamacpp": ["tests/test_export_gguf.py", "tests/test_engine_llamacpp.py", "tests/test_engine_openai_llamacpp.py"],
 }
 TEST_TOOLS = ["pytest>=7.4", "hypothesis>=6.80"]
 
@@ -72,6 +73,7 @@ def check(extra: str, pins: dict[str, str], base: Path) -> tuple[bool, str]:
     installed = {_norm(a): b for a, _, b in (line.partition("==") for line in freeze.splitlines())}
     for req in reqs:  # the resolver must not have moved a floor to satisfy another requirement
         name, _, version = req.partition("==")
+        name = name.split("[")[0]  # llama-cpp-python[server]: the distribution's own name
         if version and installed.get(_norm(name)) != version:
             return False, f"{extra}: {req} installed as {installed.get(_norm(name))} (see {log})"
     proc = subprocess.run([str(py), "-m", "pytest", "-q", "-p", "no:cacheprovider", *TESTS[extra]],
