@@ -33,7 +33,7 @@ now: Callable[[], float] = time.perf_counter
 
 @dataclass
 class Section:
-    name: str
+    name: str | Callable[[], str]  # a callable: the label read when the section starts (what earlier ones changed)
     run: Callable[[float], dict]  # seconds allotted -> its part of the report document
     share: float = 0.0  # share of the time left when its turn comes; 0 = fixed work, runs to completion
 
@@ -65,10 +65,11 @@ def run_sections(sections: list[Section], budget: Budget, log: Callable[[str], N
         shares = sum(s.share for s in sections[i:])
         allotted = budget.left() * sec.share / shares if sec.share else None
         note = f" ({allotted:.0f} s of the budget)" if allotted is not None else ""
-        log(f"[{i + 1}/{len(sections)}] {sec.name}{note}")
+        name = sec.name() if callable(sec.name) else sec.name
+        log(f"[{i + 1}/{len(sections)}] {name}{note}")
         t0 = now()
         doc.update(sec.run(allotted if allotted is not None else budget.left()))
-        spent.append({"section": sec.name, "seconds": round(now() - t0, 2),
+        spent.append({"section": name, "seconds": round(now() - t0, 2),
                       "allotted": None if allotted is None else round(allotted, 2)})
     return doc, spent
 
