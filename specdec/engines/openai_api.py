@@ -132,7 +132,7 @@ class OpenAIEngine:
                  spec: Spec | None = None) -> EngineResult:
         """One completion from the speculative server (`spec` given) or the baseline; ServerError mid-run."""
         if spec is not None and spec.draft != DRAFT:
-            raise ValueError(f"the openai engine has one draft, {DRAFT!r}, not {spec.draft!r}")
+            raise InputError(f"the openai engine has one draft, {DRAFT!r}, not {spec.draft!r}")
         side = "baseline" if spec is None else "speculative"
         url = self.urls[side]
         before = self._read_metrics(side) if self.metrics and self.counts != "per-request" else None
