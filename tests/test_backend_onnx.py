@@ -183,3 +183,18 @@ def test_kernel_profile_splits_the_runs_inside_and_leaves_the_sessions_as_they_w
 def test_the_runtime_profilers_own_cost_is_measured_positive():
     between, inside = ort_profile.profiler_cost_us(1, nodes=16, runs=50)
     assert between >= 0 and inside > 0  # a (1, 128) Add takes a few ns: what its reported time holds is the profiler's
+
+
+def test_a_model_draft_follows_torchs_threads_from_its_next_generation(onnx_target):
+    """A draft built while torch had 2 threads, used after they were set to 1 (what a report does: drafts an
+    engine or a caller built before it, then `hygiene.set_threads`): its session is rebuilt at the next reset."""
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        draft = specdec.make_draft("small", onnx_target)
+        assert backend_onnx._STATE[draft.model].threads == 2
+        torch.set_num_threads(1)
+        decode.speculative_generate(onnx_target, draft, PROMPT, 8, 2, 0, 1.0)
+        assert backend_onnx._STATE[draft.model].threads == 1
+    finally:
+        torch.set_num_threads(before)

@@ -199,6 +199,10 @@ class ModelDraft(Draft):
 
     def reset(self) -> None:
         self.pos = 0
+        # A generation starts here: the model's session follows torch's threads as they are now (a draft built
+        # before a report set them would keep the old count's ONNX session, and time its rounds with it).
+        # Cheap when nothing changed.
+        self.model.setup_cache(1)
 
     def rollback(self, n_valid: int) -> None:
         self.pos = min(self.pos, n_valid)
