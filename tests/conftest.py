@@ -38,6 +38,17 @@ class FakeClock:
         self.t += seconds
 
 
+@pytest.fixture
+def clock(monkeypatch):
+    """The schedule's clock (`schedule.now`), by hand: it moves only when a section, a row's call or a fake
+    engine says it took time, so what a schedule decides is the same on a fast and on a loaded machine."""
+    from specdec.measure import schedule
+
+    fake = FakeClock(start=100.0)
+    monkeypatch.setattr(schedule, "now", fake)
+    return fake
+
+
 REPORT_BUDGET = 20.0
 # The shared report's schedule runs on a FakeClock that moves this much per reading: its budget buys the same
 # pairs on a fast machine as on a loaded one (every row its minimum of 3, for the tests' properties), and its

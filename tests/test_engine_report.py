@@ -9,11 +9,8 @@ import specdec
 from specdec.engines.base import Engine, EngineError, EngineOptions, EngineResult, Spec
 from specdec.engines.own import OwnEngine
 from specdec.engines.registry import ENGINES, engine_class, open_engine
-from specdec.measure import schedule
 from specdec.report import engine_build, engine_render
 from specdec.util.errors import InputError
-
-from .conftest import FakeClock
 
 QUIET = dict(log=lambda s: None)
 
@@ -49,13 +46,6 @@ class FakeEngine:
 
     def close(self):
         pass
-
-
-@pytest.fixture
-def clock(monkeypatch):
-    fake = FakeClock(start=0.0)
-    monkeypatch.setattr(schedule, "now", fake)
-    return fake
 
 
 def test_the_fake_engine_is_an_engine(clock):
@@ -202,11 +192,9 @@ def test_compare_reads_engine_reports_and_names_rows_by_engine(clock):
         compare.compare(a, own)
 
 
-def test_an_incomplete_run_is_written_beside_the_report_never_over_it(tmp_path, monkeypatch, capsys):
+def test_an_incomplete_run_is_written_beside_the_report_never_over_it(clock, tmp_path, monkeypatch, capsys):
     from specdec.cli.commands import main
 
-    clock = FakeClock()
-    monkeypatch.setattr(schedule, "now", clock)
     real = engine_build.measure
     monkeypatch.setattr(engine_build, "measure",  # the engine stops answering inside the pairs
                         lambda engines, ks, **kw: real([DyingEngine(clock, dies_at=20)], ks, **{**kw, "budget": 100.0}))

@@ -2,16 +2,6 @@ import pytest
 
 from specdec.measure import schedule
 
-from .conftest import FakeClock
-
-
-@pytest.fixture
-def clock(monkeypatch):
-    """The schedule's clock, by hand: it moves only when a section or a row's call says it took time."""
-    fake = FakeClock(start=100.0)
-    monkeypatch.setattr(schedule, "now", fake)
-    return fake
-
 
 def test_sections_share_the_time_left_and_fixed_work_just_runs(clock):
     seen = {}

@@ -72,6 +72,19 @@ def set_threads(n: int) -> dict:
             "blas_threads": blas_threads()}
 
 
+@contextlib.contextmanager
+def threads_for_measuring(n: int):
+    """torch's and numpy's BLAS threads set to n (`set_threads`; yields what it recorded) for a measurement,
+    and put back as they were after it, however it ends: a library call leaves the caller's setting as it
+    found it."""
+    before = torch.get_num_threads(), blas_threads()
+    try:
+        yield set_threads(n)
+    finally:
+        torch.set_num_threads(before[0])
+        set_blas_threads(before[1])
+
+
 def blas_threads() -> int | None:
     """Threads of numpy's BLAS (OpenBLAS, MKL, ...: the numpy backend's matmuls), the most any of them has;
     None when threadpoolctl finds none."""

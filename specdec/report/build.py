@@ -115,39 +115,34 @@ def measure(
     if shipped:  # a CPU-only backend on CUDA would run eager under its own name
         check_device(backend_of(target), device)
     given, skipped = _drafts_for(target, drafts, device, log)
-    knobs = _knobs(quick, budget, pairs, trees)
+    knobs = knobs_for(quick, budget, pairs, trees)
     unavailable = _unavailable(target, knobs)
     ks = sorted(set(ks or DEFAULT_KS))
     # the shipped GPT's prompts are checked against its characters as always; any other target's by its tokenizer
-    work, runs = _runs(workload, prompt, seed, chars, ks, knobs["every"], None if shipped else target)
+    work, runs = workload_runs(workload, prompt, seed, chars, ks, knobs["every"], None if shipped else target)
     clock = Budget(knobs["budget"], reserve=WRITE_RESERVE + 0.02 * knobs["budget"], start=started)
     startup = clock.elapsed() if started is not None else None
     affinity = hygiene.pin(cpus)
-    threads_before, blas_before = torch.get_num_threads(), hygiene.blas_threads()
-    thread_info = hygiene.set_threads(threads)
-    machine = {**hygiene.machine_info(thread_info, device, affinity), "pinned": cpus is not None,
-               "backend": roofline.backend_name(target)}
-    knobs["between_run"] = machine_record.resolve(between_run, machine)
-    run = sections.ReportRun(target.to(device), list(given), ks, knobs, device, chars, temperature, runs, log,
-                             given={n: d for n, d in given.items() if isinstance(d, Draft)})
-    doc = {"machine": machine, "settings": {
-        "workload": {"name": work.name, "items": len(runs), "seeds": sorted({s for _, s in runs}),
-                     "runs": [[item.id, s] for item, s in runs]},
-        "prompt": prompt, "chars": chars, "seed": seed, "temperature": temperature, "ks": ks,
-        "drafts": run.drafts, "quick": quick, **knobs,
-        "target": protocol.describe(target), "units": protocol.units(target)}}
-    if skipped:
-        doc["skipped"] = skipped
-    if unavailable:
-        doc["unavailable"] = unavailable
-        for section, why in unavailable.items():
-            log(f"[setup] unavailable for this target: {section}: {why}")
-    try:
+    with hygiene.threads_for_measuring(threads) as thread_info:
+        machine = {**hygiene.machine_info(thread_info, device, affinity), "pinned": cpus is not None,
+                   "backend": roofline.backend_name(target)}
+        knobs["between_run"] = machine_record.resolve(between_run, machine)
+        run = sections.ReportRun(target.to(device), list(given), ks, knobs, device, chars, temperature, runs, log,
+                                 given={n: d for n, d in given.items() if isinstance(d, Draft)})
+        doc = {"machine": machine, "settings": {
+            "workload": {"name": work.name, "items": len(runs), "seeds": sorted({s for _, s in runs}),
+                         "runs": [[item.id, s] for item, s in runs]},
+            "prompt": prompt, "chars": chars, "seed": seed, "temperature": temperature, "ks": ks,
+            "drafts": run.drafts, "quick": quick, **knobs,
+            "target": protocol.describe(target), "units": protocol.units(target)}}
+        if skipped:
+            doc["skipped"] = skipped
+        if unavailable:
+            doc["unavailable"] = unavailable
+            for section, why in unavailable.items():
+                log(f"[setup] unavailable for this target: {section}: {why}")
         parts, spent = run_sections(_sections(run, machine["backend"], with_writeup=prompt is None and shipped),
                                     clock, log)
-    finally:
-        torch.set_num_threads(threads_before)  # a library call leaves the caller's setting as it found it
-        hygiene.set_blas_threads(blas_before)
     doc.update(parts)
     _sized_settings(doc["settings"], run)
     if startup is not None:
@@ -236,7 +231,7 @@ def _skipped(given: dict[str, str | Draft], target, device: str) -> dict[str, st
     return out
 
 
-def _knobs(quick: bool, budget: float | None, pairs: int | None, trees: list[str] | None) -> dict:
+def knobs_for(quick: bool, budget: float | None, pairs: int | None, trees: list[str] | None) -> dict:
     """QUICK or FULL with the caller's budget, minimum pairs and tree configurations (each checked now, so a
     bad shape fails before anything is measured)."""
     knobs = dict(QUICK if quick else FULL)
@@ -250,7 +245,8 @@ def _knobs(quick: bool, budget: float | None, pairs: int | None, trees: list[str
     return knobs
 
 
-def _runs(workload, prompt: str | None, seed: int | None, chars: int, ks: list[int], every: int, target=None):
+def workload_runs(workload, prompt: str | None, seed: int | None, chars: int, ks: list[int], every: int,
+                  target=None):
     """The workload and the (item, seed) runs the report measures: one prompt and seed, or every `every`-th
     run of the workload (its prompts checked against the target's tokenizer and context)."""
     if prompt is not None:

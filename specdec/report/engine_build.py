@@ -26,14 +26,12 @@ import math
 import os
 
 import numpy as np
-import torch
 
 from specdec.engines.base import Engine, EngineError, EngineResult, Spec
 from specdec.measure import hygiene, schedule
-from specdec.measure import workload as wl
 from specdec.measure.schedule import Budget, Runs, Section, interleave, run_sections
 from specdec.report import engine_render, headline
-from specdec.report.build import FULL, QUICK, WRITE_RESERVE
+from specdec.report.build import WRITE_RESERVE, knobs_for, workload_runs
 from specdec.report.sections import paired_figures
 
 WARM_TOKENS = 8  # the short generation that warms both sides before each visit
@@ -54,43 +52,29 @@ def measure(engines: list[Engine], ks: list[int], quick: bool = False, pairs: in
             temperature: float = 1.0, budget: float | None = None, cpus: list[int] | None = None,
             workload: str | os.PathLike | None = None, started: float | None = None, log=print) -> dict:
     """The engine report's document (keys: docs/engines.md), measured within `budget` seconds."""
-    knobs = dict(QUICK if quick else FULL)
-    if budget is not None:
-        knobs["budget"] = float(budget)
-    if pairs is not None:
-        knobs["min_pairs"] = pairs
-    if prompt is not None:
-        work = wl.single(prompt, 0 if seed is None else seed)
-        runs = work.runs()
-    else:
-        work = wl.load_workload(workload or wl.DEFAULT_WORKLOAD, seeds=None if seed is None else [seed], chars=chars,
-                                max_k=max(ks))
-        runs = work.cycled(knobs["every"])
+    knobs = knobs_for(quick, budget, pairs, [])  # no trees: an engine runs its own loop's chains
+    work, runs = workload_runs(workload, prompt, seed, chars, ks, knobs["every"])
     clock = Budget(knobs["budget"], reserve=WRITE_RESERVE + 0.02 * knobs["budget"], start=started)
     startup = clock.elapsed() if started is not None else None
     affinity = hygiene.pin(cpus)
-    threads_before, blas_before = torch.get_num_threads(), hygiene.blas_threads()
-    thread_info = hygiene.set_threads(threads)
-    machine = {**hygiene.machine_info(thread_info, device, affinity), "pinned": cpus is not None,
-               "backend": "+".join(e.name for e in engines)}
-    state = _State(engines, [Spec(d, k) for d in _drafts(engines) for k in ks], ks, knobs, chars, temperature, runs, log)
-    doc = {"machine": machine, "settings": {
-        "engines": [e.name for e in engines], "workload": {"name": work.name, "items": len(runs),
-                                                          "seeds": sorted({s for _, s in runs}),
-                                                          "runs": [[item.id, s] for item, s in runs]},
-        "prompt": prompt, "chars": chars, "seed": seed, "temperature": temperature, "ks": ks,
-        "drafts": _drafts(engines), "quick": quick, **knobs, "units": engines[0].units},
-        "engines": {e.name: e.describe() for e in engines}, "unavailable": dict(UNAVAILABLE), "exactness": []}
-    try:
+    with hygiene.threads_for_measuring(threads) as thread_info:
+        machine = {**hygiene.machine_info(thread_info, device, affinity), "pinned": cpus is not None,
+                   "backend": "+".join(e.name for e in engines)}
+        state = _State(engines, [Spec(d, k) for d in _drafts(engines) for k in ks], ks, knobs, chars, temperature,
+                       runs, log)
+        doc = {"machine": machine, "settings": {
+            "engines": [e.name for e in engines], "workload": {"name": work.name, "items": len(runs),
+                                                              "seeds": sorted({s for _, s in runs}),
+                                                              "runs": [[item.id, s] for item, s in runs]},
+            "prompt": prompt, "chars": chars, "seed": seed, "temperature": temperature, "ks": ks,
+            "drafts": _drafts(engines), "quick": quick, **knobs, "units": engines[0].units},
+            "engines": {e.name: e.describe() for e in engines}, "unavailable": dict(UNAVAILABLE), "exactness": []}
         parts, spent = run_sections([Section("counts: every configuration once over the workload", state.counts),
                                      Section("greedy: speculative output against target-only, temperature 0",
                                              state.greedy),
                                      Section("fit: the pairs this budget buys", state.fit),
                                      Section("speedup: alternated pairs per engine, A/A floor among them",
                                              state.speedup, share=1.0)], clock, log)
-    finally:
-        torch.set_num_threads(threads_before)
-        hygiene.set_blas_threads(blas_before)
     doc.update(parts)
     if startup is not None:
         spent.insert(0, {"section": "start-up: import, open the engines, check the inputs",

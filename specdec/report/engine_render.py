@@ -6,7 +6,7 @@ It reads only the document `engine_build.measure` returns, so a saved report.jso
 
 from __future__ import annotations
 
-from specdec.report.headline import FASTER, TARGET_ONLY, timing_verdict
+from specdec.report.headline import answer
 from specdec.report.markdown import table, words
 
 NOT_REPORTED = "not reported by this engine"
@@ -19,22 +19,12 @@ def headline_facts(doc: dict) -> dict:
     unequal = {(g["engine"], g["draft"], g["k"]) for g in doc.get("greedy_equality", []) if not g["equal"]}
     out = {}
     for name, floor in doc["noise_floors"].items():
-        rows = [r for r in doc["speedup"] if r["engine"] == name]
-        drafts = []
-        for draft in dict.fromkeys(r["draft"] for r in rows):
-            mine = [r for r in rows if r["draft"] == draft and (name, draft, r["k"]) not in unequal]
-            if not mine:
-                drafts.append({"draft": draft, "config": None, "verdict": "greedy output differed from target-only"})
-                continue
-            b = max(mine, key=lambda r: r["measured"])
-            drafts.append({"draft": draft, "config": f"k={b['k']}", "measured": b["measured"],
-                           "ci": [b["ci_low"], b["ci_high"]], "pairs": b["pairs"], "verdict": timing_verdict(b, floor)})
-        faster = [d for d in drafts if d["verdict"] == FASTER]
-        best = max(faster, key=lambda d: d["measured"]) if faster else None
+        drafts, recommendation = answer([r for r in doc["speedup"] if r["engine"] == name], floor,
+                                        lambda r: (r["engine"], r["draft"], r["k"]) not in unequal,
+                                        "greedy output differed from target-only")
         out[name] = {"noise_floor": {"measured": floor["measured"], "ci": [floor["ci_low"], floor["ci_high"]],
                                      "pairs": floor["pairs"]},
-                     "drafts": drafts,
-                     "recommendation": TARGET_ONLY if best is None else f"{best['draft']} {best['config']}"}
+                     "drafts": drafts, "recommendation": recommendation}
     return out
 
 

@@ -44,17 +44,8 @@ def headline_facts(doc: dict) -> dict:
     """
     m, s, floor = doc["machine"], doc["settings"], doc["noise_floor"]
     w = s["workload"]
-    drafts = []
-    for name in dict.fromkeys(r["draft"] for r in doc["speedup"]):
-        exact = [r for r in doc["speedup"] if r["draft"] == name and passes_exactness(r, doc["exactness"])]
-        if not exact:
-            drafts.append({"draft": name, "config": None, "verdict": "no configuration passed exactness"})
-            continue
-        b = max(exact, key=lambda r: r["measured"])
-        drafts.append({"draft": name, "config": config_label(b), "measured": b["measured"],
-                       "ci": [b["ci_low"], b["ci_high"]], "pairs": b["pairs"], "verdict": timing_verdict(b, floor)})
-    faster = [d for d in drafts if d["verdict"] == FASTER]
-    best = max(faster, key=lambda d: d["measured"]) if faster else None
+    drafts, recommendation = answer(doc["speedup"], floor, lambda r: passes_exactness(r, doc["exactness"]),
+                                    "no configuration passed exactness")
     return {
         "run": {"machine": m["cpu"], "device": m["device"], "backend": m.get("backend", "eager"),
                 "threads": m["threads"], "workload": w["name"] if s.get("prompt") is None else None,
@@ -64,9 +55,27 @@ def headline_facts(doc: dict) -> dict:
         "noise_floor": {"measured": floor["measured"], "ci": [floor["ci_low"], floor["ci_high"]],
                         "pairs": floor["pairs"]},
         "drafts": drafts,
-        "recommendation": TARGET_ONLY if best is None else f"{best['draft']} {best['config']}",
+        "recommendation": recommendation,
         "warnings": list(doc.get("warnings", [])),
     }
+
+
+def answer(rows: list[dict], floor: dict, kept, none_kept: str) -> tuple[list[dict], str]:
+    """Per draft, in the rows' order: its best measured configuration among the rows `kept(row)` accepts, with
+    its interval, pairs and `timing_verdict` against `floor` (config None and verdict `none_kept` where it
+    accepts none); and the recommendation: the best FASTER configuration over every draft, or TARGET_ONLY."""
+    drafts = []
+    for name in dict.fromkeys(r["draft"] for r in rows):
+        mine = [r for r in rows if r["draft"] == name and kept(r)]
+        if not mine:
+            drafts.append({"draft": name, "config": None, "verdict": none_kept})
+            continue
+        b = max(mine, key=lambda r: r["measured"])
+        drafts.append({"draft": name, "config": config_label(b), "measured": b["measured"],
+                       "ci": [b["ci_low"], b["ci_high"]], "pairs": b["pairs"], "verdict": timing_verdict(b, floor)})
+    faster = [d for d in drafts if d["verdict"] == FASTER]
+    best = max(faster, key=lambda d: d["measured"]) if faster else None
+    return drafts, TARGET_ONLY if best is None else f"{best['draft']} {best['config']}"
 
 
 def others_note(m: dict) -> str:

@@ -92,13 +92,30 @@ def fits(e: dict[str, float], seconds: float, shares: dict[str, float]) -> bool:
 
 def plan(run, seconds: float, shares: dict[str, float]) -> dict:
     """Measure the per-token costs and shrink `run` (knobs, runs, ks, chars) until the estimate fits
-    `seconds` with each timed section in its `shares`; returns report.json's `sizing`."""
+    `seconds` with each timed section in its `shares`; returns report.json's `sizing`. The shipped model keeps
+    its knobs (they are its own, on every backend alike): its plan only records the estimate."""
     p = probe(run)
+    sized = not isinstance(run.target, GPT)
+    changes = _shrink(run, p, seconds, shares) if sized else []
+    e = estimate(run, p)
+    out = {**p, "estimate_s": {k: round(v, 2) for k, v in e.items()}, "seconds": round(seconds, 1),
+           "changes": changes}
+    if sized and not fits(e, seconds, shares):
+        # the smallest budget whose time left would fit this plan, plus what was spent before the sizing
+        need = max(e["counts"] / FIXED_SHARE, e["counts"] + e["speedup"] / shares["speedup"],
+                   e["counts"] + sum(e[name] for name in shares))
+        out["budget_needed"] = math.ceil(run.knobs["budget"] - seconds + need)
+        run.log(f"WARNING: this budget gives no verdict for this model: its smallest report needs about "
+                f"{need:.0f} s and {seconds:.0f} s are left; give --budget {out['budget_needed']} or more")
+    for change in changes:
+        run.log(f"    sized for this model: {change}")
+    return out
+
+
+def _shrink(run, p: dict, seconds: float, shares: dict[str, float]) -> list[str]:
+    """The knobs' changes, in order (the module docstring's steps), until the estimate fits or none is left."""
     changes: list[str] = []
     kn = run.knobs
-    if isinstance(run.target, GPT):  # the knobs are the shipped model's own, on every backend alike
-        return {**p, "estimate_s": {k: round(v, 2) for k, v in estimate(run, p).items()}, "seconds": round(seconds, 1),
-                "changes": changes}
     scale = REFERENCE_TOKEN_S / max(p["target_token_s"], 1e-9)
     if scale < 0.5:  # a model clearly slower than the knobs assume
         for key, floor in (("cost_calls", 2), ("term_calls", 2)):
@@ -112,19 +129,7 @@ def plan(run, seconds: float, shares: dict[str, float]) -> dict:
             if change is None:
                 break
             changes.append(change)
-    e = estimate(run, p)
-    out = {**p, "estimate_s": {k: round(v, 2) for k, v in e.items()}, "seconds": round(seconds, 1),
-           "changes": changes}
-    if not fits(e, seconds, shares):
-        # the smallest budget whose time left would fit this plan, plus what was spent before the sizing
-        need = max(e["counts"] / FIXED_SHARE, e["counts"] + e["speedup"] / shares["speedup"],
-                   e["counts"] + sum(e[name] for name in shares))
-        out["budget_needed"] = math.ceil(run.knobs["budget"] - seconds + need)
-        run.log(f"WARNING: this budget gives no verdict for this model: its smallest report needs about "
-                f"{need:.0f} s and {seconds:.0f} s are left; give --budget {out['budget_needed']} or more")
-    for change in changes:
-        run.log(f"    sized for this model: {change}")
-    return out
+    return changes
 
 
 def _fewer_profiled(run) -> str | None:
