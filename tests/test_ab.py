@@ -291,6 +291,7 @@ def test_an_engines_rows_are_its_generations_on_both_sides(capsys):
     assert set(doc["rows"]) == {"target-only", "spec small k=2", "spec prompt-lookup k=2"}
     assert doc["unavailable"] == {} and doc["behaviour_changed"] == [] and doc["config"]["engine"] == "llama-cpp"
     assert all(p["a"]["clock"] == "perf_counter" for p in doc["pairs"])  # an engine's threads: the wall clock
+    assert "; engine llama-cpp, target shipped; " in ab_render.text(doc)
 
 
 def _children() -> set[int]:

@@ -78,7 +78,9 @@ def text(doc: dict) -> str:
     lines = [f"A: {_side(doc['a'])}", f"B: {_side(doc['b'])}",
              f"{len(pairs)} worker pair(s), both workers of a pair pinned to CPU {doc['cpu']}; "
              f"{threads.get('torch')} torch thread(s), {threads.get('blas')} BLAS thread(s), clock "
-             f"{info.get('clock')}; backend {cfg.get('backend')}, target {cfg.get('target') or 'shipped'}; "
+             f"{info.get('clock')}; "
+             + (f"engine {cfg['engine']}" if cfg.get("engine") else f"backend {cfg.get('backend')}")
+             + f", target {cfg.get('target') or 'shipped'}; "
              f"{doc['seconds']:.0f} s",
              f"rule: a row changed when its t-test over the worker pairs, with the between-run term "
              f"{doc['tau']:.1%}, gives p < {doc['alpha']:g}/{doc['tested']} (Bonferroni: {doc['alpha']:.0%} "
