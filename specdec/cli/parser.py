@@ -183,6 +183,11 @@ def _ab_args(p: argparse.ArgumentParser) -> None:
                    f"{', '.join(n for n in ENGINES if n != 'specdec')}")
     p.add_argument("--url", default=None, help="--engine openai: the server with speculation")
     p.add_argument("--baseline-url", default=None, help="--engine openai: the same model without")
+    p.add_argument("--no-work", dest="work", action="store_false", help="leave out the work rows (instructions "
+                   "per call, counted after the timing; on by default where a counter runs: docs/work.md)")
+    p.add_argument("--counter", choices=["auto", "perf", "callgrind"], default="auto",
+                   help="the work counter: the hardware counter (perf), callgrind's simulation, or auto (perf "
+                   "where the kernel has a PMU, else callgrind)")
     p.add_argument("--json", action="store_true", help="the result as one JSON document on stdout")
 
 
