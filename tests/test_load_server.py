@@ -141,5 +141,19 @@ def test_the_command_end_to_end(tmp_path, capsys):
     doc = json.loads((out / "load.json").read_text())
     assert [lv["name"] for lv in doc["levels"]] == ["c=2", "20/s"]
     assert doc["servers"]["on"]["argv"][0].endswith("llama-server") and "--spec-type" in doc["servers"]["on"]["argv"]
+    assert "--spec-type" not in doc["servers"]["off2"]["argv"]  # the A/A's own spec-off server
     assert (out / "load.md").read_text().startswith("# Speculative decoding under load")
     assert "Crossover" in capsys.readouterr().out
+
+
+def test_the_served_engine_reads_this_servers_counts(servers):
+    """`--engine openai` against the real server pair: per-reply draft counts, the same greedy text."""
+    from specdec.engines.base import EngineOptions, Spec
+    from specdec.engines.registry import open_engine
+
+    eng = open_engine("openai", EngineOptions(url=servers["on"].url, baseline_url=servers["off"].url,
+                                              drafts=["server"]))
+    spec = eng.generate("ROMEO:\n", 24, 0, 0.0, spec=Spec("server", 4))
+    plain = eng.generate("ROMEO:\n", 24, 0, 0.0)
+    assert spec.drafted > 0 and 0 <= spec.accepted <= spec.drafted and spec.text == plain.text
+    assert eng.describe()["counts"] == "per-request" and eng.describe()["metrics"] == "llama.cpp"

@@ -220,8 +220,8 @@ def _load_args(p: argparse.ArgumentParser) -> None:
                    "ngram-cache (default draft-simple)")
     p.add_argument("--n-max", type=int, default=4, help="tokens drafted per round, --spec-draft-n-max (default 4)")
     p.add_argument("--slots", type=int, default=4, help="parallel slots of each server, -np (default 4)")
-    p.add_argument("--port", type=int, default=None, help="the spec-on server's port (the spec-off one's is the "
-                   "next); default: free ports")
+    p.add_argument("--port", type=int, default=None, help="the spec-on server's port (the spec-off ones' are the "
+                   "next two); default: free ports")
     p.add_argument("--url", default=None, help="a running server with speculation, instead of starting one")
     p.add_argument("--baseline-url", default=None, help="... and the same model served without")
     p.add_argument("--concurrency", default=None, metavar="C,C,...", help="closed-loop client counts (default "

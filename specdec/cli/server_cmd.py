@@ -110,8 +110,8 @@ def _check_servers(args) -> None:
             raise UsageError(f"{option} {path} does not exist (allowed: a GGUF file; default: the shipped pair, "
                              "exported as by export-gguf)")
     if args.port is not None:  # a port in use: one line before anything starts
-        ls.check_port(args.port)
-        ls.check_port(args.port + 1)
+        for port in range(args.port, args.port + 3):
+            ls.check_port(port)
     args.server = args.server or server_build.find_binary()
     if args.server is None:
         raise UsageError("no llama-server: build it with `specdec build-server` (about 15 minutes on 2 cores, once) "
@@ -159,7 +159,8 @@ def cmd_load(args) -> int:
 
 
 def _start_servers(args, folder, stack) -> dict:
-    """Both llama-servers on 127.0.0.1, the GGUF pair exported when not given (options checked before)."""
+    """The three llama-servers on 127.0.0.1 (spec-on, spec-off, spec-off for the A/A), the GGUF pair exported
+    when not given (options checked before)."""
     from specdec.engines import llama_server as ls
 
     model, draft = args.model, args.draft_model
@@ -168,8 +169,10 @@ def _start_servers(args, folder, stack) -> dict:
 
         paths = export_gguf(folder / "gguf")
         model, draft = model or str(paths["target"]), draft or str(paths["small"])
+    # a second spec-off server for the A/A: two processes against each other, as spec-on against spec-off
     specs = {"on": ls.ServerSpec(model, args.slots, args.spec_type, draft, args.n_max),
-             "off": ls.ServerSpec(model, args.slots, None, None, args.n_max)}
+             "off": ls.ServerSpec(model, args.slots, None, None, args.n_max),
+             "off2": ls.ServerSpec(model, args.slots, None, None, args.n_max)}
     servers = {}
     for i, (arm, spec) in enumerate(specs.items()):
         server = ls.LlamaServer(args.server, spec, None if args.port is None else args.port + i)

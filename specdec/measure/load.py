@@ -1,8 +1,11 @@
 """The load sweep behind `specdec load`: spec-on against spec-off at every load level, alternated in visits, each
 level with its own A/A, every request's timings kept.
 
-Two servers of the same target (`on` with speculation, `off` without: llama.cpp's server cannot switch it per
-request, see `n_max_probe`) serve three arms: `on`, `off` and `off2` (a second spec-off window, the A/A). At
+Servers of the same target (`on` with speculation, `off` without: llama.cpp's server cannot switch it per
+request, see `n_max_probe`) serve three arms: `on`, `off` and `off2` (a second spec-off window, the A/A). The
+A/A arm goes to a second spec-off server where one is given (`urls["off2"]`; `specdec load` starts one), so
+that it compares two server processes as spec-on against spec-off does, and a process's own layout bias shows
+in the A/A too; else to the same spec-off server. At
 each level, each visit runs one window per arm back to back, in an order rotated from visit to visit (off on
 off2, on off2 off, off2 off on), so that no arm always runs first after a level change or last before the next.
 `order="unpaired"` runs what `vllm bench serve`-style sweeps do instead (every level spec-off, then every level
@@ -33,7 +36,6 @@ from specdec.measure.load_driver import Record, run_window
 from specdec.measure.load_schedule import Level
 
 ARMS = ("off", "on", "off2")  # off2: spec-off again, the A/A
-SERVER_OF = {"off": "off", "on": "on", "off2": "off"}
 DRAFTED, ACCEPTED = "llamacpp:spec_decode_num_draft_tokens", "llamacpp:spec_decode_num_accepted_tokens"
 PREDICTED, DECODES, BUSY = "llamacpp:tokens_predicted", "llamacpp:n_decode", "llamacpp:n_busy_slots_per_decode"
 METRICS_TIMEOUT = 5.0
@@ -58,6 +60,12 @@ class Sweep:
     order: str = "paired"
     request_timeout: float = 120.0
     budget: float = math.inf  # seconds: no window starts after it
+
+
+def server_url(urls: dict[str, str], arm: str) -> str:
+    """The server an arm's window goes to: its own, or for the A/A arm the spec-off server when no second
+    spec-off server was given."""
+    return urls.get(arm) or urls["off"]
 
 
 def schedule(levels: list[Level], visits: int, order: str = "paired") -> list[tuple[int, int, str]]:
@@ -145,7 +153,7 @@ def run(sweep: Sweep, now: Callable[[], float] = time.monotonic, sleep: Callable
         if now() > deadline:
             incomplete = f"the budget of {sweep.budget:g} s ran out before {sweep.levels[li].name} visit {visit + 1}"
             break
-        level, url = sweep.levels[li], sweep.urls[SERVER_OF[arm]]
+        level, url = sweep.levels[li], server_url(sweep.urls, arm)
         before = read_metrics(url)
         win = run_window(url, level, payloads(sweep, level), sweep.warmup,
                          int(level.value) - 1 if level.kind == "concurrency" else 0, now, sleep,

@@ -128,6 +128,8 @@ def figure(doc: dict):
         for ax in (top, bottom):
             if len(x) > 1 and min(x) > 0:
                 ax.set_xscale("log", base=2)
+                ax.set_xticks(x, [f"{v:g}" for v in x])
+                ax.minorticks_off()
     fig.tight_layout()
     return fig
 
