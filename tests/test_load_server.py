@@ -92,27 +92,31 @@ def test_per_request_n_max_is_measured(servers):
     assert probe["honoured"] is False
 
 
-def test_a_killed_server_keeps_what_was_measured_and_marks_it_incomplete(pair, tmp_path):
+def test_a_killed_server_keeps_what_was_measured_and_marks_it_incomplete(pair, tmp_path, monkeypatch, capsys):
+    """`specdec load --url ... --baseline-url ...` on a pair whose spec server dies (SIGKILL, as a crash) after
+    the second window: exit 1, what was measured written to OUT-incomplete and marked INCOMPLETE."""
     target, small = pair
+    windows = []
+    real = load.run_window
+
+    def window_then_kill(*args, **kw):
+        if len(windows) == 2:
+            on.kill()
+        windows.append(1)
+        return real(*args, **kw)
+
+    monkeypatch.setattr(load, "run_window", window_then_kill)
     with LlamaServer(BINARY, ServerSpec(target, 2, "draft-simple", small, 4)) as on, \
             LlamaServer(BINARY, ServerSpec(target, 2)) as off:
-        servers = {"on": on, "off": off}
-        windows = []
-
-        def log(line):  # after the second window, the spec server dies as a crash would end it
-            windows.append(line)
-            if len(windows) == 2:
-                on.kill()
-
-        doc = load.run(_sweep(servers, [Level("concurrency", 2)]), log=log,
-                       alive=lambda: None if on.alive() else "the spec-on llama-server was killed")
-    assert "killed" in doc["incomplete"]
-    assert doc["levels"][0]["arms"]["off"]["requests"] == 4  # the window before the kill is kept
-    from specdec.report import load_render
-
-    paths = load_render.write(doc, tmp_path / "out", load_render.render(doc))
-    assert "INCOMPLETE" in (tmp_path / "out" / "load.md").read_text()
-    assert json.loads(paths[0].read_text())["incomplete"] == doc["incomplete"]
+        rc = main(["load", "--url", on.url, "--baseline-url", off.url, "--concurrency", "2", "--visits", "2",
+                   "--requests", "4", "--warmup", "1", "--max-tokens", "16", "--out", str(tmp_path / "out")])
+    assert rc == 1 and not (tmp_path / "out").exists()
+    doc = json.loads((tmp_path / "out-incomplete" / "load.json").read_text())
+    assert "failed" in doc["incomplete"] and len(windows) == 4  # off, on, off2 whole; the next on fails
+    assert doc["levels"][0]["arms"]["off"]["requests"] == 4  # the windows before the kill are kept
+    assert doc["levels"][0]["arms"]["on"]["requests"] == 4
+    assert "INCOMPLETE" in (tmp_path / "out-incomplete" / "load.md").read_text()
+    assert doc["servers"] == {"on": {"url": on.url}, "off": {"url": off.url}}
 
 
 def test_a_port_in_use_is_one_line_and_exit_2_before_any_load(capsys):
