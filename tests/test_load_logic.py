@@ -255,3 +255,13 @@ def test_a_stream_that_fails_or_is_cut_is_one_line(events, status, says):
     with pytest.raises(StreamFailure, match=says):
         stream_completion(url, {"prompt": "x"}, 5.0, time.monotonic)
     srv.server_close()
+
+
+def test_window_counts_read_vllms_counters_too():
+    before = {"vllm:spec_decode_num_draft_tokens_total": 0.0, "vllm:spec_decode_num_accepted_tokens_total": 0.0,
+              "vllm:spec_decode_num_drafts_total": 0.0, "vllm:spec_decode_num_accepted_tokens_per_pos_total[0]": 0.0}
+    after = {"vllm:spec_decode_num_draft_tokens_total": 4.0, "vllm:spec_decode_num_accepted_tokens_total": 3.0,
+             "vllm:spec_decode_num_drafts_total": 4.0, "vllm:spec_decode_num_accepted_tokens_per_pos_total[0]": 3.0}
+    c = load.window_counts(before, after, [_rec(0, 0, 0.1, 1)])
+    assert (c["counters"], c["drafted"], c["accepted"]) == ("vllm", 4, 3)  # k=1: 4 rounds, 3 accepted
+    assert c["rounds_by_accepted"] == [1, 3] and "busy_slots_per_decode" not in c and "counts_add_up" not in c

@@ -11,8 +11,8 @@ off2, on off2 off, off2 off on), so that no arm always runs first after a level 
 `order="unpaired"` runs what `vllm bench serve`-style sweeps do instead (every level spec-off, then every level
 spec-on, then the A/A block), for the side-by-side comparison of what each method concludes.
 
-Around each window both servers' `/metrics` are read: the spec server's draft counters give the window's
-acceptance and are checked against the sum of the replies' own `timings.draft_n` (counts that add up), and
+Around each window both servers' `/metrics` are read: the spec server's draft counters (llama.cpp's, or vLLM's
+under its own names) give the window's acceptance and are checked against the sum of the replies' own `timings.draft_n` (counts that add up), and
 `llamacpp:n_busy_slots_per_decode` with `n_decode_total` give the busy slots per decode step over the window,
 the proof that the requests were batched. Identical payloads (prompt, seed, max_tokens with ignore_eos,
 cache_prompt off) go to both servers in the same window position, so at temperature 0 the texts must be equal
@@ -30,13 +30,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from specdec.engines import openai_http as http
-from specdec.engines.openai_api import rounds_by_accepted
+from specdec.engines.openai_api import METRICS, rounds_by_accepted
 from specdec.measure import load_stats
 from specdec.measure.load_driver import Record, run_window
 from specdec.measure.load_schedule import Level
 
 ARMS = ("off", "on", "off2")  # off2: spec-off again, the A/A
-DRAFTED, ACCEPTED = "llamacpp:spec_decode_num_draft_tokens", "llamacpp:spec_decode_num_accepted_tokens"
 PREDICTED, DECODES, BUSY = "llamacpp:tokens_predicted", "llamacpp:n_decode", "llamacpp:n_busy_slots_per_decode"
 METRICS_TIMEOUT = 5.0
 SETTLE_READS = 5
@@ -106,10 +105,13 @@ def window_counts(before: dict | None, after: dict | None, records: list[Record]
     if not before or not after:
         return out
     delta = lambda name: (http.counter(after, name) or 0.0) - (http.counter(before, name) or 0.0)
-    if http.counter(after, DRAFTED) is not None:
-        out["drafted"], out["accepted"] = int(round(delta(DRAFTED))), int(round(delta(ACCEPTED)))
+    kind = next((k for k, names in METRICS.items() if http.counter(after, names[0]) is not None), None)
+    if kind is not None:  # llama.cpp's counters, or vLLM's (the same meanings under other names)
+        drafted, accepted, _ = METRICS[kind]
+        out["counters"] = kind
+        out["drafted"], out["accepted"] = int(round(delta(drafted))), int(round(delta(accepted)))
         out["acceptance"] = out["accepted"] / out["drafted"] if out["drafted"] else None
-        out["rounds_by_accepted"] = rounds_by_accepted(before, after, "llama.cpp")
+        out["rounds_by_accepted"] = rounds_by_accepted(before, after, kind)
         if out["drafted_replies"] is not None:
             out["counts_add_up"] = (out["drafted"], out["accepted"]) == (out["drafted_replies"],
                                                                          out["accepted_replies"])
