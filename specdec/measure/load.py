@@ -12,11 +12,11 @@ off2, on off2 off, off2 off on), so that no arm always runs first after a level 
 spec-on, then the A/A block), for the side-by-side comparison of what each method concludes.
 
 Around each window both servers' `/metrics` are read: the spec server's draft counters (llama.cpp's, or vLLM's
-under its own names) give the window's acceptance and are checked against the sum of the replies' own `timings.draft_n` (counts that add up), and
-`llamacpp:n_busy_slots_per_decode` with `n_decode_total` give the busy slots per decode step over the window,
-the proof that the requests were batched. Identical payloads (prompt, seed, max_tokens with ignore_eos,
-cache_prompt off) go to both servers in the same window position, so at temperature 0 the texts must be equal
-request by request (greedy equality, per level).
+under its own names) give the window's acceptance and are checked against the sum of the replies' own
+`timings.draft_n` (counts that add up), and `llamacpp:n_busy_slots_per_decode` with `n_decode_total` give the
+busy slots per decode step over the window, the proof that the requests were batched. Identical payloads
+(prompt, seed, max_tokens with ignore_eos, cache_prompt off) go to both servers in the same window position, so
+at temperature 0 the texts must be equal request by request (greedy equality, per level).
 
 A server that stops answering mid-run ends the run: what was measured is kept, the document is marked
 `incomplete` with the reason, and the caller writes it and exits 1.
