@@ -59,8 +59,9 @@ def render(doc: dict) -> str:
     lines += [f"- {s['visits']} visit(s) per level, {s['requests']} measured requests per window after "
               f"{s['warmup']} warm-up, {s['max_tokens']} tokens each, temperature {s['temperature']:g}, order "
               f"{s['order']}; latencies from each request's scheduled send", "",
-              "## Paired speedup per level", "",
-              "Speedup: spec-off time per token / spec-on time per token over the visits (ratio of totals, 95 % "
+              "## Paired speedup per level" if s["order"] == "paired" else
+              "## Unpaired speedup per level (each arm's windows run in a block of their own, as vllm bench sweeps)",
+              "", "Speedup: spec-off time per token / spec-on time per token over the visits (ratio of totals, 95 % "
               "re-run interval); A/A: spec-off against spec-off in the same visits.", ""]
     rows = []
     for lv in doc["levels"]:
