@@ -14,7 +14,7 @@ from scipy import stats
 
 import specdec
 from specdec.cli.commands import main
-from specdec.measure import ab, ab_stats
+from specdec.measure import ab, ab_stats, ab_work, work
 from specdec.measure.ab_sources import Source, SourceError, sources
 from specdec.report import ab_render
 
@@ -133,10 +133,49 @@ def test_the_document_names_worse_rows_behaviour_and_unavailable_ones():
     json.dumps(doc)  # --json writes it as it is
 
 
+def _count(n: int) -> dict:
+    return {"per_call": n, "counts": [n + 7, n], "warmup": 8, "spread": 7 / n}
+
+
+def test_the_work_rows_stand_beside_the_timing_rows_and_say_where_they_disagree():
+    """pass 1: time worse, work the same (a cache or dispatch effect); draft bigram: 0.6 % more work that time
+    could not see; verify 5: the same either way."""
+    run = _fake_run({"pass 1": 0.05, "draft bigram": 0.0, "verify 5": 0.0})
+    work_doc = {"counter": "callgrind", "name": "Ir (callgrind)", "seconds": 95.0,
+                "rows": {"pass 1": {"a": _count(700000), "b": _count(700350)},
+                         "draft bigram": {"a": _count(50000), "b": _count(50300)},
+                         "verify 5": {"a": _count(1000000), "b": _count(1000000)}}}
+    doc = ab_render.document(run, Source("A", "main", "/a", None), Source("B", "HEAD", "/b", None), cpu=1,
+                             work=work_doc)
+    assert doc["worse"] == ["pass 1"] and doc["work"]["worse"] == ["draft bigram"]
+    assert {r["row"]: (r["work"], r["time"]) for r in doc["work"]["disagree"]} == {
+        "pass 1": ("same", "worse"), "draft bigram": ("worse", "same")}
+    out = ab_render.text(doc)
+    assert "draft bigram                    50,000          50,300   +0.600%     0.20%  worse" in out
+    assert "work and time disagree: pass 1: time worse with the same work: a cache, memory-layout" in out
+    assert out.splitlines()[-1] == "WORSE (work): draft bigram +0.6%"
+
+
+def test_work_rows_that_cannot_run_say_why_and_a_named_counter_that_cannot_is_bad_input(monkeypatch):
+    from types import SimpleNamespace
+
+    from specdec.cli import ab_cmd
+    from specdec.cli.checks import UsageError
+
+    monkeypatch.setattr(work, "probe", lambda want="auto": work.Availability(None, "unavailable", "perf: no PMU"))
+    assert ab_cmd._work_plan(SimpleNamespace(work=True, counter="auto"), {}) == (None, "perf: no PMU")
+    assert ab_cmd._work_plan(SimpleNamespace(work=False, counter="auto"), {}) == (None, "left out (--no-work)")
+    with pytest.raises(UsageError, match=r"^--counter perf: perf: no PMU$"):
+        ab_cmd._work_plan(SimpleNamespace(work=True, counter="perf"), {})
+    doc = ab_render.document(_fake_run({"pass 1": 0.0}), Source("A", "a", "/a", None), Source("B", "b", "/b", None),
+                             cpu=1, work=ab_work.unavailable("perf: no PMU"))
+    assert "work rows unavailable: perf: no PMU" in ab_render.text(doc) and not doc["work"]["worse"]
+
+
 @pytest.mark.parametrize("shift, code", [(0.05, 1), (0.0, 0), (-0.05, 0)])
 def test_ab_exits_1_only_when_a_row_got_worse(monkeypatch, capsys, tmp_path, shift, code):
     monkeypatch.setattr(ab, "measure", lambda *a, **k: _fake_run({"draft bigram": shift}))
-    args = ["ab", "--a-path", str(tmp_path), "--b-path", str(tmp_path), "--budget", "1"]
+    args = ["ab", "--a-path", str(tmp_path), "--b-path", str(tmp_path), "--budget", "1", "--no-work"]
     (tmp_path / "specdec").mkdir()
     (tmp_path / "specdec" / "__init__.py").write_text("")
     assert main(args) == code
@@ -248,7 +287,7 @@ def test_a_real_run_finds_a_much_slower_draft_and_says_what_b_lacks(tmp_path, ca
     with open(trees["b"] / "specdec" / "decoding" / "registry.py", "a") as f:
         f.write(SLOWER_BIGRAM)
     code = main(["ab", "--a-path", str(trees["a"]), "--b-path", str(trees["b"]), "--budget", "1", "--pairs", "2",
-                 "--drafts", "bigram", "ngram", "--ks", "2", "--chars", "20", "--json"])
+                 "--drafts", "bigram", "ngram", "--ks", "2", "--chars", "20", "--json", "--no-work"])
     doc = json.loads(capsys.readouterr().out)
     rows = doc["rows"]
     assert set(rows) == {"target-only", "pass 1", "verify 3", "draft bigram", "spec bigram k=2",
@@ -265,13 +304,60 @@ def test_a_real_run_finds_a_much_slower_draft_and_says_what_b_lacks(tmp_path, ca
     assert np.isfinite(rows["spec bigram k=2"]["a_seconds"])
 
 
+MORE_BIGRAM_WORK = '''
+
+def _more_work(factory):
+    def make(target, **options):
+        draft = factory(target, **options)
+        inner = draft.propose
+
+        def propose(*args, **kwargs):
+            s = 0
+            for i in range(2000):  # a Python-level loop: more instructions, whatever the clock says
+                s += i
+            return inner(*args, **kwargs)
+
+        draft.propose = propose
+        return draft
+
+    return make
+
+
+DRAFTS["bigram"] = _more_work(DRAFTS["bigram"])
+'''
+
+
+@pytest.mark.skipif(shutil.which("valgrind") is None, reason="valgrind is not installed (apt-get install valgrind)")
+def test_the_work_rows_flag_more_work_in_one_draft_and_not_the_pass(tmp_path):
+    """B's bigram does a deterministic extra loop per proposal: counted under callgrind (no PMU here), its work
+    row is worse and the target pass, which does not run the draft, is the same. Two rows only (the counting
+    workers' setup builds no generation), so that the simulation stays short; test_work.py holds the rest."""
+    pytest.importorskip("pytest_codspeed")
+    trees = {}
+    for side in ("a", "b"):
+        trees[side] = tmp_path / side
+        shutil.copytree(PACKAGE, trees[side] / "specdec", ignore=shutil.ignore_patterns("__pycache__"))
+    with open(trees["b"] / "specdec" / "decoding" / "registry.py", "a") as f:
+        f.write(MORE_BIGRAM_WORK)
+    a, b = (Source(s.upper(), s, str(trees[s]), None) for s in ("a", "b"))
+    config = {"target": None, "backend": "onnx", "dtype": None, "drafts": ["bigram"], "ks": [2], "chars": 10,
+              "prompt": "ROMEO:", "seed": 0, "temperature": 1.0, "threads": 1, "only": ["pass", "draft"]}
+    counted = ab_work.count(a, b, config, "callgrind", ["pass 1", "draft bigram", "no such row"])
+    assert counted["counter"] == "callgrind" and set(counted["rows"]) == {"pass 1", "draft bigram"}
+    rows = ab_work.judge(counted)
+    assert rows["draft bigram"]["verdict"] == "worse" and rows["draft bigram"]["change"] > 0.2
+    assert rows["pass 1"]["verdict"] == "same" and abs(rows["pass 1"]["change"]) < ab_work.FLOOR
+    for side in ("a", "b"):
+        assert len(counted["rows"]["pass 1"][side]["counts"]) == work.CALLS
+
+
 def test_a_users_hugging_face_pair_runs_through_the_same_rows(hf_exported, capsys):
     """The exported pair as --target hf:... with an hf: draft and prompt lookup, this tree on both sides (an A/A):
     every row timed on both sides, none unavailable, no behaviour changed."""
     tree = str(PACKAGE.parent)
     target, small = f"hf:{hf_exported['target']}", f"hf:{hf_exported['small']}"
     main(["ab", "--a-path", tree, "--b-path", tree, "--target", target, "--drafts", small, "prompt-lookup",
-          "--ks", "2", "--chars", "12", "--budget", "1", "--pairs", "2", "--json"])
+          "--ks", "2", "--chars", "12", "--budget", "1", "--pairs", "2", "--json", "--no-work"])
     doc = json.loads(capsys.readouterr().out)
     assert doc["unavailable"] == {} and doc["behaviour_changed"] == []
     assert set(doc["rows"]) == {"target-only", "pass 1", "verify 3", f"draft {small}", f"spec {small} k=2",
@@ -286,7 +372,7 @@ def test_an_engines_rows_are_its_generations_on_both_sides(capsys):
     pytest.importorskip("llama_cpp")
     tree = str(PACKAGE.parent)
     main(["ab", "--a-path", tree, "--b-path", tree, "--engine", "llama-cpp", "--drafts", "small", "prompt-lookup",
-          "--ks", "2", "--chars", "12", "--budget", "1", "--pairs", "2", "--json"])
+          "--ks", "2", "--chars", "12", "--budget", "1", "--pairs", "2", "--json", "--no-work"])
     doc = json.loads(capsys.readouterr().out)
     assert set(doc["rows"]) == {"target-only", "spec small k=2", "spec prompt-lookup k=2"}
     assert doc["unavailable"] == {} and doc["behaviour_changed"] == [] and doc["config"]["engine"] == "llama-cpp"

@@ -111,7 +111,7 @@ def main() -> int:
         for r in args.rows:
             c = results[v][r]
             diff = c["per_call"] / base[r]["per_call"] - 1
-            print(f"{v:9} {r:18} {c['per_call']:>14,} {diff:+.5%}  settled={c['settled']} calls={c['counts']}",
+            print(f"{v:9} {r:18} {c['per_call']:>14,} {diff:+.5%}  spread={c['spread']:.4%} calls={c['counts']}",
                   flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1))

@@ -140,6 +140,7 @@ def _pass_call(target, ctx: list[int], n: int):
             target(x, pos)
 
     call.prepare = prepare
+    call.again = lambda: target.rollback(pos)  # between calls of this row alone: drop what the last one added
     return call
 
 

@@ -64,8 +64,6 @@ class Counter(Protocol):
 
     def begin(self) -> None: ...
 
-    def forked(self) -> "Counter": ...
-
     def start(self) -> None: ...
 
     def stop(self) -> int: ...
@@ -109,10 +107,6 @@ class PerfCounter:
 
     def begin(self) -> None:
         pass
-
-    def forked(self) -> "PerfCounter":
-        """In a forked child: a counter of its own thread (the inherited one counts the parent's)."""
-        return PerfCounter(self.libc)
 
     def start(self) -> None:
         self.libc.ioctl(self.fd, _IOC_RESET, 0)
@@ -162,24 +156,20 @@ class CallgrindCounter:
         self.dumps = 0
 
     def begin(self) -> None:
-        pass
-
-    def forked(self) -> "CallgrindCounter":
-        return self  # its dumps are named by the child's pid
+        self.hooks.callgrind_start_instrumentation()
 
     def start(self) -> None:
-        # CALLGRIND_ZERO_STATS, then START_INSTRUMENTATION
+        # CALLGRIND_ZERO_STATS, then START_INSTRUMENTATION (on since `begin`: a no-op)
         self.hooks.instrument_hooks_start_benchmark(self.instance)
 
     def stop(self) -> int:
-        self.hooks.instrument_hooks_stop_benchmark(self.instance)  # CALLGRIND_STOP_INSTRUMENTATION
         self.dumps += 1  # CALLGRIND_DUMP_STATS_AT: the events since the zero, written now
         self.hooks.instrument_hooks_set_executed_benchmark(self.instance, os.getpid(),
                                                            f"specdec-region-{self.dumps}".encode())
         return dump_count(_newest_dump(self.out.replace("%p", str(os.getpid()))))
 
     def end(self) -> None:
-        pass
+        self.hooks.callgrind_stop_instrumentation()
 
 
 def _newest_dump(out: str) -> str:
@@ -227,29 +217,36 @@ def summarise(counts: list[int]) -> tuple[int, float]:
 def count_calls(call: Callable[[], object], counter: Counter, warmup: int = WARMUP, calls: int = CALLS,
                 prepare: bool = True) -> Count:
     """Instructions per call: `warmup` uncounted calls (the interpreter's adaptive specialisation changes the
-    work of the first few), then `calls` counted ones, each after a collection with the collector off, after
-    the call's untimed `prepare` where it has one (which puts the call's inputs and state where they were:
-    the same work each time) and `prepare` is true. The figure is `summarise`'s."""
-    before = getattr(call, "prepare", None) if prepare else None
-    was = gc.isenabled()
+    work of the first few), then `calls` counted ones, the figure `summarise`'s.
+
+    The call's untimed `prepare` (where it has one and `prepare` is true) runs first, then its cheaper `again`
+    before every later call where it has one (the calls of one row follow each other here, so undoing the last
+    call's change puts the inputs and state back: the same work each time), else `prepare` again. One
+    collection before the counted calls, then the collector stays off until they are done: none runs inside a
+    counted call, and none needs to run instrumented (under callgrind a collection costs seconds). The counter
+    is begun once for all the counted calls (callgrind instruments from there: starting it flushes valgrind's
+    translations, so once per row, not per call)."""
+    first = getattr(call, "prepare", None) if prepare else None
+    before = getattr(call, "again", first)
     counts: list[int] = []
+    if first is not None:
+        first()
+    for _ in range(warmup):
+        if before is not None:
+            before()
+        call()
+    was = gc.isenabled()
+    gc.collect()
+    gc.disable()
     try:
-        for _ in range(warmup):
-            if before is not None:
-                before()
-            call()
         counter.begin()
         try:
             for _ in range(calls):
                 if before is not None:
                     before()
-                gc.collect()
-                gc.disable()
                 counter.start()
                 call()
                 counts.append(counter.stop())
-                if was:
-                    gc.enable()
         finally:
             counter.end()
     finally:
