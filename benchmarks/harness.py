@@ -377,7 +377,8 @@ def work_counts(backend: str = "onnx") -> dict:
     specdec/measure/ab_worker.py and work.py, loaded by path, never the commit's), counted in one process
     under the work counter -- callgrind where the machine has no hardware counter -- with the commit's
     installed package on its path. {} where no counter runs here (every work benchmark then skips); a row the
-    commit cannot build is absent. The round row is divided by its rounds: instructions per round."""
+    commit cannot build is absent. The round row is divided by its rounds: instructions per round. Under
+    SPECDEC_BENCH_SMOKE only the pass and draft rows are counted (a user's pair: none)."""
     import importlib.util
     import json
     import subprocess
@@ -391,14 +392,16 @@ def work_counts(backend: str = "onnx") -> dict:
     sys.modules[spec.name] = work  # registered before it runs: its dataclasses look their module up
     spec.loader.exec_module(work)
     avail = work.probe()
-    if avail.kind is None:
-        return {}
+    if avail.kind is None or (common.SMOKE and common.USER_TARGET):
+        return {}  # no counter; or a smoke run (tools/check_history.py) of a user's pair: minutes of simulation
     import specdec
 
     site = str(Path(specdec.__file__).resolve().parents[1])
     config = {"target": common.USER_TARGET, "backend": backend, "dtype": None, "drafts": ["bigram", "ngram"],
               "ks": [4], "chars": common.CHARS, "prompt": common.PROMPT, "seed": common.SEED,
-              "temperature": common.TEMPERATURE, "threads": common.THREADS, "source": site}
+              "temperature": common.TEMPERATURE, "threads": common.THREADS, "source": site,
+              # a smoke run counts the cheap rows only (the call path is the same); the rest skip there
+              "only": ["pass", "draft"] if common.SMOKE else None}
     out: dict = {"counter": avail.name}
     with tempfile.TemporaryDirectory(prefix="specdec-work-") as tmp:
         proc = work.popen([sys.executable, str(root / "ab_worker.py")], avail.kind, str(Path(tmp) / "cg.%p"),

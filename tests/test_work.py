@@ -139,7 +139,7 @@ def test_ab_work_verdicts_against_the_floor_and_the_spread():
     def side(n, spread=0.0):
         return {"per_call": n, "counts": [n], "warmup": 8, "spread": spread}
 
-    counted = {"rows": {"same": {"a": side(100000), "b": side(100100)},  # +0.1 %: inside the 0.2 % floor
+    counted = {"rows": {"same": {"a": side(100000), "b": side(100100)},  # +0.1 %: inside the 0.3 % floor
                         "worse": {"a": side(100000), "b": side(100500)},  # +0.5 %
                         "better": {"a": side(100000), "b": side(99000)},
                         "spread": {"a": side(100000, 0.004), "b": side(100500)}}}  # 2 x 0.4 % = 0.8 % > 0.5 %
