@@ -59,7 +59,7 @@ class Draft:
     def propose_rows(self, rows: list[list[int]], ks: list[int], rngs: list[np.random.Generator],
                      temperature: float) -> list[tuple[list[int], np.ndarray | None]]:
         """Per sequence b, ks[b] drafts after rows[b] with their q, drawn from rngs[b] in the order `propose`
-        draws them ((\[], None) where ks[b] is 0). This default calls `propose` per row: right for a draft
+        draws them (([], None) where ks[b] is 0). This default calls `propose` per row: right for a draft
         without state; a stateful one overrides all four row methods."""
         return [self.propose(t, k, rng, temperature) if k > 0 else ([], None) for t, k, rng in zip(rows, ks, rngs)]
 
