@@ -270,7 +270,7 @@ class ModelDraft(Draft):
         row draws from its own generator in `propose`'s order, so it drafts what it would alone."""
         B, V = len(ks), self.model.config.vocab_size
         feed = [t[self.row_pos[b] :] if ks[b] else [] for b, t in enumerate(tokens_rows)]
-        logits = rows.forward_rows(self.model, feed, self.row_pos)  # (B, T, V)
+        logits = rows.forward_rows(self.model, feed, self.row_pos[:B])  # (B, T, V)
         last = [len(f) - 1 for f in feed]
         for b, t in enumerate(tokens_rows):
             if ks[b]:
@@ -288,7 +288,7 @@ class ModelDraft(Draft):
                     if i < ks[b] - 1:  # the last draft is never fed: the target's bonus/residual follows it
                         feed[b] = [x]
             if any(feed):
-                logits = rows.forward_rows(self.model, feed, self.row_pos)
+                logits = rows.forward_rows(self.model, feed, self.row_pos[:B])
                 for b, f in enumerate(feed):
                     if f:
                         self.row_pos[b] += 1
