@@ -1,0 +1,52 @@
+"""`specdec load`: the report's load section alone -- the paired speedup at batch sizes B, the cost model at
+B and the crossover per draft -- within --budget, written as load.md, load.json and load.png."""
+
+from __future__ import annotations
+
+import math
+
+from specdec.cli import models
+from specdec.cli.checks import UsageError, at_least, device_arg, writable_dir
+
+ALLOWED_BATCHES = range(1, 257)
+
+
+def check_load_args(args) -> list[int]:
+    """Every value checked before anything loads; returns the batch sizes (increasing, no repeats)."""
+    if not (math.isfinite(args.budget) and args.budget > 0):
+        raise UsageError(f"--budget must be a positive number of seconds, got {args.budget}")
+    at_least("-k", args.k, 1)
+    at_least("--chars", args.chars, 2)
+    at_least("--threads", args.threads, 1)
+    if args.pairs is not None:
+        at_least("--pairs", args.pairs, 1)
+    bad = [b for b in args.batches if b not in ALLOWED_BATCHES]
+    if bad:
+        raise UsageError(f"--batches: {bad[0]} is not a batch size (allowed: 1 to {ALLOWED_BATCHES[-1]})")
+    device_arg(args.device)
+    models.check_draft_names(args.drafts or [], args.device)
+    writable_dir("--out", args.out)
+    return sorted(set(args.batches))
+
+
+def cmd_load(args) -> int:
+    from specdec import _IMPORTED
+    from specdec.decoding import batch as bt
+    from specdec.decoding.generate import check_request
+    from specdec.measure import workload
+    from specdec.report import load_build, load_render
+
+    batches = check_load_args(args)
+    target = models.load_target(args)
+    why = bt.target_support(target)
+    if why:
+        raise UsageError(f"--target: {why}")
+    check_request(target, "ROMEO:", args.chars, k=args.k)
+    workload.load_workload(args.workload or workload.DEFAULT_WORKLOAD, chars=args.chars, max_k=args.k)
+    drafts = models.drafts_arg(args.drafts, args.device)
+    doc = load_build.measure_load(target, drafts, args.k, batches, args.chars, args.budget, args.quick, args.pairs,
+                                  args.threads, args.device, args.workload, started=_IMPORTED, log=models.log)
+    print("\n".join(load_render.load_lines(doc)))
+    for path in load_build.write_load(doc, args.out):
+        models.log(f"wrote {path}")
+    return 0
