@@ -281,6 +281,11 @@ BAD = [
     (["ab", "HEAD", "HEAD", "--temperature", "nan"], "--temperature must be 0 or a finite number >= 1e-30"),
     (["ab", "HEAD", "HEAD", "--threads", "0"], "--threads must be at least 1, got 0"),
     (["ab", "HEAD", "HEAD", "--json=1"], "argument --json: ignored explicit argument '1'"),
+    (["load", "--batches", "1", "0"], "--batches: 0 is not a batch size (allowed: 1 to 256)"),
+    (["load", "--budget", "0"], "--budget must be a positive number of seconds, got 0.0"),
+    (["load", "-k", "0"], "-k must be at least 1, got 0"),
+    (["load", "--drafts", "nope"], "unknown draft 'nope'"),
+    (["load", "--chars", "300"], "exceeds the context of 256"),
 ]
 if not torch.cuda.is_available():
     BAD += [(["generate", "--device", "cuda"], "--device cuda: no CUDA device is available here"),
