@@ -20,7 +20,7 @@ def load_lines(doc: dict) -> list[str]:
                f"and speculative alternated pair by pair; each draft at k = its best. Noise floor (A/A at B = "
                f"{f['batch']}): {f['measured']:.3f} [{f['ci_low']:.3f}, {f['ci_high']:.3f}], {f['pairs']} pairs. "
                f"Prediction before the pairs: chars per pass / (r_B + k·c_B); r_B = T_B(k+1)/T_B(1) predicted from "
-               f"B = 1's passes (a + b·positions).\n")
+               f"B = 1's passes (a + b·positions).{_kernels(load)}\n")
     rows = [[r["draft"], r["k"], r["batch"], f"{r['chars_per_pass']:.2f}", f"{r['predicted_before']:.2f}",
              f"{r['measured']:.2f} [{r['ci_low']:.2f}, {r['ci_high']:.2f}]", r["pairs"],
              f"{r['r_predicted']:.2f}", f"{r['r_measured']:.2f}", f"{r['c_measured']:.3f}"]
@@ -34,3 +34,13 @@ def load_lines(doc: dict) -> list[str]:
     for name, why in (load.get("unavailable_drafts") or {}).items():
         out.append(f"\n{name}: {why}")
     return out
+
+
+def _kernels(load: dict) -> str:
+    """A sentence when B = 1 and B > 1 ran different kernels (every backend but eager): the curve then holds a
+    change of kernel between B = 1 and 2 as well as the batch's own cost."""
+    k = load.get("kernels") or {}
+    if not k or k.get("single") == "eager":
+        return ""
+    return (f" B = 1 ran the {k['single']} backend's single-sequence kernels, B > 1 {k['batched']}: the step from "
+            f"B = 1 to 2 includes that change (`--backend eager` runs one kernel throughout).")

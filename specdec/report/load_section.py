@@ -20,12 +20,14 @@ from specdec.decoding import batch as bt
 from specdec.decoding.generate import generate, speculative_generate
 from specdec.measure import batch_costs
 from specdec.measure.schedule import Runs, interleave
+from specdec.model.backends import backend_of
 from specdec.report import sections
 
 BATCHES = (1, 2, 4, 8, 16, 32)
 B_FLOOR = 8  # the A/A row's batch: the middle of the curve
 LOAD_CHARS = 100  # characters per sequence: a B = 32 pair is 6400 of them
 COSTS_SHARE = 0.2  # of the section's seconds, for the cost samples before the pairs
+BATCHED_KERNEL = "model.rows: torch ops over the backend's own cache memory"
 VISIT_FACTOR = 3.0  # a visit costs its two generations and as much again (warm-up, collection)
 
 
@@ -70,6 +72,8 @@ def measure(run: sections.ReportRun, seconds: float) -> dict:
     noise = {**f, "drift": 0.0, "batch": floor_b}
     docs = [_row(r, costs, counts, ks, noise) for r in rows]
     return {"load": {
+        # what ran: B = 1 the backend's own single-sequence kernels (the loop's B = 1 path), B > 1 `model.rows`
+        "kernels": {"single": backend_of(run.target), "batched": BATCHED_KERNEL},
         "batches": batches, "dropped_batches": dropped, "chars": chars, "ks": ks, "noise_floor": _slim(noise),
         "costs": costs, "rows": docs, "crossover": {n: crossover([d for d in docs if d["draft"] == n]) for n in names},
         "unavailable_drafts": unavailable,
