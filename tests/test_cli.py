@@ -286,6 +286,8 @@ BAD = [
     (["load", "-k", "0"], "-k must be at least 1, got 0"),
     (["load", "--drafts", "nope"], "unknown draft 'nope'"),
     (["load", "--chars", "300"], "exceeds the context of 256"),
+    (["load", "--draft-k", "ngram"], "--draft-k: 'ngram' is not NAME=K (e.g. ngram=4)"),
+    (["load", "--drafts", "bigram", "--draft-k", "ngram=4"], "--draft-k: 'ngram' is not among --drafts"),
 ]
 if not torch.cuda.is_available():
     BAD += [(["generate", "--device", "cuda"], "--device cuda: no CUDA device is available here"),

@@ -25,8 +25,23 @@ def check_load_args(args) -> list[int]:
         raise UsageError(f"--batches: {bad[0]} is not a batch size (allowed: 1 to {ALLOWED_BATCHES[-1]})")
     device_arg(args.device)
     models.check_draft_names(args.drafts or [], args.device)
+    draft_ks(args)
     writable_dir("--out", args.out)
     return sorted(set(args.batches))
+
+
+def draft_ks(args) -> dict[str, int]:
+    """--draft-k NAME=K ... as a dict; each NAME must be among --drafts (when given) and K at least 1."""
+    out = {}
+    for item in args.draft_k:
+        name, sep, k = item.partition("=")
+        if not sep or not k.strip().isdigit():
+            raise UsageError(f"--draft-k: {item!r} is not NAME=K (e.g. ngram=4)")
+        at_least(f"--draft-k {name}", int(k), 1)
+        if args.drafts and name not in args.drafts:
+            raise UsageError(f"--draft-k: {name!r} is not among --drafts (given: {', '.join(args.drafts)})")
+        out[name] = int(k)
+    return out
 
 
 def cmd_load(args) -> int:
@@ -41,11 +56,14 @@ def cmd_load(args) -> int:
     why = bt.target_support(target)
     if why:
         raise UsageError(f"--target: {why}")
-    check_request(target, "ROMEO:", args.chars, k=args.k)
-    workload.load_workload(args.workload or workload.DEFAULT_WORKLOAD, chars=args.chars, max_k=args.k)
+    ks = draft_ks(args)
+    top = max([args.k, *ks.values()])
+    check_request(target, "ROMEO:", args.chars, k=top)
+    workload.load_workload(args.workload or workload.DEFAULT_WORKLOAD, chars=args.chars, max_k=top)
     drafts = models.drafts_arg(args.drafts, args.device)
     doc = load_build.measure_load(target, drafts, args.k, batches, args.chars, args.budget, args.quick, args.pairs,
-                                  args.threads, args.device, args.workload, started=_IMPORTED, log=models.log)
+                                  args.threads, args.device, args.workload, started=_IMPORTED, log=models.log,
+                                  draft_ks=ks)
     print("\n".join(load_render.load_lines(doc)))
     for path in load_build.write_load(doc, args.out):
         models.log(f"wrote {path}")

@@ -205,6 +205,8 @@ def _load_args(p: argparse.ArgumentParser) -> None:
                    help="drafts to measure (default every shipped draft that runs on the device)")
     p.add_argument("-k", type=int, default=4, help="drafts per round (default 4; a report with --load uses each "
                    "draft's best measured k)")
+    p.add_argument("--draft-k", nargs="+", default=[], metavar="NAME=K", help="a draft's own k (e.g. ngram=4 "
+                   "bigram=2: each at its best k from a report), for the drafts named; -k for the rest")
     p.add_argument("--batches", nargs="+", type=int, default=[1, 2, 4, 8, 16, 32],
                    help="batch sizes B (default 1 2 4 8 16 32)")
     p.add_argument("--chars", type=int, default=100, help="characters per sequence (default 100)")

@@ -23,12 +23,14 @@ LOAD_FILES = ("load.md", "load.json", "load.png")
 def measure_load(target, drafts: list[str], k: int = 4, batches: list[int] | None = None,
                  chars: int = load_section.LOAD_CHARS, budget: float = 120.0, quick: bool = False,
                  pairs: int | None = None, threads: int = 1, device: str = "cpu", workload=None,
-                 started: float | None = None, log=print) -> dict:
+                 started: float | None = None, log=print, draft_ks: dict[str, int] | None = None) -> dict:
     """The load section alone within `budget` seconds (counted from `started`, a perf_counter reading, or now):
-    each draft at k, for `batches` (default load_section.BATCHES, as far as the budget allows)."""
+    each draft at k (or its own in `draft_ks`), for `batches` (default load_section.BATCHES, as far as the
+    budget allows)."""
     knobs = build.knobs_for(quick, budget, pairs, [])
-    knobs.update({"load_k": k, "load_chars": chars, "load_batches": list(batches or load_section.BATCHES)})
-    work, runs = build.workload_runs(workload, None, None, chars, [k], 1)
+    knobs.update({"load_k": k, "load_ks": dict(draft_ks or {}), "load_chars": chars,
+                  "load_batches": list(batches or load_section.BATCHES)})
+    work, runs = build.workload_runs(workload, None, None, chars, [max([k, *(draft_ks or {}).values()])], 1)
     clock = Budget(knobs["budget"], reserve=build.WRITE_RESERVE, start=started)
     with hygiene.threads_for_measuring(threads) as thread_info:
         machine = {**hygiene.machine_info(thread_info, device, None), "backend": roofline.backend_name(target)}
@@ -37,7 +39,8 @@ def measure_load(target, drafts: list[str], k: int = 4, batches: list[int] | Non
             Section("drafts", lambda s: sections.setup(run)),
             Section("load: batches of B sequences, paired", lambda s: load_section.measure(run, s), 1.0),
         ], clock, log)
-    return {"machine": machine, "settings": {"workload": work.name, "k": k, "chars": chars, "budget": knobs["budget"],
+    return {"machine": machine, "settings": {"workload": work.name, "k": k, "draft_k": knobs["load_ks"], "chars": chars,
+                                             "budget": knobs["budget"],
                                              "drafts": list(drafts), "target": protocol.describe(target),
                                              "min_pairs": knobs["min_pairs"], "precision": knobs["precision"]},
             **parts, "sections": spent, "wall_seconds": clock.elapsed()}

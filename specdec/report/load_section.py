@@ -39,7 +39,11 @@ def _batch(run: sections.ReportRun, B: int) -> tuple[list[str], list[int]]:
 
 
 def best_k(run: sections.ReportRun, name: str) -> int:
-    """The draft's k with the best measured speedup among the report's chain rows, else the `load_k` knob."""
+    """The draft's own k if given (`load_ks`), else its best measured speedup's among the report's chain rows,
+    else the `load_k` knob."""
+    given = (run.knobs.get("load_ks") or {}).get(name)
+    if given:
+        return int(given)
     rows = [r for r in run.rows if r["draft"] == name and r.get("tree") is None]
     return int(max(rows, key=lambda r: r["measured"])["k"]) if rows else int(run.knobs.get("load_k", 4))
 
