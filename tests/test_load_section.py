@@ -47,11 +47,11 @@ class _Run:
 
 def test_the_largest_batches_are_dropped_when_their_pairs_would_not_fit():
     costs = {"batches": {str(B): {"step_us": 1000.0 * B} for B in (1, 2, 4, 8)}}
-    counts = {("d", B): {"passes": 10} for B in (1, 2, 4, 8)}
+    passes = {"d": 10}  # the draft's batched passes at B = 1
     # a visit at B: 3 * (chars * step * 2 + passes * step * 1.5) = 3 * (20 + 15) ms * B = 0.105 B s; x 2 pairs
-    kept, dropped = load_section._fit(_Run(), costs, counts, [1, 2, 4, 8], ["d"], 10, 0.21 * 3 + 0.001)
+    kept, dropped = load_section._fit(_Run(), costs, passes, [1, 2, 4, 8], 10, 0.21 * 3 + 0.001)
     assert (kept, dropped) == ([1, 2], [4, 8])
-    assert load_section._fit(_Run(), costs, counts, [1, 2, 4, 8], ["d"], 10, 0.0) == ([1], [2, 4, 8])
+    assert load_section._fit(_Run(), costs, passes, [1, 2, 4, 8], 10, 0.0) == ([1], [2, 4, 8])
 
 
 def _doc():

@@ -62,9 +62,10 @@ def measure(run: sections.ReportRun, seconds: float) -> dict:
     context = run.target.tokenize(run.runs[0][0].prompt)
     costs = batch_costs.measure(run.target, objs, ks, batches, context, run.temperature,
                                 run.knobs.get("cost_samples", 12), COSTS_SHARE * seconds, run.device)
-    counts = {(n, B): _counts(run, objs[n], ks[n], B, chars) for n in names for B in batches}
+    one = {n: _counts(run, objs[n], ks[n], 1, chars) for n in names}  # B = 1's passes size every B's pairs
     left = (1 - COSTS_SHARE) * seconds
-    batches, dropped = _fit(run, costs, counts, batches, names, chars, left)
+    batches, dropped = _fit(run, costs, {n: c["passes"] for n, c in one.items()}, batches, chars, left)
+    counts = {(n, B): one[n] if B == 1 else _counts(run, objs[n], ks[n], B, chars) for n in names for B in batches}
     floor_b = min(B_FLOOR, max(batches))
     plain = {B: _plain(run, B, chars) for B in set(batches) | {floor_b}}
     floor = Runs(f"noise floor (A/A, B={floor_b})", {"a": plain[floor_b], "b": plain[floor_b]}, ("a", "b"),
@@ -102,14 +103,14 @@ def _counts(run, draft, k: int, B: int, chars: int) -> dict:
             "acceptance": sum(g.stats.accepted for g in out) / max(1, sum(g.stats.drafted for g in out))}
 
 
-def _fit(run, costs: dict, counts: dict, batches: list[int], names: list[str], chars: int,
+def _fit(run, costs: dict, passes: dict[str, int], batches: list[int], chars: int,
          seconds: float) -> tuple[list[int], list[int]]:
-    """The batches whose minimum pairs fit `seconds` (by the cost samples' step times), smallest first; B = 1
-    always stays. Returns (kept, dropped)."""
+    """The batches whose minimum pairs fit `seconds` (by the cost samples' step times and each draft's passes at
+    B = 1), smallest first; the smallest always stays. Returns (kept, dropped)."""
     def visit_s(B: int) -> float:
         step = costs["batches"][str(B)]["step_us"] * 1e-6
-        spec = sum(counts[n, B]["passes"] * step * 1.5 for n in names)
-        return VISIT_FACTOR * (chars * step * (len(names) + 1) + spec)
+        spec = sum(p * step * 1.5 for p in passes.values())
+        return VISIT_FACTOR * (chars * step * (len(passes) + 1) + spec)
 
     kept, total = [], 0.0
     for B in sorted(batches):
