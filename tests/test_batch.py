@@ -5,6 +5,8 @@ generation seeded s + i draws, so texts and counts must be equal, not merely equ
 law at B > 1 then follows from B = 1's, and test_joint checks it directly too).
 """
 
+import functools
+
 import numpy as np
 import pytest
 import torch
@@ -15,6 +17,19 @@ from specdec.decoding import batch as bt
 from specdec.model import rows
 from specdec.model.backends import to_backend
 from specdec.util.errors import InputError
+
+@pytest.fixture(scope="module")
+def target():
+    """A target of this module's own: a batch leaves the cache with B rows (and stale ones past the first),
+    which the session's target must not carry into the tests that compare every row of its cache."""
+    torch.set_num_threads(1)
+    return specdec.load_target()
+
+
+@pytest.fixture(scope="module")
+def draft_factory(target):
+    return functools.lru_cache(maxsize=None)(lambda name: specdec.make_draft(name, target))
+
 
 PROMPTS = ["ROMEO:", "JULIET:\nO Romeo, Romeo", "K", "First Citizen:\nBefore we proceed"]  # ragged lengths
 

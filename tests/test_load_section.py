@@ -5,7 +5,9 @@ records, never how fast anything was)."""
 import math
 
 import pytest
+import torch
 
+import specdec
 from specdec.measure import batch_costs
 from specdec.measure import workload as wl
 from specdec.report import figures, load_render, load_section, sections
@@ -84,15 +86,18 @@ def test_the_figure_draws_a_line_per_draft():
     assert figures.load_figure({"machine": {}, "load": {"rows": []}}) is None
 
 
-def test_a_small_load_run_records_every_batch_and_draft(target, draft_factory, clock):
+def test_a_small_load_run_records_every_batch_and_draft(clock):
     """On the fake clock: the pairs' count and the batches kept do not depend on the machine's speed (a budget
-    of 1000 s fits both batches whatever a pass costs here; the precision ends the pairs after min_pairs)."""
+    of 1000 s fits both batches whatever a pass costs here; the precision ends the pairs after min_pairs). A
+    target of its own: the batches leave its cache with 2 rows."""
+    torch.set_num_threads(1)
+    target = specdec.load_target()
     clock.tick = 0.001
     knobs = {"min_pairs": 3, "precision": 1e9, "cost_samples": 3, "load_k": 2, "load_chars": 8,
              "load_batches": [1, 2]}
     work = wl.load_workload(wl.DEFAULT_WORKLOAD, chars=8, max_k=2)
     run = sections.ReportRun(target, ["bigram", "int4"], [2], knobs, "cpu", 8, 1.0, work.cycled(8), lambda s: None)
-    run.objs = {n: draft_factory(n) for n in run.drafts}
+    run.objs = {n: specdec.make_draft(n, target) for n in run.drafts}
     load = load_section.measure(run, 1000.0)["load"]
     assert load["batches"] == [1, 2] and load["dropped_batches"] == [] and load["ks"] == {"bigram": 2, "int4": 2}
     assert {(r["draft"], r["batch"]) for r in load["rows"]} == {(d, B) for d in ("bigram", "int4") for B in (1, 2)}
