@@ -6,6 +6,11 @@ from (the accept/reject rule needs q). A draft that keeps state (a KV cache) tra
 sequence it has consumed; after a round the loop calls `rollback(n)` to say that only the first n tokens of
 the sequence are still valid, and the next `propose` feeds whatever it has not seen yet. Rolling back is
 moving the position back, exactly as for the target.
+
+For a batch of B sequences (`generate.chain_rows`) a draft proposes for every row at once (`propose_rows`),
+each row from its own generator, and keeps one position per row (`rollback_row`, `keep_rows`): the table
+drafts have no state and propose row by row; a model draft runs one batched pass per draft step
+(`model.rows`). `batch_unsupported` says why a draft cannot (None: it can).
 """
 
 from __future__ import annotations
