@@ -375,7 +375,7 @@ def batch_generations(drafts: tuple[str, ...], k: int, pairs: int | None = None)
     """Per draft this commit can batch: speculative ÷ target-only time of BATCH sequences at once (the prompt
     BATCH times, seeds SEED..SEED+BATCH-1, `batch=` of the public API), in alternated pairs (`pair`), rows
     taking turns pair by pair; and the batch's target passes per character. {} on a commit whose
-    `speculative_generate` takes no batch."""
+    `speculative_generate` takes no batch, or for a target that cannot batch (its ValueError)."""
     import inspect
 
     import specdec
@@ -387,14 +387,20 @@ def batch_generations(drafts: tuple[str, ...], k: int, pairs: int | None = None)
     t = common.target()
     plain = lambda: specdec.generate(t, common.PROMPT, common.CHARS, seed=common.SEED,
                                      temperature=common.TEMPERATURE, batch=BATCH)
+    try:
+        plain()  # warm-up; a target that cannot batch (a user's hf: model) says so with a ValueError: skip
+    except ValueError:
+        return {}
     runs, last = {}, {}
     for name in common.available(drafts):
         d = common.draft(name)
         run = lambda d=d: specdec.speculative_generate(t, d, common.PROMPT, common.CHARS, k=k, seed=common.SEED,
                                                        temperature=common.TEMPERATURE, batch=BATCH)
-        run()  # warm-up: the draft's first batched call
+        try:
+            run()  # warm-up: the draft's first batched call
+        except ValueError:  # a draft that cannot batch: its rows skip
+            continue
         runs[name] = lambda name=name, run=run: last.__setitem__(name, run())
-    plain()
     ratios = {name: [] for name in runs}
     for i in range(pairs):
         for name, run in runs.items():
