@@ -116,7 +116,7 @@ def _measure_report(args, target, drafts: list | None, ks: list[int], cpus, afte
                           device=args.device, chars=args.chars, seed=args.seed, budget=args.budget, cpus=cpus,
                           workload=args.workload, prompt=args.prompt, trees=args.trees, after_own_run=after_own_run,
                           between_run=args.between_run, started=None if after_own_run else _IMPORTED,
-                          load=args.load, log=models.log)
+                          batched=args.batched, log=models.log)
 
 
 def _report_all(args, ks: list[int], cpus) -> int:

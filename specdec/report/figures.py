@@ -176,11 +176,11 @@ def write_attribution(attribution: dict, path: Path, title: str = "where the tim
         return plot_attribution(attribution, tmp, title)
 
 
-def load_figure(doc: dict):
-    """load.png: measured speedup against batch size B per draft at its best k (bars: the re-run interval; B on
+def batch_figure(doc: dict):
+    """batch.png: measured speedup against batch size B per draft at its best k (bars: the re-run interval; B on
     a log-2 axis), the prediction made before the pairs dotted, a line at 1.0; beside it T_B(k+1)/T_B(1)
     predicted (from B = 1's passes) against measured. None without matplotlib or load rows."""
-    rows = (doc.get("load") or {}).get("rows") or []
+    rows = (doc.get("batch") or {}).get("rows") or []
     plt = _pyplot() if rows else None
     if plt is None:
         return None
@@ -206,11 +206,11 @@ def load_figure(doc: dict):
     ax_r.set_ylabel("T_B(k+1) / T_B(1)")
     ax_r.set_title("verify pass against a step, at B")
     ax_r.legend(fontsize=7)
-    _fit_title(fig, fig.suptitle(f"load: speedup against batch size ({doc['machine'].get('backend', 'eager')})"))
+    _fit_title(fig, fig.suptitle(f"batch: speedup against batch size ({doc['machine'].get('backend', 'eager')})"))
     return fig
 
 
-def plot_load(doc: dict, path: Path) -> bool:
-    """load.png (`load_figure`); False (nothing written) without matplotlib or a load section."""
-    fig = load_figure(doc)
+def plot_batch(doc: dict, path: Path) -> bool:
+    """batch.png (`batch_figure`); False (nothing written) without matplotlib or a batch section."""
+    fig = batch_figure(doc)
     return fig is not None and _save(fig, path)

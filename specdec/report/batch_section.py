@@ -1,7 +1,7 @@
-"""The load section: the paired speedup at each batch size B, the cost model extended to B, and the crossover
+"""The batch section: the paired speedup at each batch size B, the cost model extended to B, and the crossover
 where a draft stops paying.
 
-Per draft at its best k (the report's best measured k; `load_k` where the report measured no speedup rows),
+Per draft at its best k (the report's best measured k; `batch_k` where the report measured no speedup rows),
 for B in BATCHES (as far as the budget allows): target-only and speculative generation of the same B sequences
 (the workload's first B runs, cycled: each its prompt and seed), alternated pair by pair by the report's own
 runner (`schedule.interleave`, `sections.paired_figures`) beside an A/A row of target-only at B_FLOOR that gives
@@ -25,7 +25,7 @@ from specdec.report import sections
 
 BATCHES = (1, 2, 4, 8, 16, 32)
 B_FLOOR = 8  # the A/A row's batch: the middle of the curve
-LOAD_CHARS = 100  # characters per sequence: a B = 32 pair is 6400 of them
+BATCH_CHARS = 100  # characters per sequence: a B = 32 pair is 6400 of them
 COSTS_SHARE = 0.2  # of the section's seconds, for the cost samples before the pairs
 BATCHED_KERNEL = "model.rows: torch ops over the backend's own cache memory"
 VISIT_FACTOR = 3.0  # a visit costs its two generations and as much again (warm-up, collection)
@@ -39,24 +39,24 @@ def _batch(run: sections.ReportRun, B: int) -> tuple[list[str], list[int]]:
 
 
 def best_k(run: sections.ReportRun, name: str) -> int:
-    """The draft's own k if given (`load_ks`), else its best measured speedup's among the report's chain rows,
-    else the `load_k` knob."""
-    given = (run.knobs.get("load_ks") or {}).get(name)
+    """The draft's own k if given (`batch_ks`), else its best measured speedup's among the report's chain rows,
+    else the `batch_k` knob."""
+    given = (run.knobs.get("batch_ks") or {}).get(name)
     if given:
         return int(given)
     rows = [r for r in run.rows if r["draft"] == name and r.get("tree") is None]
-    return int(max(rows, key=lambda r: r["measured"])["k"]) if rows else int(run.knobs.get("load_k", 4))
+    return int(max(rows, key=lambda r: r["measured"])["k"]) if rows else int(run.knobs.get("batch_k", 4))
 
 
 def measure(run: sections.ReportRun, seconds: float) -> dict:
-    """report.json's `load` (see the module docstring)."""
+    """report.json's `batch` (see the module docstring)."""
     why = bt.target_support(run.target)
     if why:
-        return {"load": {"unavailable": why}}
+        return {"batch": {"unavailable": why}}
     unavailable = {n: w for n in run.drafts if (w := bt.draft_support(run.objs[n]))}
     names = [n for n in run.drafts if n not in unavailable]
-    chars = int(run.knobs.get("load_chars", LOAD_CHARS))
-    batches = list(run.knobs.get("load_batches") or BATCHES)
+    chars = int(run.knobs.get("batch_chars", BATCH_CHARS))
+    batches = list(run.knobs.get("batch_sizes") or BATCHES)
     ks = {n: best_k(run, n) for n in names}
     objs = {n: run.objs[n] for n in names}
     context = run.target.tokenize(run.runs[0][0].prompt)
@@ -72,11 +72,11 @@ def measure(run: sections.ReportRun, seconds: float) -> dict:
                  warm=_plain(run, floor_b, 10), items=run.runs[:1])
     rows = [Runs((n, B), {"target": plain[B], "spec": _spec(run, objs[n], ks[n], B, chars)}, ("target", "spec"),
                  warm=_spec(run, objs[n], ks[n], B, 10), items=run.runs[:1]) for n in names for B in batches]
-    interleave([floor] + rows, left, run.knobs["min_pairs"], run.knobs["precision"], run.device, run.log, "load ")
+    interleave([floor] + rows, left, run.knobs["min_pairs"], run.knobs["precision"], run.device, run.log, "batch ")
     f = sections.paired_figures(floor, "a", "b")
     noise = {**f, "drift": 0.0, "batch": floor_b}
     docs = [_row(r, costs, counts, ks, noise) for r in rows]
-    return {"load": {
+    return {"batch": {
         # what ran: B = 1 the backend's own single-sequence kernels (the loop's B = 1 path), B > 1 `model.rows`
         "kernels": {"single": backend_of(run.target), "batched": BATCHED_KERNEL},
         "batches": batches, "dropped_batches": dropped, "chars": chars, "ks": ks, "noise_floor": _slim(noise),

@@ -1,5 +1,5 @@
-"""`specdec load`: the report's load section alone -- the paired speedup at batch sizes B, the cost model at
-B and the crossover per draft -- within --budget, written as load.md, load.json and load.png."""
+"""`specdec batch`: the report's batch section alone -- the paired speedup at batch sizes B, the cost model at
+B and the crossover per draft -- within --budget, written as batch.md, batch.json and batch.png."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from specdec.cli.checks import UsageError, at_least, device_arg, writable_dir
 ALLOWED_BATCHES = range(1, 257)
 
 
-def check_load_args(args) -> list[int]:
+def check_batch_args(args) -> list[int]:
     """Every value checked before anything loads; returns the batch sizes (increasing, no repeats)."""
     if not (math.isfinite(args.budget) and args.budget > 0):
         raise UsageError(f"--budget must be a positive number of seconds, got {args.budget}")
@@ -44,14 +44,14 @@ def draft_ks(args) -> dict[str, int]:
     return out
 
 
-def cmd_load(args) -> int:
+def cmd_batch(args) -> int:
     from specdec import _IMPORTED
     from specdec.decoding import batch as bt
     from specdec.decoding.generate import check_request
     from specdec.measure import workload
-    from specdec.report import load_build, load_render
+    from specdec.report import batch_build, batch_render
 
-    batches = check_load_args(args)
+    batches = check_batch_args(args)
     target = models.load_target(args)
     why = bt.target_support(target)
     if why:
@@ -61,10 +61,10 @@ def cmd_load(args) -> int:
     check_request(target, "ROMEO:", args.chars, k=top)
     workload.load_workload(args.workload or workload.DEFAULT_WORKLOAD, chars=args.chars, max_k=top)
     drafts = models.drafts_arg(args.drafts, args.device)
-    doc = load_build.measure_load(target, drafts, args.k, batches, args.chars, args.budget, args.quick, args.pairs,
+    doc = batch_build.measure_batch(target, drafts, args.k, batches, args.chars, args.budget, args.quick, args.pairs,
                                   args.threads, args.device, args.workload, started=_IMPORTED, log=models.log,
                                   draft_ks=ks)
-    print("\n".join(load_render.load_lines(doc)))
-    for path in load_build.write_load(doc, args.out):
+    print("\n".join(batch_render.batch_lines(doc)))
+    for path in batch_build.write_batch(doc, args.out):
         models.log(f"wrote {path}")
     return 0

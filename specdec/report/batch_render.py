@@ -1,18 +1,18 @@
-"""The load section as Markdown: per draft and batch size the paired speedup with its interval, the prediction
+"""The batch section as Markdown: per draft and batch size the paired speedup with its interval, the prediction
 made before the pairs, the cost model's terms at B (T_B(k+1)/T_B(1) predicted and measured, c_B), and each
-draft's crossover. Reads only the document (`load_section.measure`'s `load`)."""
+draft's crossover. Reads only the document (`batch_section.measure`'s `load`)."""
 
 from __future__ import annotations
 
 from specdec.report.markdown import table
 
 
-def load_lines(doc: dict) -> list[str]:
-    """The section's lines; none when the document has no load section."""
-    load = doc.get("load")
+def batch_lines(doc: dict) -> list[str]:
+    """The section's lines; none when the document has no batch section."""
+    load = doc.get("batch")
     if not load:
         return []
-    out = ["\n## Load: speedup against batch size\n"]
+    out = ["\n## Batch: speedup against batch size B\n"]
     if load.get("unavailable"):
         return out + [f"Unavailable for this target: {load['unavailable']}"]
     f = load["noise_floor"]

@@ -10,7 +10,7 @@ import torch
 import specdec
 from specdec.measure import batch_costs
 from specdec.measure import workload as wl
-from specdec.report import figures, load_render, load_section, sections
+from specdec.report import figures, batch_render, batch_section, sections
 
 
 def _row(batch, measured, lo, hi, draft="int8"):
@@ -24,13 +24,13 @@ def _row(batch, measured, lo, hi, draft="int8"):
     ([_row(4, 1.1, 1.01, 1.2), _row(1, 0.9, 0.8, 0.95)], 1, None, True),  # sorted by B first
 ])
 def test_the_crossover_is_the_smallest_batch_whose_interval_reaches_one(rows, batch, after, slower):
-    c = load_section.crossover(rows)
+    c = batch_section.crossover(rows)
     assert (c["batch"], c["after"], c["slower"]) == (batch, after, slower)
     assert c["text"].startswith(f"stops paying at B = {batch}")
 
 
 def test_a_draft_that_pays_everywhere_says_so():
-    c = load_section.crossover([_row(1, 2.0, 1.8, 2.2), _row(32, 1.1, 1.02, 1.2)])
+    c = batch_section.crossover([_row(1, 2.0, 1.8, 2.2), _row(32, 1.1, 1.02, 1.2)])
     assert c == {"batch": None, "after": 32, "text": "pays at every B tried (up to B = 32)"}
 
 
@@ -51,9 +51,9 @@ def test_the_largest_batches_are_dropped_when_their_pairs_would_not_fit():
     costs = {"batches": {str(B): {"step_us": 1000.0 * B} for B in (1, 2, 4, 8)}}
     passes = {"d": 10}  # the draft's batched passes at B = 1
     # a visit at B: 3 * (chars * step * 2 + passes * step * 1.5) = 3 * (20 + 15) ms * B = 0.105 B s; x 2 pairs
-    kept, dropped = load_section._fit(_Run(), costs, passes, [1, 2, 4, 8], 10, 0.21 * 3 + 0.001)
+    kept, dropped = batch_section._fit(_Run(), costs, passes, [1, 2, 4, 8], 10, 0.21 * 3 + 0.001)
     assert (kept, dropped) == ([1, 2], [4, 8])
-    assert load_section._fit(_Run(), costs, passes, [1, 2, 4, 8], 10, 0.0) == ([1], [2, 4, 8])
+    assert batch_section._fit(_Run(), costs, passes, [1, 2, 4, 8], 10, 0.0) == ([1], [2, 4, 8])
 
 
 def _doc():
@@ -62,28 +62,28 @@ def _doc():
             for d in ("int8", "bigram") for B, m in ((1, 1.4), (4, 1.15), (16, 0.8))]
     load = {"batches": [1, 4, 16], "dropped_batches": [32], "chars": 100, "ks": {"int8": 4, "bigram": 4},
             "noise_floor": {"measured": 1.0, "ci_low": 0.97, "ci_high": 1.03, "pairs": 6, "batch": 8, "width": 0.06},
-            "rows": rows, "crossover": {d: load_section.crossover([r for r in rows if r["draft"] == d])
+            "rows": rows, "crossover": {d: batch_section.crossover([r for r in rows if r["draft"] == d])
                                         for d in ("int8", "bigram")}, "unavailable_drafts": {}}
-    return {"machine": {"backend": "eager"}, "load": load}
+    return {"machine": {"backend": "eager"}, "batch": load}
 
 
 def test_the_section_renders_every_row_and_the_crossover():
-    text = "\n".join(load_render.load_lines(_doc()))
+    text = "\n".join(batch_render.batch_lines(_doc()))
     assert text.count("| int8 ") == 3 and text.count("| bigram ") == 3
     assert "int8 k=4: stops paying at B = 16 (pays at B = 4): 0.80x [0.70, 0.90]" in text
     assert "Not measured within the budget: B = 32." in text
-    assert load_render.load_lines({}) == []
-    assert "unavailable: batched only" in "\n".join(load_render.load_lines(
-        {"load": {"unavailable": "unavailable: batched only for the shipped GPT"}}))
+    assert batch_render.batch_lines({}) == []
+    assert "unavailable: batched only" in "\n".join(batch_render.batch_lines(
+        {"batch": {"unavailable": "unavailable: batched only for the shipped GPT"}}))
 
 
 def test_the_figure_draws_a_line_per_draft():
     pytest.importorskip("matplotlib")
-    fig = figures.load_figure(_doc())
+    fig = figures.batch_figure(_doc())
     ax, ax_r = fig.axes
     assert [t.get_text() for t in ax.get_legend().get_texts()] == ["int8 k=4", "bigram k=4"]
     assert len(ax_r.get_lines()) == 4  # measured and predicted r_B per draft
-    assert figures.load_figure({"machine": {}, "load": {"rows": []}}) is None
+    assert figures.batch_figure({"machine": {}, "batch": {"rows": []}}) is None
 
 
 def test_a_small_load_run_records_every_batch_and_draft(clock):
@@ -93,12 +93,12 @@ def test_a_small_load_run_records_every_batch_and_draft(clock):
     torch.set_num_threads(1)
     target = specdec.load_target()
     clock.tick = 0.001
-    knobs = {"min_pairs": 3, "precision": 1e9, "cost_samples": 3, "load_k": 2, "load_chars": 8,
-             "load_batches": [1, 2]}
+    knobs = {"min_pairs": 3, "precision": 1e9, "cost_samples": 3, "batch_k": 2, "batch_chars": 8,
+             "batch_sizes": [1, 2]}
     work = wl.load_workload(wl.DEFAULT_WORKLOAD, chars=8, max_k=2)
     run = sections.ReportRun(target, ["bigram", "int4"], [2], knobs, "cpu", 8, 1.0, work.cycled(8), lambda s: None)
     run.objs = {n: specdec.make_draft(n, target) for n in run.drafts}
-    load = load_section.measure(run, 1000.0)["load"]
+    load = batch_section.measure(run, 1000.0)["batch"]
     assert load["batches"] == [1, 2] and load["dropped_batches"] == [] and load["ks"] == {"bigram": 2, "int4": 2}
     assert {(r["draft"], r["batch"]) for r in load["rows"]} == {(d, B) for d in ("bigram", "int4") for B in (1, 2)}
     assert all(r["pairs"] == 3 and math.isfinite(r["r_predicted"]) and r["chars_per_pass"] >= 1 for r in load["rows"])
