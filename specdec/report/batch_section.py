@@ -148,7 +148,7 @@ def crossover(rows: list[dict]) -> dict:
                     "speedup": r["measured"], "ci_low": r["ci_low"], "ci_high": r["ci_high"],
                     "slower": bool(r["ci_high"] < 1.0),
                     "text": (f"stops paying at B = {r['batch']}" + (f" (pays at B = {rows[i - 1]['batch']})" if i
-                             else " (does not pay even at B = 1)") + f": {r['measured']:.2f}x "
+                             else " (not faster beyond the noise even at B = 1)") + f": {r['measured']:.2f}x "
                              f"[{r['ci_low']:.2f}, {r['ci_high']:.2f}]")}
     return {"batch": None, "after": rows[-1]["batch"] if rows else None, "text": "pays at every B tried"
             + (f" (up to B = {rows[-1]['batch']})" if rows else "")}
