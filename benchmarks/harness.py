@@ -367,6 +367,48 @@ def tree_generations(drafts: list[str], shapes: list[str]) -> dict:
     return _timed_rows(rows, pairs_per_run=common.scaled(3, 1))
 
 
+BATCH = 8  # sequences at once in the batched rows (bench_batch)
+
+
+@functools.lru_cache(maxsize=None)
+def batch_generations(drafts: tuple[str, ...], k: int, pairs: int | None = None) -> dict:
+    """Per draft this commit can batch: speculative ÷ target-only time of BATCH sequences at once (the prompt
+    BATCH times, seeds SEED..SEED+BATCH-1, `batch=` of the public API), in alternated pairs (`pair`), rows
+    taking turns pair by pair; and the batch's target passes per character. {} on a commit whose
+    `speculative_generate` takes no batch, or for a target that cannot batch (its ValueError)."""
+    import inspect
+
+    import specdec
+
+    if "batch" not in inspect.signature(specdec.speculative_generate).parameters:
+        return {}
+    pairs = pairs or common.scaled(3, 1)
+    common.fix_threads()
+    t = common.target()
+    plain = lambda: specdec.generate(t, common.PROMPT, common.CHARS, seed=common.SEED,
+                                     temperature=common.TEMPERATURE, batch=BATCH)
+    try:
+        plain()  # warm-up; a target that cannot batch (a user's hf: model) says so with a ValueError: skip
+    except ValueError:
+        return {}
+    runs, last = {}, {}
+    for name in common.available(drafts):
+        d = common.draft(name)
+        run = lambda d=d: specdec.speculative_generate(t, d, common.PROMPT, common.CHARS, k=k, seed=common.SEED,
+                                                       temperature=common.TEMPERATURE, batch=BATCH)
+        try:
+            run()  # warm-up: the draft's first batched call
+        except ValueError:  # a draft that cannot batch: its rows skip
+            continue
+        runs[name] = lambda name=name, run=run: last.__setitem__(name, run())
+    ratios = {name: [] for name in runs}
+    for i in range(pairs):
+        for name, run in runs.items():
+            ratios[name].append(pair(plain, run, b_first=i % 2 == 1))
+    return {name: {"ratios": ratios[name], "time_ratio": float(np.median(ratios[name])),
+                   "passes_per_char": last[name].passes / common.CHARS} for name in runs}
+
+
 WORK_ROWS = ["target-only", "pass 1", "verify 5"] + [f"{kind} {d}{k}" for d in ("bigram", "ngram")
                                                     for kind, k in (("draft", ""), ("round", " k=4"), ("spec", " k=4"))]
 

@@ -291,8 +291,8 @@ def test_a_real_run_finds_a_much_slower_draft_and_says_what_b_lacks(tmp_path, ca
     doc = json.loads(capsys.readouterr().out)
     rows = doc["rows"]
     assert set(rows) == {"target-only", "pass 1", "verify 3", "draft bigram", "spec bigram k=2",
-                         "round bigram k=2"}
-    assert set(doc["unavailable"]) == {"draft ngram", "spec ngram k=2", "round ngram k=2"}
+                         "round bigram k=2", "spec-batch8 bigram k=2"}
+    assert set(doc["unavailable"]) == {"draft ngram", "spec ngram k=2", "round ngram k=2", "spec-batch8 ngram k=2"}
     assert "UnknownDraftError" in doc["unavailable"]["draft ngram"]["b"]
     # +400 us on a proposal of a few tens of us: paired, B/A is far above 2 whatever the machine's load
     assert rows["draft bigram"]["change"] > 1.0
@@ -353,13 +353,16 @@ def test_the_work_rows_flag_more_work_in_one_draft_and_not_the_pass(tmp_path):
 
 def test_a_users_hugging_face_pair_runs_through_the_same_rows(hf_exported, capsys):
     """The exported pair as --target hf:... with an hf: draft and prompt lookup, this tree on both sides (an A/A):
-    every row timed on both sides, none unavailable, no behaviour changed."""
+    every row timed on both sides, none unavailable but the batched rows (an hf target does not batch), no behaviour
+    changed."""
     tree = str(PACKAGE.parent)
     target, small = f"hf:{hf_exported['target']}", f"hf:{hf_exported['small']}"
     main(["ab", "--a-path", tree, "--b-path", tree, "--target", target, "--drafts", small, "prompt-lookup",
           "--ks", "2", "--chars", "12", "--budget", "1", "--pairs", "2", "--json", "--no-work"])
     doc = json.loads(capsys.readouterr().out)
-    assert doc["unavailable"] == {} and doc["behaviour_changed"] == []
+    batched = {f"spec-batch8 {small} k=2", "spec-batch8 prompt-lookup k=2"}
+    assert set(doc["unavailable"]) == batched and doc["behaviour_changed"] == []
+    assert all("DynamicCache" in doc["unavailable"][r]["a"] for r in batched)
     assert set(doc["rows"]) == {"target-only", "pass 1", "verify 3", f"draft {small}", f"spec {small} k=2",
                                 f"round {small} k=2", "draft prompt-lookup", "spec prompt-lookup k=2",
                                 "round prompt-lookup k=2"}

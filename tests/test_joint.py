@@ -118,3 +118,28 @@ def test_a_residual_from_the_wrong_row_of_q_fails(target, draft_factory, referen
     (row,) = exactness.verify_joint(target, {"ngram": draft_factory("ngram")}, 4, SAMPLES, temperature=temperature,
                                     reference=references[temperature])
     assert row["p_value"] <= FULL_THRESHOLD
+
+
+@pytest.fixture(scope="module")
+def batch_target():
+    """The batched rows' own target (the same checkpoint): a batch leaves its cache with B rows, which the
+    session's target must not carry into tests that compare every row of its cache."""
+    return specdec.load_target()
+
+
+@pytest.mark.parametrize("draft,k,temperature", [("int4", 4, 1.0), ("bigram", 1, 0.7)])
+def test_batched_generations_have_the_joint_law_of_one_at_a_time(batch_target, references, draft, k, temperature):
+    """B = 8 at a time: the same first three characters as one at a time (one generator per sequence, the same
+    seeds), so the same counts, and the row is exact against target-only generation (the session target's
+    reference counts: the same weights)."""
+    target = batch_target
+    d = specdec.make_draft(draft, target)
+    one = exactness.joint_counts(target, d, 80, k, seed=9, temperature=temperature)
+    assert exactness.joint_counts(target, d, 80, k, seed=9, temperature=temperature, batch=8) == one
+    (row,) = exactness.verify_joint(target, {draft: d}, k, SAMPLES, temperature=temperature,
+                                    reference=references[temperature], batch=8)
+    assert row["batch"] == 8 and row["verdict"] == "exact"
+
+
+def test_batched_target_only_counts_are_the_reference_counts(batch_target, references):
+    assert exactness.joint_counts(batch_target, None, REFERENCE, temperature=1.0, batch=32) == references[1.0]

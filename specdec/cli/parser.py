@@ -119,6 +119,8 @@ def _report_args(p: argparse.ArgumentParser) -> None:
                    "off: leave it out")
     p.add_argument("--cpu", default=None, help="pin the process to these CPUs (e.g. 1 or 0,1; recorded)")
     p.add_argument("--out", default="specdec-report", help="folder for report.md, report.json, speedup.png")
+    p.add_argument("--batched", action="store_true", help="add the batch section: the paired speedup at batch sizes "
+                   "B = 1..32 per draft at its best k, and the crossover (alone: `specdec batch`)")
     p.add_argument("--threads", type=int, default=1, help="torch threads while timing (recorded)")
     _device(p)
     p.add_argument("--drafts", "--draft", dest="drafts", nargs="+", action="extend", default=None,
@@ -199,6 +201,28 @@ def _overhead_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", default=None, help="also write overhead.json into this folder")
 
 
+def _batch_args(p: argparse.ArgumentParser) -> None:
+    _backend(_checkpoint(p))
+    p.add_argument("--budget", type=float, default=120.0, help="seconds the whole command may take (default 120); "
+                   "the largest batch sizes are left out when their pairs would not fit")
+    p.add_argument("--quick", action="store_true", help="the quick report's pairs and precision")
+    p.add_argument("--drafts", "--draft", dest="drafts", nargs="+", action="extend", default=None,
+                   help="drafts to measure (default every shipped draft that runs on the device)")
+    p.add_argument("-k", type=int, default=4, help="drafts per round (default 4; a report with --batched uses each "
+                   "draft's best measured k)")
+    p.add_argument("--draft-k", nargs="+", default=[], metavar="NAME=K", help="a draft's own k (e.g. ngram=4 "
+                   "bigram=2: each at its best k from a report), for the drafts named; -k for the rest")
+    p.add_argument("--batches", nargs="+", type=int, default=[1, 2, 4, 8, 16, 32],
+                   help="batch sizes B (default 1 2 4 8 16 32)")
+    p.add_argument("--chars", type=int, default=100, help="characters per sequence (default 100)")
+    p.add_argument("--pairs", type=int, default=None, help="alternated pairs every row gets at least (default 5, "
+                   "quick 3)")
+    p.add_argument("--threads", type=int, default=1, help="torch threads while timing (recorded)")
+    p.add_argument("--workload", default=None, help="the prompts the batches cycle through (default shakespeare24)")
+    p.add_argument("--out", default="specdec-batch", help="folder for batch.md, batch.json, batch.png")
+    _device(p)
+
+
 def _export_hf_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("out", help="folder to write OUT/target and OUT/small into (replaced if there)")
 
@@ -260,6 +284,8 @@ SUBCOMMANDS = [
     ("compare", "compare two report.json files; exit 1 if anything got worse", _compare_args),
     ("ab", "did revision B make anything slower than A? both timed in one alternated run; exit 1 if worse",
      _ab_args),
+    ("batch", "speedup against batch size B in specdec's own loop: paired at B = 1..32, the cost model at B, the "
+     "crossover per draft", _batch_args),
     ("overhead", "the target pass against its roofline floor, and where the time goes", _overhead_args),
     ("export-hf", "write the shipped target and small draft as transformers (GPT-2, safetensors) folders",
      _export_hf_args),

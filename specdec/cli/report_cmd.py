@@ -115,7 +115,8 @@ def _measure_report(args, target, drafts: list | None, ks: list[int], cpus, afte
     return report.measure(target, drafts, ks, quick=args.quick, pairs=args.pairs, threads=args.threads,
                           device=args.device, chars=args.chars, seed=args.seed, budget=args.budget, cpus=cpus,
                           workload=args.workload, prompt=args.prompt, trees=args.trees, after_own_run=after_own_run,
-                          between_run=args.between_run, started=None if after_own_run else _IMPORTED, log=models.log)
+                          between_run=args.between_run, started=None if after_own_run else _IMPORTED,
+                          batched=args.batched, log=models.log)
 
 
 def _report_all(args, ks: list[int], cpus) -> int:

@@ -6,6 +6,11 @@ from (the accept/reject rule needs q). A draft that keeps state (a KV cache) tra
 sequence it has consumed; after a round the loop calls `rollback(n)` to say that only the first n tokens of
 the sequence are still valid, and the next `propose` feeds whatever it has not seen yet. Rolling back is
 moving the position back, exactly as for the target.
+
+For a batch of B sequences (`generate.chain_rows`) a draft proposes for every row at once (`propose_rows`),
+each row from its own generator, and keeps one position per row (`rollback_row`, `keep_rows`): the table
+drafts have no state and propose row by row; a model draft runs one batched pass per draft step
+(`model.rows`). `batch_unsupported` says why a draft cannot (None: it can).
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ import functools
 import numpy as np
 import torch
 
-from specdec.model import corpus, sampling
+from specdec.model import corpus, rows, sampling
 from specdec.model.gpt import GPT
 from specdec.util.errors import InputError
 
@@ -50,6 +55,25 @@ class Draft:
         """Bytes the draft's weights take stored as the draft would store them (packed where quantized)."""
         raise NotImplementedError
 
+    # --- a batch of B sequences (`generate.chain_rows`): None here means it can; else why not ----------------
+    batch_unsupported: str | None = "a Draft subclass batches once it says how (a stateless one sets this to None)"
+
+    def reset_rows(self, batch: int) -> None:
+        """Start `batch` sequences (after `reset`)."""
+
+    def propose_rows(self, rows: list[list[int]], ks: list[int], rngs: list[np.random.Generator],
+                     temperature: float) -> list[tuple[list[int], np.ndarray | None]]:
+        """Per sequence b, ks[b] drafts after rows[b] with their q, drawn from rngs[b] in the order `propose`
+        draws them (([], None) where ks[b] is 0). This default calls `propose` per row: right for a draft
+        without state; a stateful one overrides all four row methods."""
+        return [self.propose(t, k, rng, temperature) if k > 0 else ([], None) for t, k, rng in zip(rows, ks, rngs)]
+
+    def rollback_row(self, row: int, n_valid: int) -> None:
+        """Only the first n_valid tokens of sequence `row` remain valid."""
+
+    def keep_rows(self, keep: list[int]) -> None:
+        """Only the sequences `keep` (increasing) go on, as rows 0..len(keep)-1."""
+
 
 class TableDraft(Draft):
     """A draft whose next-character distribution is looked up from the last character(s): no state.
@@ -59,6 +83,7 @@ class TableDraft(Draft):
     """
 
     history = 1
+    batch_unsupported = None  # no state: `propose_rows` proposes row by row
     vocab_size: int | None = None  # width of q: the target's vocabulary (None: the corpus's characters)
     CACHE_BYTES = 32 << 20  # tempered rows kept (q and its cumulative sum, float64 each); past this, start over
 
@@ -196,6 +221,9 @@ class ModelDraft(Draft):
         self.cpu_only = cpu_only
         self.stored = stored  # the packed form the model was unpacked from (int8/int4), if any
         self.pos = 0  # tokens of the current sequence already in this draft's cache
+        self.row_pos: list[int] = []  # per sequence of a batch: its tokens already in cache row b
+        if not isinstance(model, GPT):
+            self.batch_unsupported = f"its {type(model).__name__} has no per-row forward"
 
     def reset(self) -> None:
         self.pos = 0
@@ -226,3 +254,48 @@ class ModelDraft(Draft):
 
     def weight_bytes(self) -> int:
         return self._bytes
+
+    batch_unsupported = None  # the shipped GPT's models: `model.rows` (an hf model sets its own reason)
+
+    def reset_rows(self, batch: int) -> None:
+        self.model.setup_cache(batch)
+        self.row_pos = [0] * batch
+
+    def rollback_row(self, row: int, n_valid: int) -> None:
+        self.row_pos[row] = min(self.row_pos[row], n_valid)
+
+    def keep_rows(self, keep: list[int]) -> None:
+        rows.keep_rows(self.model, keep)
+        self.row_pos = [self.row_pos[i] for i in keep]
+
+    @torch.inference_mode()
+    def propose_rows(self, tokens_rows, ks, rngs, temperature):
+        """`propose` for every row at once: the first pass feeds each row what its cache has not seen (ragged),
+        then one pass per draft step over the rows still drafting (a row done drafting feeds nothing). Each
+        row draws from its own generator in `propose`'s order, so it drafts what it would alone."""
+        B, V = len(ks), self.model.config.vocab_size
+        feed = [t[self.row_pos[b] :] if ks[b] else [] for b, t in enumerate(tokens_rows)]
+        logits = rows.forward_rows(self.model, feed, self.row_pos[:B])  # (B, T, V)
+        last = [len(f) - 1 for f in feed]
+        for b, t in enumerate(tokens_rows):
+            if ks[b]:
+                self.row_pos[b] = len(t)
+        out = [[] for _ in range(B)]
+        qs = [np.empty((k, V)) if k else None for k in ks]
+        for i in range(max(ks)):
+            feed = [[] for _ in range(B)]
+            for b in range(B):
+                if i < ks[b]:
+                    q = sampling.probs(logits[b, last[b]], temperature)
+                    x = sampling.sample(q, rngs[b])
+                    qs[b][i] = q
+                    out[b].append(x)
+                    if i < ks[b] - 1:  # the last draft is never fed: the target's bonus/residual follows it
+                        feed[b] = [x]
+            if any(feed):
+                logits = rows.forward_rows(self.model, feed, self.row_pos[:B])
+                for b, f in enumerate(feed):
+                    if f:
+                        self.row_pos[b] += 1
+                        last[b] = 0
+        return list(zip(out, qs))

@@ -10,6 +10,12 @@ target's position moves back to just before the emitted character (the rejected 
 overwritten later, never read), and the draft is told how much of the sequence is still valid. The last round
 drafts at most the characters still needed minus one, so exactly `chars` characters come out with no waste.
 
+A batch (`prompt=[...]`, or `batch=B` copies of one prompt) runs the same loops over B sequences: one target
+pass per round verifies every sequence's pending tokens and drafts at its own position, and each sequence
+keeps its own accepted length, position, rollback, k and random generator (`batch`; positions: `model.rows`).
+B = 1 is the loop's one-sequence case and runs each backend's single-sequence kernels, so its output is as it
+always was. docs/batch.md has the API and the guarantees.
+
 Adaptive k (`adaptive=True`) is the schedule Hugging Face transformers calls "heuristic": after a round in which
 every draft was accepted, k grows by 2 (up to `k_max`); after any rejection it shrinks by 1 (down to 1). Only
 the number of drafts changes, never the rule, so the output is still exactly the target's.
@@ -17,58 +23,21 @@ the number of drafts changes, never the rule, so the output is still exactly the
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np
 import torch
 
+from specdec.decoding import batch as bt
 from specdec.decoding import rule, trees
 from specdec.decoding import tree_draft
 from specdec.decoding import tree_walk
 from specdec.decoding.drafts import Draft, TableDraft
+from specdec.decoding.outputs import BatchGeneration, Generation, GenerationStats  # noqa: F401 (re-exported)
 from specdec.model import sampling
 from specdec.model.protocol import Target, tree_support
 from specdec.util.errors import InputError
-
-
-@dataclass
-class GenerationStats:
-    chars: int = 0  # characters generated
-    target_passes: int = 0  # forward calls of the target (the prefill included)
-    draft_calls: int = 0  # rounds in which the draft was asked to propose
-    drafted: int = 0  # characters the draft proposed (one draft step each)
-    accepted: int = 0  # drafted characters the rule kept
-    k: int = 0  # characters drafted per full round (0 for target-only generation; the first k if adaptive)
-    adaptive: bool = False  # k followed the +2 / -1 schedule
-    accepted_per_position: list[int] = field(default_factory=list)  # rounds by accepted count, 0..k (0..k_max)
-    tree: str | None = None  # the tree shape (None for chains); then drafted counts tree nodes, k is its depth
-    tried_per_depth: list[int] = field(default_factory=list)  # tree rounds whose walk tried children at depth d
-    accepted_per_depth: list[int] = field(default_factory=list)  # ... and accepted one of them
-
-    @property
-    def acceptance(self) -> float:
-        """Accepted / drafted characters (vLLM's and llama.cpp's convention); 0 when nothing was drafted."""
-        return self.accepted / self.drafted if self.drafted else 0.0
-
-    @property
-    def chars_per_pass(self) -> float:
-        """Generated characters per target pass: 1 + k * acceptance when every round drafts k."""
-        return self.chars / self.target_passes if self.target_passes else 0.0
-
-    @property
-    def mean_k(self) -> float:
-        """Characters drafted per round that drafted (k itself unless adaptive or the last round was cut)."""
-        return self.drafted / self.draft_calls if self.draft_calls else 0.0
-
-    @property
-    def depth_acceptance(self) -> list[float]:
-        """Per tree depth: rounds that accepted a node there / rounds whose walk tried that depth."""
-        return [a / t if t else 0.0 for a, t in zip(self.accepted_per_depth, self.tried_per_depth)]
-
-    def to_dict(self) -> dict:
-        return {**asdict(self), "acceptance": self.acceptance, "chars_per_pass": self.chars_per_pass,
-                "mean_k": self.mean_k, "depth_acceptance": self.depth_acceptance}
 
 
 def _unchanged(propose: Callable) -> Callable:
@@ -88,14 +57,6 @@ class Hooks:
 
 
 PLAIN = Hooks()
-
-
-@dataclass
-class Generation:
-    text: str  # the generated characters only (the prompt excluded)
-    stats: GenerationStats
-    prompt: str = ""
-    ids: tuple[int, ...] = ()  # the generated tokens' ids (a subword text need not re-tokenize to them)
 
 
 def check_request(target: Target, prompt: str, chars: int, k: int = 0, temperature: float = 1.0) -> list[int]:
@@ -123,26 +84,63 @@ def check_request(target: Target, prompt: str, chars: int, k: int = 0, temperatu
 
 
 @torch.inference_mode()
-def generate(target: Target, prompt: str, chars: int, seed: int = 0, temperature: float = 1.0) -> Generation:
-    """Generate `chars` characters with the target alone: one target pass per character."""
-    tokens = check_request(target, prompt, chars, temperature=temperature)
-    target.setup_cache(1)
-    rng = np.random.default_rng(seed)
-    n_prompt = len(tokens)
-    stats = GenerationStats()
-    target_loop(target, tokens, 0, chars, temperature, rng, stats)
-    stats.chars = chars
-    return Generation(target.detokenize(tokens[n_prompt:]), stats, prompt, tuple(tokens[n_prompt:]))
+def generate(target: Target, prompt: str | list[str], chars: int, seed: int | list[int] = 0,
+             temperature: float = 1.0, batch: int | None = None) -> Generation | BatchGeneration:
+    """Generate `chars` characters with the target alone: one target pass per character.
+
+    A list of prompts (or `batch=B`) is a batch: one pass per character for all of them, a `BatchGeneration`
+    (a list of `Generation`, in order) back; sequence i is seeded seed + i (or seed[i])."""
+    prompts, seeds = bt.requests(prompt, batch, seed)
+    if len(prompts) > 1 and (why := bt.target_support(target)):
+        raise InputError(why)
+    seqs = [_seq(target, p, chars, 0, s, temperature, GenerationStats()) for p, s in zip(prompts, seeds)]
+    target.setup_cache(len(seqs))
+    passes = target_rows(target, seqs, temperature)
+    return _outputs(target, seqs, prompts, passes, isinstance(prompt, str) and batch is None)
+
+
+def _seq(target: Target, prompt: str, chars: int, k: int, seed: int, temperature: float,
+         stats: GenerationStats) -> bt.Seq:
+    tokens = check_request(target, prompt, chars, k=k, temperature=temperature)
+    return bt.Seq(tokens, 0, len(tokens) + chars, k, np.random.default_rng(seed), stats, start=len(tokens))
+
+
+def _outputs(target: Target, seqs: list[bt.Seq], prompts: list[str], passes: int,
+             single: bool) -> Generation | BatchGeneration:
+    outs = []
+    for s, prompt in zip(seqs, prompts):
+        new = s.tokens[s.start :]
+        s.stats.chars = len(new)
+        outs.append(Generation(target.detokenize(new), s.stats, prompt, tuple(new)))
+    if single:
+        return outs[0]
+    return BatchGeneration(outs, passes, sum(s.stats.target_passes for s in seqs))
 
 
 def target_loop(target: Target, tokens: list[int], pos: int, chars: int, temperature: float,
                 rng: np.random.Generator, stats: GenerationStats, hooks: Hooks = PLAIN) -> None:
-    """`generate`'s loop: `chars` steps appended to `tokens` (in place), the cache holding tokens[:pos]."""
-    for _ in range(chars):
-        nxt = step(target, tokens[pos:], pos, temperature, rng, hooks)
-        pos = len(tokens)
-        tokens.append(nxt)
-        stats.target_passes += 1
+    """`generate`'s loop for one sequence: `chars` steps appended to `tokens` (in place), the cache holding
+    tokens[:pos]."""
+    target_rows(target, [bt.Seq(tokens, pos, len(tokens) + chars, 0, rng, stats)], temperature, hooks)
+
+
+def target_rows(target: Target, seqs: list[bt.Seq], temperature: float, hooks: Hooks = PLAIN) -> int:
+    """`generate`'s loop: one step per pass for every sequence until each has its characters; returns the
+    passes. One sequence steps through `step` (the backend's fused pass-and-sample where it has one)."""
+    active, passes = list(seqs), 0
+    while active:
+        if len(seqs) == 1:
+            s = active[0]
+            nxt = [step(target, s.tokens[s.pos :], s.pos, temperature, s.rng, hooks)]
+        else:
+            nxt = bt.step_rows(target, active, temperature)
+        for s, x in zip(active, nxt):
+            s.pos = len(s.tokens)
+            s.tokens.append(x)
+            s.stats.target_passes += 1
+        passes += 1
+        active = bt.leave(target, None, active)
+    return passes
 
 
 def step(target: Target, ids: list[int], pos: int, temperature: float, rng: np.random.Generator,
@@ -179,71 +177,114 @@ def verify(target: Target, ids: list[int], pos: int, n: int, temperature: float,
 def speculative_generate(
     target: Target,
     draft: Draft,
-    prompt: str,
+    prompt: str | list[str],
     chars: int,
     k: int,
-    seed: int = 0,
+    seed: int | list[int] = 0,
     temperature: float = 1.0,
     adaptive: bool = False,
     k_max: int = 16,
     tree: trees.TreeSpec | None = None,
-) -> Generation:
+    batch: int | None = None,
+) -> Generation | BatchGeneration:
     """Generate `chars` characters by speculative decoding with `draft` proposing k per round.
 
     The output distribution is exactly the target's, whatever the draft (see `rule.accept_reject`).
     adaptive: start at k and follow the +2 / -1 schedule (see the module docstring), never above k_max.
     tree: draft a token tree of this shape each round instead of a chain (table drafts only; k is then
     ignored); the target verifies every node in one pass and `tree_walk.accept_tree` walks it, exactly.
+    A list of prompts (or `batch=B`) is a batch: one target pass per round verifies every sequence, each with
+    its own accepted length and generator (seed + i, or seed[i]); a `BatchGeneration` comes back (chains only).
     """
+    prompts, seeds = bt.requests(prompt, batch, seed)
     if tree is not None:
         if adaptive:
             raise InputError("adaptive k does not apply to trees; give a tree shape or a chain")
+        if not (isinstance(prompt, str) and batch is None):
+            raise InputError("unavailable: batched only for chains (tree=None); trees run one sequence")
         return _tree_generate(target, draft, prompt, chars, tree, seed, temperature)
     if k < 1:
         raise InputError(f"k must be at least 1, got {k}")
     if adaptive and k_max < k:
         raise InputError(f"k_max must be at least k={k}, got {k_max}")
-    tokens = check_request(target, prompt, chars, k=k, temperature=temperature)
+    if len(prompts) > 1 and (why := bt.target_support(target) or bt.draft_support(draft)):
+        raise InputError(why)
+    hist = (k_max if adaptive else k) + 1
+    seqs = [_seq(target, p, chars, k, s, temperature, GenerationStats(k=k, adaptive=adaptive,
+                                                                     accepted_per_position=[0] * hist))
+            for p, s in zip(prompts, seeds)]
     if draft.cpu_only and target.device.type != "cpu":
         raise InputError(f"draft {draft.name!r} runs on the CPU only, the target is on {target.device.type}")
-    target.setup_cache(1)
+    target.setup_cache(len(seqs))
     draft.reset()
-    rng = np.random.default_rng(seed)
-    n_prompt = len(tokens)
-    stats = GenerationStats(k=k, adaptive=adaptive, accepted_per_position=[0] * ((k_max if adaptive else k) + 1))
-    chain_loop(target, draft, tokens, 0, chars, k, rng, temperature, stats, k_max if adaptive else None)
-    stats.chars = chars
-    return Generation(target.detokenize(tokens[n_prompt:]), stats, prompt, tuple(tokens[n_prompt:]))
+    if len(seqs) > 1:
+        draft.reset_rows(len(seqs))
+    passes = chain_rows(target, draft, seqs, temperature, k_max if adaptive else None)
+    return _outputs(target, seqs, prompts, passes, isinstance(prompt, str) and batch is None)
 
 
 def chain_loop(target: Target, draft: Draft, tokens: list[int], pos: int, chars: int, k: int,
                rng: np.random.Generator, temperature: float, stats: GenerationStats, k_max: int | None = None,
                hooks: Hooks = PLAIN) -> None:
-    """`speculative_generate`'s loop: rounds until `chars` more characters are appended to `tokens` (in
-    place), the cache holding tokens[:pos]. k_max: adapt k up to it (None: k stays)."""
+    """`speculative_generate`'s loop for one sequence: rounds until `chars` more characters are appended to
+    `tokens` (in place), the cache holding tokens[:pos]. k_max: adapt k up to it (None: k stays)."""
+    chain_rows(target, draft, [bt.Seq(tokens, pos, len(tokens) + chars, k, rng, stats)], temperature, k_max, hooks)
+
+
+def chain_rows(target: Target, draft: Draft, seqs: list[bt.Seq], temperature: float, k_max: int | None = None,
+               hooks: Hooks = PLAIN) -> int:
+    """`speculative_generate`'s loop: rounds until every sequence has its characters; returns the rounds
+    (batched target passes). Each round every sequence drafts min(its k, what it still needs - 1), one pass
+    verifies them all, the rule settles each, and the finished ones leave. One sequence proposes and settles
+    through `settle_round` (the single-sequence kernels: what the cost terms time)."""
     propose = hooks.draft(draft.propose)
-    end = len(tokens) + chars
-    while (left := end - len(tokens)) > 0:
-        kr = min(k, left - 1)  # never draft past the end: the round emits up to kr + 1 characters
-        drafted, q = propose(tokens, kr, rng, temperature) if kr > 0 else ([], None)
-        pos, n_acc = settle_round(target, draft, tokens, pos, drafted, q, rng, temperature, stats, hooks)
-        if k_max is not None and kr == k:  # a round cut short by the end says nothing about k
-            k = min(k + 2, k_max) if n_acc == k else max(k - 1, 1)
+    active, passes = list(seqs), 0
+    while active:
+        ks = [min(s.k, s.left - 1) for s in active]  # never draft past the end: a round emits up to kr + 1
+        if len(seqs) == 1:
+            s, kr = active[0], ks[0]
+            drafted, q = propose(s.tokens, kr, s.rng, temperature) if kr > 0 else ([], None)
+            s.pos, n_acc = settle_round(target, draft, s.tokens, s.pos, drafted, q, s.rng, temperature, s.stats, hooks)
+            accepted = [n_acc]
+        else:
+            proposals = draft.propose_rows([s.tokens for s in active], ks, [s.rng for s in active], temperature)
+            ps = bt.verify_rows(target, active, [d for d, _ in proposals], temperature)
+            accepted = []
+            for b, (s, (drafted, q), p) in enumerate(zip(active, proposals, ps)):
+                s.pos, n_acc = accept_round(s.tokens, p, drafted, q, s.rng, s.stats, hooks)
+                draft.rollback_row(b, s.pos)
+                accepted.append(n_acc)
+        passes += 1
+        for s, kr, n_acc in zip(active, ks, accepted):
+            if k_max is not None and kr == s.k:  # a round cut short by the end says nothing about k
+                s.k = min(s.k + 2, k_max) if n_acc == s.k else max(s.k - 1, 1)
+        active = bt.leave(target, draft, active)
+    return passes
 
 
 def settle_round(target: Target, draft: Draft, tokens: list[int], pos: int, drafted: list[int], q: np.ndarray | None,
                  rng: np.random.Generator, temperature: float, stats: GenerationStats,
                  hooks: Hooks = PLAIN) -> tuple[int, int]:
     """The rest of a speculative round once the draft has proposed `drafted` (q: (len, V), None if nothing was
-    drafted): the target's pass over the pending tokens and the drafts, the rule, the emitted characters
-    appended to `tokens` (in place), the draft told what is still valid, the counts.
+    drafted): the target's pass over the pending tokens and the drafts, the rule (`accept_round`), the target
+    and the draft told what is still valid.
 
     Returns (the new position, drafts accepted): the position moves back to just before the emitted
     character. The cost samplers (`timing.loop_sampler`) time this same function, so a round's term is what
     generation runs, bookkeeping included.
     """
+    p = verify(target, tokens[pos:] + drafted, pos, len(drafted) + 1, temperature, hooks)  # (kr + 1, V)
+    pos, n_acc = accept_round(tokens, p, drafted, q, rng, stats, hooks)
+    target.rollback(pos)  # a no-op for the shipped GPT (its cache is overwritten in place); a crop elsewhere
+    draft.rollback(pos)
+    return pos, n_acc
+
+
+def accept_round(tokens: list[int], p: np.ndarray, drafted: list[int], q: np.ndarray | None,
+                 rng: np.random.Generator, stats: GenerationStats, hooks: Hooks = PLAIN) -> tuple[int, int]:
+    """One sequence's round once the target's distributions p (kr + 1, V) are in: the rule, the emitted
+    characters appended to `tokens` (in place), the counts. Returns (the new position, drafts accepted)."""
     kr = len(drafted)
-    p = verify(target, tokens[pos:] + drafted, pos, kr + 1, temperature, hooks)  # (kr + 1, V)
     stats.target_passes += 1
     if kr:
         n_acc, nxt = hooks.rule.accept_reject(p, q, drafted, rng)
@@ -253,12 +294,9 @@ def settle_round(target: Target, draft: Draft, tokens: list[int], pos: int, draf
         n_acc, nxt = 0, hooks.sampling.sample(p[0], rng)
     tokens.extend(drafted[:n_acc])
     tokens.append(nxt)
-    pos = len(tokens) - 1  # move back: only the emitted character is not yet in the cache
-    target.rollback(pos)  # a no-op for the shipped GPT (its cache is overwritten in place); a crop elsewhere
-    draft.rollback(pos)
     stats.drafted += kr
     stats.accepted += n_acc
-    return pos, n_acc
+    return len(tokens) - 1, n_acc  # move back: only the emitted character is not yet in the cache
 
 
 def _tree_generate(target: Target, draft: Draft, prompt: str, chars: int, spec: trees.TreeSpec, seed: int,

@@ -44,6 +44,7 @@ class PromptLookupDraft(Draft):
     """Proposes by `lookup` over the sequence so far; q one-hot. No state, no weights."""
 
     name = "prompt-lookup"
+    batch_unsupported = None  # no state: `propose_rows` looks each row up in turn
 
     def __init__(self, vocab_size: int, max_ngram: int = MAX_NGRAM):
         if not 1 <= max_ngram <= 16:

@@ -197,7 +197,35 @@ def _rows(specdec, cfg: dict) -> dict:
             rows[f"draft {name}"] = (_draft_call(draft, ctx, max(cfg["ks"]), temp), {})
         for k in cfg["ks"] if generations else ():
             rows.update(_speculative_rows(specdec, target, draft, name, k, cfg, greedy))
+        rows.update(_batch_row(specdec, target, draft, name, max(cfg["ks"]), cfg))
     return rows
+
+
+BATCH = 8  # sequences of the batched row: the prompt 8 times, seeds seed..seed+7
+
+
+def _batch_row(specdec, target, draft, name: str, k: int, cfg: dict) -> dict:
+    """`spec-batch8 D k=K`: speculative generation of BATCH sequences at once through the public API
+    (`speculative_generate(..., batch=8)`); `ok: false` with the reason on a revision without batching."""
+    import inspect
+
+    row = f"spec-batch{BATCH} {name} k={k}"
+    if "batch" not in inspect.signature(specdec.speculative_generate).parameters:
+        return {row: (None, "this revision has no batched generation (speculative_generate takes no batch)")}
+    prompt, chars, seed, temp = cfg["prompt"], cfg["chars"], cfg["seed"], cfg["temperature"]
+
+    def spec():
+        return specdec.speculative_generate(target, draft, prompt, chars, k=k, seed=seed, temperature=temp,
+                                            batch=BATCH)
+
+    try:
+        out = spec()
+    except Exception as exc:  # noqa: BLE001 -- a draft or target this revision cannot batch: unavailable, why
+        return {row: (None, f"{type(exc).__name__}: {exc}".splitlines()[0][:200])}
+    texts = "\x00".join(g.text for g in out)
+    return {row: (spec, {"target_passes": int(out.passes), "drafted": sum(int(g.stats.drafted) for g in out),
+                         "accepted": sum(int(g.stats.accepted) for g in out),
+                         "text_sha256": hashlib.sha256(texts.encode()).hexdigest()[:16]})}
 
 
 def _engine_rows(cfg: dict) -> dict:
@@ -240,7 +268,8 @@ ENGINE = None  # the engine a worker opened (closed at exit: it may hold tempora
 
 
 def _draft_rows(name: str, ks: list[int]) -> list[str]:
-    return [f"draft {name}"] + [f"{kind} {name} k={k}" for k in ks for kind in ("spec", "round")]
+    return ([f"draft {name}"] + [f"{kind} {name} k={k}" for k in ks for kind in ("spec", "round")]
+            + [f"spec-batch{BATCH} {name} k={max(ks)}"])
 
 
 def _speculative_rows(specdec, target, draft, name: str, k: int, cfg: dict, greedy: str) -> dict:

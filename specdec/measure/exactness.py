@@ -286,20 +286,28 @@ def joint_counts(
     temperature: float = 1.0,
     adaptive: bool = False,
     prompt: str = JOINT_PROMPT,
+    batch: int = 1,
 ) -> Counter:
     """How often each string of the first JOINT_CHARS characters came out of `samples` whole generations.
 
     draft=None: target-only `generate` (odd seeds). Otherwise `speculative_generate` (even seeds, so the two
     samples are independent) with k -- adaptive: the +2 / -1 schedule from k -- run for `joint_run(k)`
-    characters.
+    characters. batch > 1: the same generations (the same seeds) run `batch` sequences at a time.
     """
     first = seed * samples
-    if draft is None:
-        return Counter(generate(target, prompt, JOINT_CHARS, 2 * (first + i) + 1, temperature).text
-                       for i in range(samples))
-    chars = joint_run(k)
-    return Counter(speculative_generate(target, draft, prompt, chars, k, 2 * (first + i), temperature,
-                                        adaptive=adaptive).text[:JOINT_CHARS] for i in range(samples))
+    seeds = [2 * (first + i) + (draft is None) for i in range(samples)]
+    chars = JOINT_CHARS if draft is None else joint_run(k)
+
+    def run(chunk: list[int]) -> list:
+        # one prompt and seed as always at batch 1 (a Generation); a list of them as one batch beyond it
+        prompts, chunk_seeds = ([prompt] * len(chunk), chunk) if batch > 1 else (prompt, chunk[0])
+        if draft is None:
+            out = generate(target, prompts, chars, chunk_seeds, temperature)
+        else:
+            out = speculative_generate(target, draft, prompts, chars, k, chunk_seeds, temperature, adaptive=adaptive)
+        return out if isinstance(out, list) else [out]
+
+    return Counter(g.text[:JOINT_CHARS] for i in range(0, samples, batch) for g in run(seeds[i : i + batch]))
 
 
 def verify_joint(
@@ -313,20 +321,23 @@ def verify_joint(
     prompt: str = JOINT_PROMPT,
     family_alpha: float = FAMILY_ALPHA,
     reference: Counter | None = None,
+    batch: int = 1,
 ) -> list[dict]:
     """One row per draft: the two-sample chi-square p-value of its first JOINT_CHARS characters against
     target-only generation, the TV between the two empirical distributions (information only) and the
     verdict over these rows. reference: target-only counts to compare with (by default `samples` runs;
-    pass one to share it between calls at the same prompt and temperature)."""
+    pass one to share it between calls at the same prompt and temperature). batch: the drafts' generations run
+    that many sequences at a time (`speculative_generate`'s batch; the reference stays one at a time)."""
     if reference is None:
         reference = joint_counts(target, None, samples, k, seed, temperature, prompt=prompt)
     n_ref = sum(reference.values())
     rows = []
     for name, draft in drafts.items():
-        counts = joint_counts(target, draft, samples, k, seed, temperature, adaptive, prompt)
+        counts = joint_counts(target, draft, samples, k, seed, temperature, adaptive, prompt, batch)
         keys = set(counts) | set(reference)
         tv = 0.5 * sum(abs(counts[x] / samples - reference[x] / n_ref) for x in keys)
         rows.append({"draft": name, "k": k, "adaptive": adaptive, "temperature": temperature, "chars": JOINT_CHARS,
+                     **({"batch": batch} if batch > 1 else {}),
                      "samples": samples, "reference_samples": n_ref, "tv": tv, "outcomes": len(keys),
                      "p_value": two_sample_p(counts, reference)})
     return verdicts(rows, family_alpha)

@@ -110,10 +110,11 @@ class NumpyGPT(GPT):
             return
         H, hs = cfg.n_head, cfg.n_embd // cfg.n_head
         self._kv = [np.zeros((batch, cfg.context, 2, H, hs), dtype=np.float32) for _ in self.blocks]
-        for block, a in zip(self.blocks, self._kv):
-            t = torch.from_numpy(a)
-            block.attn.k_cache = t[:, :, 0].permute(0, 2, 1, 3)
-            block.attn.v_cache = t[:, :, 1].permute(0, 2, 1, 3)
+        with torch.inference_mode(False):  # views a later forward outside inference mode may write (as eager's)
+            for block, a in zip(self.blocks, self._kv):
+                t = torch.from_numpy(a)
+                block.attn.k_cache = t[:, :, 0].permute(0, 2, 1, 3)
+                block.attn.v_cache = t[:, :, 1].permute(0, 2, 1, 3)
         self.cache_batch = batch
 
     def _plan(self) -> _Plan | None:

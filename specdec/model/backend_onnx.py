@@ -239,9 +239,10 @@ class OnnxGPT(GPT):
         cfg = self.config
         shape = (batch, cfg.n_head, cfg.context, cfg.n_embd // cfg.n_head)
         cache = [np.zeros(shape, dtype=np.float32) for _ in range(2 * cfg.n_layer)]
-        for j, block in enumerate(self.blocks):
-            block.attn.k_cache = torch.from_numpy(cache[2 * j])
-            block.attn.v_cache = torch.from_numpy(cache[2 * j + 1])
+        with torch.inference_mode(False):  # views a later forward outside inference mode may write (as eager's)
+            for j, block in enumerate(self.blocks):
+                block.attn.k_cache = torch.from_numpy(cache[2 * j])
+                block.attn.v_cache = torch.from_numpy(cache[2 * j + 1])
         self._np_cache = cache
         if state is not None:
             state.bind_cache(cache)

@@ -175,9 +175,12 @@ class GPT(ConfigSizes, nn.Module):
         k = self.blocks[0].attn.k_cache
         if k is not None and k.shape[0] >= batch and k.dtype == p.dtype and k.device == p.device:
             return
-        for block in self.blocks:
-            block.attn.k_cache = torch.zeros(shape, dtype=p.dtype, device=p.device)
-            block.attn.v_cache = torch.zeros(shape, dtype=p.dtype, device=p.device)
+        # Outside inference mode even when called inside it (a batch's generation grows the cache there): an
+        # inference tensor could not be written by a later forward outside it.
+        with torch.inference_mode(False):
+            for block in self.blocks:
+                block.attn.k_cache = torch.zeros(shape, dtype=p.dtype, device=p.device)
+                block.attn.v_cache = torch.zeros(shape, dtype=p.dtype, device=p.device)
         self.cache_batch = batch
 
     def forward(self, idx: torch.Tensor, pos: int | None = None,

@@ -153,6 +153,13 @@ def _reads_corpus_characters(tokenizer, vocab_size: int) -> bool:
     return tokenizer.encode(probe, add_special_tokens=False) == corpus.encode(probe)
 
 
+# transformers' DynamicCache holds one length for all its rows and `crop` cuts every row at once, so B sequences
+# that accept different numbers of drafts cannot roll back apart; per-row rollback would need a padded cache
+# with per-row position ids and a 4-D mask per pass (left for later: docs/batch.md).
+BATCH_UNSUPPORTED = ("transformers' DynamicCache keeps one length for every row (crop cuts all rows at once), "
+                     "so sequences that accept different numbers of drafts cannot roll back apart")
+
+
 class HFTarget(ConfigSizes):
     """A transformers causal LM behind the target protocol (see the module docstring)."""
 
@@ -170,6 +177,8 @@ class HFTarget(ConfigSizes):
             f"{name!r} runs {attn!r} attention")
         self.cache = None
         self._batch = 0
+        # Why a batch of B sequences is refused (`decoding.batch.target_support`), as the report prints it.
+        self.batch_unsupported = BATCH_UNSUPPORTED
 
     def __repr__(self) -> str:
         return f"HFTarget({self.name!r}, vocab {self.vocab_size}, context {self.context})"

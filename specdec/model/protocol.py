@@ -14,6 +14,10 @@ The calling convention is the shipped model's, so the measuring code needs no br
 - `rollback(n_valid)`: only the first n_valid tokens of the sequence stay valid. The generation loop calls it
   after every round; a cache that is overwritten in place (the shipped GPT's) has nothing to do.
 
+A batch of B sequences (`generate(..., prompt=[...])`) needs per-row positions (`model.rows`): the shipped GPT
+has them on every backend; any other target is refused with `batch_unsupported`, its one-line reason
+(`decoding.batch.target_support`; the Hugging Face adapter's names its DynamicCache).
+
 Units follow the target: `tokenize` gives characters for the shipped model and tokens for a subword model;
 `chars` in the generation API then counts tokens.
 """

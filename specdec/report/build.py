@@ -26,7 +26,7 @@ import torch
 
 from specdec.model import protocol
 from specdec.measure import hygiene, machine_record, roofline
-from specdec.report import compare, figures, headline, overhead_section, sections, sizing
+from specdec.report import compare, figures, headline, batch_section, overhead_section, sections, sizing
 from specdec.report import tree_sections as ts
 from specdec.measure import workload as wl
 from specdec.decoding.drafts import Draft
@@ -62,6 +62,9 @@ SHARES = {"overhead": 0.05, "costs": 0.17, "speedup": 0.60, "adaptive": 0.13, "g
 # report.json and drawing three figures took 2.3 s on the 2-core VM (matplotlib's import most of it), and the
 # interpreter's exit about 0.5 s more.
 WRITE_RESERVE = 4.0
+# The batch section's share when asked for (`measure(batched=True)`): against the other timed sections' 1.0 in all,
+# it gets a fifth of the time they leave, after greedy; `sizing` does not plan it (the shipped model only).
+BATCH_SHARE = 0.25
 STARTUP = "start-up: import torch, load the target, check the inputs"  # the sections table's first row, if timed
 # The drafts that are copies of the shipped GPT's weights (make_draft refuses them for any other target), and
 # what a target other than the shipped GPT cannot have, one line each as the report prints it.
@@ -92,6 +95,7 @@ def measure(
     after_own_run: bool = False,
     between_run: str | None = "auto",
     started: float | None = None,
+    batched: bool = False,
     log=print,
 ) -> dict:
     """Run every section within `budget` seconds and return the report document (its keys: docs/report-json.md).
@@ -110,6 +114,8 @@ def measure(
     (`machine_record`; none until a calibration is recorded), "off" leaves it out. started: a
     `time.perf_counter()` reading the budget counts from (default: now); `specdec report` passes the moment the
     package was imported, so that start-up is inside `--budget` and shows as a section of its own.
+    batched: add the batch section (`batch_section`: the paired speedup at batch sizes B = 1..32, each draft at its
+    best measured k), BATCH_SHARE of the time the other timed sections leave.
     """
     shipped = isinstance(target, GPT)
     if shipped:  # a CPU-only backend on CUDA would run eager under its own name
@@ -141,8 +147,11 @@ def measure(
             doc["unavailable"] = unavailable
             for section, why in unavailable.items():
                 log(f"[setup] unavailable for this target: {section}: {why}")
-        parts, spent = run_sections(_sections(run, machine["backend"], with_writeup=prompt is None and shipped),
-                                    clock, log)
+        todo = _sections(run, machine["backend"], with_writeup=prompt is None and shipped)
+        if batched:
+            todo.append(Section("batch: B sequences at once, paired", lambda s: batch_section.measure(run, s),
+                                BATCH_SHARE))
+        parts, spent = run_sections(todo, clock, log)
     doc.update(parts)
     _sized_settings(doc["settings"], run)
     if startup is not None:
@@ -347,7 +356,7 @@ def _best(mine: list[dict], label) -> dict:
             "best_config_per_item": per_item, "configs_items_compared": len(common)}
 
 
-REPORT_FILES = ("report.md", "speedup.png", "per-prompt.png", "attribution.png", "report.json")
+REPORT_FILES = ("report.md", "speedup.png", "per-prompt.png", "attribution.png", "batch.png", "report.json")
 
 
 def write(doc: dict, out_dir: str | os.PathLike, markdown: str) -> list[Path]:
@@ -392,6 +401,8 @@ def _render_files(doc: dict, folder: Path, markdown: str) -> list[str]:
     if figures.plot_attribution(doc.get("attribution") or {}, folder / "attribution.png",
                                 f"where the time goes ({doc['machine'].get('backend', 'eager')} backend)"):
         names.append("attribution.png")
+    if (doc.get("batch") or {}).get("rows") and figures.plot_batch(doc, folder / "batch.png"):
+        names.append("batch.png")
     (folder / "report.json").write_text(json.dumps(doc, indent=2) + "\n")
     names.append("report.json")
     return names

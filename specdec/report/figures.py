@@ -174,3 +174,43 @@ def write_attribution(attribution: dict, path: Path, title: str = "where the tim
         return False
     with atomic_path(path) as tmp:
         return plot_attribution(attribution, tmp, title)
+
+
+def batch_figure(doc: dict):
+    """batch.png: measured speedup against batch size B per draft at its best k (bars: the re-run interval; B on
+    a log-2 axis), the prediction made before the pairs dotted, a line at 1.0; beside it T_B(k+1)/T_B(1)
+    predicted (from B = 1's passes) against measured. None without matplotlib or load rows."""
+    rows = (doc.get("batch") or {}).get("rows") or []
+    plt = _pyplot() if rows else None
+    if plt is None:
+        return None
+    fig, (ax, ax_r) = plt.subplots(1, 2, figsize=(11, 4.2), layout="constrained")
+    by_draft: dict[str, list[dict]] = {}
+    for r in sorted(rows, key=lambda r: r["batch"]):
+        by_draft.setdefault(f"{r['draft']} k={r['k']}", []).append(r)
+    for label, rs in by_draft.items():
+        b = [r["batch"] for r in rs]
+        m = [r["measured"] for r in rs]
+        err = [[x - r["ci_low"] for x, r in zip(m, rs)], [r["ci_high"] - x for x, r in zip(m, rs)]]
+        line = ax.errorbar(b, m, yerr=err, marker="o", capsize=3, label=label)[0]
+        ax.plot(b, [r["predicted_before"] for r in rs], ":", color=line.get_color())
+        ax_r.plot(b, [r["r_measured"] for r in rs], "o-", color=line.get_color(), label=f"{label} measured")
+        ax_r.plot(b, [r["r_predicted"] for r in rs], "x:", color=line.get_color(), label=f"{label} predicted")
+    for a in (ax, ax_r):
+        a.set_xscale("log", base=2)
+        a.set_xlabel("batch size B (sequences at once)")
+    ax.axhline(1.0, color="grey", lw=0.8)
+    ax.set_ylabel("speedup (target-only time / speculative time)")
+    ax.set_title("speedup against B (dotted: predicted before the pairs)")
+    ax.legend(fontsize=8)
+    ax_r.set_ylabel("T_B(k+1) / T_B(1)")
+    ax_r.set_title("verify pass against a step, at B")
+    ax_r.legend(fontsize=7)
+    _fit_title(fig, fig.suptitle(f"batch: speedup against batch size ({doc['machine'].get('backend', 'eager')})"))
+    return fig
+
+
+def plot_batch(doc: dict, path: Path) -> bool:
+    """batch.png (`batch_figure`); False (nothing written) without matplotlib or a batch section."""
+    fig = batch_figure(doc)
+    return fig is not None and _save(fig, path)

@@ -13,11 +13,13 @@ from specdec.report.markdown import config_cell, config_label, spread, table, ve
 from specdec.report.findings import findings
 from specdec.report.headline import PREDICTION_TOLERANCE, headline, others_note
 from specdec.report.overhead_text import overhead_tables
+from specdec.report.batch_render import batch_lines
 
 def tables(doc: dict) -> str:
     """The report as Markdown (also what the terminal shows): the headline, then every table and the findings."""
     out = [headline(doc)]
-    for part in (_setup, _exactness, _acceptance, _speedup, _costs, _predicted, _recommended, _adaptive_greedy):
+    for part in (_setup, _exactness, _acceptance, _speedup, _costs, _predicted, _recommended, _adaptive_greedy,
+                 batch_lines):
         out += part(doc)
     out.append("\n## Findings\n")
     out += [f"- {line}" for line in findings(doc)]
