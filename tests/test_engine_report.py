@@ -103,6 +103,19 @@ def test_an_engine_report_counts_every_configuration_over_the_runs_and_checks_gr
     json.dumps(doc)  # report.json
 
 
+def test_the_clock_passed_to_the_report_decides_its_plan_as_the_installed_one_does():
+    """`measure(clock=...)`: no fixture, no patch; the warm-ups and the budget read the clock handed in (one
+    warm-up call a visit, the minimum pairs bought) -- which rows get the pairs after the minimum follows the
+    rows' measured spread, a measurement, so only the plan's arithmetic is asserted."""
+    from .conftest import FakeClock
+
+    fake = FakeClock(start=100.0)
+    doc = engine_build.measure([FakeEngine(fake)], [1, 3], budget=100.0, chars=12, prompt="ROMEO:", clock=fake,
+                               **QUIET)
+    pairs = [r["pairs"] for r in doc["speedup"]] + [doc["noise_floors"]["fake"]["pairs"]]
+    assert doc["calls"]["fake"] == 6 + 3 * sum(pairs) and min(pairs) >= 5 and fake.t > 100.0
+
+
 def test_counts_an_engine_does_not_report_are_said_so(clock):
     doc = engine_build.measure([FakeEngine(clock, counts=False)], [2], budget=100.0, chars=12, prompt="ROMEO:",
                                **QUIET)

@@ -127,7 +127,7 @@ def _report_args(p: argparse.ArgumentParser) -> None:
                    "draft the target can have)")
     p.add_argument("--ks", nargs="+", type=int, default=None, help="k values (default 1 2 4 8)")
     p.add_argument("--pairs", type=int, default=None, help="alternated pairs every speedup row gets at least "
-                   "(default 5, quick 3)")
+                   "(default 5, --quick too)")
     p.add_argument("--chars", type=int, default=200, help="characters to generate (tokens for a target whose "
                    "tokenizer is not the shipped characters)")
     p.add_argument("--workload", default=None, help="a shipped workload (default shakespeare24) or a prompts file "

@@ -53,7 +53,9 @@ DEFAULT_KS = (1, 2, 4, 8)
 FULL = {"budget": 300.0, "min_pairs": 5, "precision": 0.03, "samples": 20_000, "contexts": 3, "every": 3,
         "cost_samples": 40, "cost_calls": 10, "term_calls": 6, "min_triples": 3, "overhead_chars": 40,
         "overhead_repeats": 9}
-QUICK = {"budget": 60.0, "min_pairs": 3, "precision": 0.08, "samples": 5_000, "contexts": 1, "every": 8,
+# --quick gives every row 5 pairs too: fewer leave the headline's rows without a verdict on a slower machine
+# (the sizing sheds rows and length instead, each change a line).
+QUICK = {"budget": 60.0, "min_pairs": 5, "precision": 0.08, "samples": 5_000, "contexts": 1, "every": 8,
          "cost_samples": 12, "cost_calls": 10, "term_calls": 4, "min_triples": 2, "overhead_chars": 20,
          "overhead_repeats": 5}
 # Of the time the fixed work leaves. Costs: ~12 samples (each ~2.5 s here), enough for c's per-sample test in
@@ -106,7 +108,7 @@ def measure(
     are the corpus's characters) and records what it cannot have in doc["unavailable"] (section -> reason).
     workload: a shipped name or a prompts file (default: the shipped one); prompt: one prompt instead (with
     `seed`, default 0) -- the single configuration, e.g. the write-up's 'ROMEO:', seed 0. seed with a workload:
-    that one seed for every item. pairs: the minimum of alternated pairs per speedup row (default 5, quick 3).
+    that one seed for every item. pairs: the minimum of alternated pairs per speedup row (default 5).
     cpus: pin the process to these CPUs first. Torch's threads are set to `threads` (inter-op too where torch
     allows) and recorded. trees: tree shapes ('4x2x2x1') and node budgets ('budget 32': the shape from the
     measured child acceptance), each for every table draft among `drafts` (default `tree_sections.DEFAULT_TREES`;
