@@ -98,3 +98,15 @@ def test_a_budget_on_an_endlessly_slow_machine_is_spent_at_once_and_a_schedule_g
     assert schedule.interleave(rows, 60.0, min_visits=3, precision=0.0, log=lambda s: None) == 1
     assert [r.visits for r in rows] == [1, 1, 1]  # the first round always runs: every row has a figure
 
+
+
+def test_a_command_called_in_a_running_process_counts_its_budget_from_the_call(monkeypatch):
+    """`main(argv)` in a process that has run for a while (pytest, a notebook): the budget starts at the call,
+    not at the package's import, so it never depends on what ran before (the tests' order)."""
+    from specdec.cli import commands
+
+    seen = []
+    monkeypatch.setitem(commands.COMMANDS, "info", lambda args: seen.append(args.started) or 0)
+    with clock.using(lambda: 42.0):
+        assert commands.main(["info"]) == 0
+    assert seen == [42.0]
