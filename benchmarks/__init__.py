@@ -27,6 +27,10 @@ LOWER_IS_BETTER = {
     "track_overhead_share": "1 - roofline floor / measured time of a single-position target pass, per backend: "
                             "the share of the pass that is overhead (the floor from pass_flops, pass_bytes and "
                             "measure_machine)",
+    "track_instructions": "instructions per call of a pass, a generation (work, counted: callgrind where the "
+                          "machine has no hardware counter)",
+    "track_instructions_per_token": "instructions per drafted token of a draft's proposal",
+    "track_instructions_per_round": "instructions per speculative round, the draft's own work left out",
     "track_exactness_failed": "1 if the first speculative character fails a chi-square test against the "
                               "target's distribution at alpha 0.001 (fixed seeds), else 0",
 }

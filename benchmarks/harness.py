@@ -365,3 +365,61 @@ def tree_generations(drafts: list[str], shapes: list[str]) -> dict:
             call()  # warm-up
             rows[f"{name}/{shape}"] = [(common.target_only, call)]
     return _timed_rows(rows, pairs_per_run=common.scaled(3, 1))
+
+
+WORK_ROWS = ["target-only", "pass 1", "verify 5"] + [f"{kind} {d}{k}" for d in ("bigram", "ngram")
+                                                    for kind, k in (("draft", ""), ("round", " k=4"), ("spec", " k=4"))]
+
+
+@functools.lru_cache(maxsize=None)
+def work_counts(backend: str = "onnx") -> dict:
+    """Instructions per call of the work rows (`specdec ab`'s rows: the method is the running checkout's
+    specdec/measure/ab_worker.py and work.py, loaded by path, never the commit's), counted in one process
+    under the work counter -- callgrind where the machine has no hardware counter -- with the commit's
+    installed package on its path. {} where no counter runs here (every work benchmark then skips); a row the
+    commit cannot build is absent. The round row is divided by its rounds: instructions per round."""
+    import importlib.util
+    import json
+    import subprocess
+    import sys
+    import tempfile
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1] / "specdec" / "measure"
+    spec = importlib.util.spec_from_file_location("specdec_work_method", root / "work.py")
+    work = sys.modules.get(spec.name) or importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = work  # registered before it runs: its dataclasses look their module up
+    spec.loader.exec_module(work)
+    avail = work.probe()
+    if avail.kind is None:
+        return {}
+    import specdec
+
+    site = str(Path(specdec.__file__).resolve().parents[1])
+    config = {"target": common.USER_TARGET, "backend": backend, "dtype": None, "drafts": ["bigram", "ngram"],
+              "ks": [4], "chars": common.CHARS, "prompt": common.PROMPT, "seed": common.SEED,
+              "temperature": common.TEMPERATURE, "threads": common.THREADS, "source": site}
+    out: dict = {"counter": avail.name}
+    with tempfile.TemporaryDirectory(prefix="specdec-work-") as tmp:
+        proc = work.popen([sys.executable, str(root / "ab_worker.py")], avail.kind, str(Path(tmp) / "cg.%p"),
+                          {"PYTHONPATH": site}, cwd=tmp, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                          stderr=subprocess.DEVNULL, text=True)
+
+        def ask(req: dict) -> dict:
+            proc.stdin.write(json.dumps(req) + "\n")
+            proc.stdin.flush()
+            answer = json.loads(proc.stdout.readline() or '{"error": "the counting worker exited"}')
+            if "error" in answer:
+                raise RuntimeError(answer["error"])
+            return answer
+
+        try:
+            rows = ask({"op": "setup", "config": config})["rows"]
+            for name in WORK_ROWS:
+                if rows.get(name, {}).get("ok"):
+                    per_call = ask({"op": "count", "row": name})["count"]["per_call"]
+                    out[name] = per_call / rows[name]["facts"]["rounds"] if name.startswith("round") else per_call
+        finally:
+            proc.stdin.close()
+            proc.wait(timeout=120)
+    return out

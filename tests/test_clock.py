@@ -19,6 +19,9 @@ OWN_CLOCKS = {
     "measure/ab_worker.py": "the A/B method, run as a script at each revision: its samples' own clock (the "
                             "thread's CPU time with one thread); the parent's scheduling reads the seam",
     "model/train.py": "the training log's seconds (no budget: training runs its steps whatever they take)",
+    # the engines layer lies below measure (the seam): its reads bound a failure or fill a log, not a budget
+    "engines/llama_server.py": "a server's start timeout (how long to wait for /health before calling it dead)",
+    "engines/server_build.py": "the build log's seconds",
 }
 HUGE = 1e9  # a scale at which any real call looks like many seconds: the machine looks endlessly slow
 

@@ -98,11 +98,18 @@ def test_metric_deltas_from_vllm_counters_and_symmetric_reads(pair):
 def test_metric_deltas_from_llamacpp_counters(pair):
     spec, base = pair
     spec.tokens = False
-    spec.metrics = lambda f: (f"llamacpp:n_drafted_total {7 * f.served}\n"
-                              f"llamacpp:n_drafted_accepted_total {5 * f.served}\nllamacpp:n_decode_total 3\n")
+    # the names (and the per-position labels) as llama-server 0.3.36's /metrics writes them
+    spec.metrics = lambda f: (f"llamacpp:spec_decode_num_draft_tokens_total {7 * f.served}\n"
+                              f"llamacpp:spec_decode_num_accepted_tokens_total {5 * f.served}\n"
+                              f"llamacpp:spec_decode_num_drafts_total {3 * f.served}\nllamacpp:n_decode_total 3\n"
+                              f'llamacpp:spec_decode_num_accepted_tokens_per_pos_total{{position="0"}} {2 * f.served}\n'
+                              f'llamacpp:spec_decode_num_accepted_tokens_per_pos_total{{position="1"}} {2 * f.served}\n'
+                              f'llamacpp:spec_decode_num_accepted_tokens_per_pos_total{{position="2"}} {1 * f.served}\n')
     eng = open_pair(spec, base)
     r = eng.generate("ROMEO:", 6, 0, 0.0, spec=SPEC)
     assert (r.drafted, r.accepted, r.tokens) == (7, 5, [])
+    # 3 rounds: one accepted none, one accepted 2, one accepted 3 (2 + 3 = 5 accepted)
+    assert r.accepted_per_position == [1, 0, 1, 1] and sum(r.accepted_per_position) == 3
     assert eng.describe()["metrics"] == "llama.cpp" and eng.describe()["token_ids"] == "not returned"
 
 
@@ -256,7 +263,8 @@ def test_a_reply_that_is_not_a_completion_is_a_server_gone(pair):
 def test_per_request_counts_stop_the_metrics_reads(pair):
     spec, base = pair
     spec.timings = lambda p: {"draft_n": 6, "draft_n_accepted": 2}
-    spec.metrics = lambda f: f"llamacpp:n_drafted_total {6 * f.served}\nllamacpp:n_drafted_accepted_total {2 * f.served}\n"
+    spec.metrics = lambda f: (f"llamacpp:spec_decode_num_draft_tokens_total {6 * f.served}\n"
+                              f"llamacpp:spec_decode_num_accepted_tokens_total {2 * f.served}\n")
     eng = open_pair(spec, base)
     for _ in range(3):
         r = eng.generate("ROMEO:", 4, 0, 0.0, spec=SPEC)

@@ -91,20 +91,38 @@ def _check_models(args, drafts: list[str], ks: list[int]) -> None:
     models.build_drafts(args, target, drafts)
 
 
+def _work_plan(args, config: dict) -> tuple[str | None, str]:
+    """The counter the work rows use, or None and why not (--no-work; none here; an engine in a server)."""
+    from specdec.measure import ab_work
+
+    if not args.work:
+        return None, "left out (--no-work)"
+    kind, reason = ab_work.plan(config, args.counter)
+    if kind is None and args.counter != "auto":  # a counter asked for by name that cannot run: bad input
+        raise UsageError(f"--counter {args.counter}: {reason}")
+    return kind, reason
+
+
 def cmd_ab(args) -> int:
-    from specdec.measure import ab
+    from specdec.measure import ab, ab_work
     from specdec.measure.ab_sources import sources
     from specdec.report import ab_render
 
     config, cpu = _check(args)
+    kind, why_not = _work_plan(args, config)
     with sources(args.a, args.b, args.a_path, args.b_path) as (a, b):  # a bad revision or folder: InputError
         models.log(f"specdec ab: A = {a.name}, B = {b.name}; {args.pairs} worker pairs on CPU {cpu}, "
-                   f"budget {args.budget:g} s")
+                   f"budget {args.budget:g} s; work rows: {ab_work.work.NAMES[kind] if kind else why_not}")
         try:
             run = ab.measure(a, b, config, args.budget, args.pairs, cpu, progress=models.log)
         except ab.WorkerError as exc:
             print(f"specdec ab: a worker failed before anything was measured: {exc}", file=sys.stderr)
             return 1
-        doc = ab_render.document(run, a, b, cpu)
+        try:
+            counted = (ab_work.count(a, b, config, kind, list(run.logs), progress=models.log) if kind
+                       else ab_work.unavailable(why_not))
+        except ab.WorkerError as exc:  # the timing rows stand; the run is incomplete without its work rows
+            counted = ab_work.unavailable(f"the counting worker failed: {exc}", failed=True)
+        doc = ab_render.document(run, a, b, cpu, work=counted)
     print(json.dumps(doc, indent=2) if args.json else ab_render.text(doc))
-    return 1 if doc["worse"] or not doc["complete"] else 0
+    return 1 if doc["worse"] or doc["work"]["worse"] or doc["work"].get("failed") or not doc["complete"] else 0

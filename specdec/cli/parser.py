@@ -19,7 +19,7 @@ AB_BUDGET = 180.0  # `specdec ab`'s default seconds
 AB_PAIRS = 18  # ... and worker pairs
 
 DESCRIPTION = ("The `specdec` command: train, info, generate, verify, report, calibrate, compare, ab, overhead, "
-               "export-hf, export-gguf.")
+               "export-hf, export-gguf, build-server, load.")
 
 
 def _checkpoint(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
@@ -185,6 +185,11 @@ def _ab_args(p: argparse.ArgumentParser) -> None:
                    f"{', '.join(n for n in ENGINES if n != 'specdec')}")
     p.add_argument("--url", default=None, help="--engine openai: the server with speculation")
     p.add_argument("--baseline-url", default=None, help="--engine openai: the same model without")
+    p.add_argument("--no-work", dest="work", action="store_false", help="leave out the work rows (instructions "
+                   "per call, counted after the timing; on by default where a counter runs: docs/work.md)")
+    p.add_argument("--counter", choices=["auto", "perf", "callgrind"], default="auto",
+                   help="the work counter: the hardware counter (perf), callgrind's simulation, or auto (perf "
+                   "where the kernel has a PMU, else callgrind)")
     p.add_argument("--json", action="store_true", help="the result as one JSON document on stdout")
 
 
@@ -204,6 +209,47 @@ def _export_gguf_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("out", help="folder to write OUT/target.gguf and OUT/small.gguf into (replaced if there)")
 
 
+def _build_server_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--version", default=None, metavar="X.Y.Z", help="the llama-cpp-python release whose vendored "
+                   "llama.cpp is built (default: the installed one)")
+    p.add_argument("--jobs", type=int, default=2, help="parallel compile jobs (default 2)")
+
+
+def _load_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--server", default=None, metavar="PATH", help="the llama-server binary (default: the one "
+                   "`specdec build-server` cached)")
+    p.add_argument("--model", default=None, metavar="GGUF", help="the target (default: the shipped target, "
+                   "exported as by export-gguf)")
+    p.add_argument("--draft-model", default=None, metavar="GGUF", help="the draft for --spec-type draft-simple "
+                   "(default: the shipped small draft, exported)")
+    p.add_argument("--spec-type", default="draft-simple", help="the spec-on server's speculation: draft-simple "
+                   "(the draft model) or one of the server's n-gram kinds: ngram-simple, ngram-map-k, ngram-mod, "
+                   "ngram-cache (default draft-simple)")
+    p.add_argument("--n-max", type=int, default=4, help="tokens drafted per round, --spec-draft-n-max (default 4)")
+    p.add_argument("--slots", type=int, default=4, help="parallel slots of each server, -np (default 4)")
+    p.add_argument("--port", type=int, default=None, help="the spec-on server's port (the spec-off ones' are the "
+                   "next two); default: free ports")
+    p.add_argument("--url", default=None, help="a running server with speculation, instead of starting one")
+    p.add_argument("--baseline-url", default=None, help="... and the same model served without")
+    p.add_argument("--concurrency", default=None, metavar="C,C,...", help="closed-loop client counts (default "
+                   "1, 2, 4, ... --slots; 'none' for rates only)")
+    p.add_argument("--rates", default=None, metavar="R,R,...", help="open-loop request rates per second")
+    p.add_argument("--burstiness", type=float, default=1.0, help="gamma shape of the open-loop gaps (1: Poisson)")
+    p.add_argument("--visits", type=int, default=3, help="visits per level: spec-on, spec-off and A/A windows "
+                   "each (default 3)")
+    p.add_argument("--requests", type=int, default=8, help="measured requests per window (default 8)")
+    p.add_argument("--warmup", type=int, default=2, help="requests before each window's measured ones (default 2)")
+    p.add_argument("--max-tokens", type=int, default=64, help="tokens per request (default 64)")
+    p.add_argument("--temperature", type=float, default=0.0, help="0 (default) is greedy: outputs checked equal")
+    p.add_argument("--slo", nargs="+", default=None, metavar="KIND=MS", help="goodput's SLOs: ttft=, tpot=, "
+                   "e2el= milliseconds")
+    p.add_argument("--order", choices=["paired", "unpaired"], default="paired", help="paired (default): the arms "
+                   "alternated at each level; unpaired: every level spec-off, then spec-on (vllm bench style)")
+    p.add_argument("--budget", type=float, default=None, help="seconds after which no window starts (default: "
+                   "none; the request counts bound the run)")
+    p.add_argument("--out", default="specdec-load", help="folder for load.json, load.md, load.png")
+
+
 # (name, one-line help, the function adding its arguments), in the order `specdec --help` lists them
 SUBCOMMANDS = [
     ("train", "train the target (or the small draft) deterministically", _train_args),
@@ -220,6 +266,10 @@ SUBCOMMANDS = [
     ("export-hf", "write the shipped target and small draft as transformers (GPT-2, safetensors) folders",
      _export_hf_args),
     ("export-gguf", "write the shipped target and small draft as GGUF files llama.cpp loads", _export_gguf_args),
+    ("build-server", "build llama.cpp's llama-server from the llama-cpp-python sdist once, cached; its path on "
+     "stdout", _build_server_args),
+    ("load", "spec-on against spec-off on llama-server under load: paired speedup per concurrency and rate, "
+     "and the crossover", _load_args),
 ]
 
 

@@ -19,12 +19,14 @@ Fields a server does not know are ignored by all of these servers (vLLM logs a w
 
 Counts: per request where the reply carries them (llama.cpp's `timings.draft_n` / `timings.draft_n_accepted`);
 else from the speculative server's Prometheus `/metrics` read before and after the request (vLLM's
-`vllm:spec_decode_num_draft_tokens` / `..._accepted_tokens`, names from vllm/v1/spec_decode/metrics.py; llama.cpp
-builds that export `llamacpp:n_drafted_total` / `llamacpp:n_drafted_accepted_total`; upstream's server README
-lists no speculative counter); None when neither exists (llama-cpp-python's server has neither: its replies carry
-no draft counts and it serves no /metrics). When metrics are read, the baseline's /metrics is read the same
-number of times, so that both sides of a pair pay the same HTTP overhead; and the servers must serve this run
-alone, or another client's tokens land in the deltas.
+`vllm:spec_decode_num_draft_tokens` / `..._accepted_tokens`, names from vllm/v1/spec_decode/metrics.py; llama.cpp's
+`llamacpp:spec_decode_num_draft_tokens_total` / `..._accepted_tokens_total` / `..._drafts_total`, from
+tools/server/server-task.cpp of the llama.cpp that llama-cpp-python 0.3.36 vendors, and read from a running
+server by tests/test_load_server.py); both also export the rounds by accepted count
+(`..._accepted_tokens_per_pos{position="i"}`: rounds that accepted at least i+1); None when neither exists
+(llama-cpp-python's server has neither: its replies carry no draft counts and it serves no /metrics). When
+metrics are read, the baseline's /metrics is read the same number of times, so that both sides of a pair pay
+the same HTTP overhead; and the servers must serve this run alone, or another client's tokens land in the deltas.
 
 A server that stops answering mid-run raises `ServerGone` (one line: which URL, what failed); the report stops
 there and marks what it measured incomplete.
@@ -42,11 +44,15 @@ from specdec.util.errors import InputError
 PROBE_TIMEOUT = 5.0  # seconds for /v1/models, /props, /version, /metrics: a server that answers at all answers fast
 REQUEST_TIMEOUT = 300.0  # seconds for one completion: a slow model on a loaded machine, not forever
 DRAFT = "server"  # the one speculative configuration: the one the server was started with
-METRICS = {  # server -> (drafted, accepted, generated tokens) counter base names, as exported
+METRICS = {  # server -> (drafted, accepted, generated tokens) counter base names, as exported (`_total` added)
     "vllm": ("vllm:spec_decode_num_draft_tokens", "vllm:spec_decode_num_accepted_tokens", "vllm:generation_tokens"),
-    "llama.cpp": ("llamacpp:n_drafted", "llamacpp:n_drafted_accepted", "llamacpp:tokens_predicted"),
+    "llama.cpp": ("llamacpp:spec_decode_num_draft_tokens", "llamacpp:spec_decode_num_accepted_tokens",
+                  "llamacpp:tokens_predicted"),
 }
-VLLM_DRAFTS, VLLM_PER_POS = "vllm:spec_decode_num_drafts", "vllm:spec_decode_num_accepted_tokens_per_pos"
+ROUNDS = {  # server -> (rounds, rounds that accepted at least position+1) counter base names
+    "vllm": ("vllm:spec_decode_num_drafts", "vllm:spec_decode_num_accepted_tokens_per_pos"),
+    "llama.cpp": ("llamacpp:spec_decode_num_drafts", "llamacpp:spec_decode_num_accepted_tokens_per_pos"),
+}
 SETTLE_READS = 5  # at most this many extra /metrics reads while a counter catches up with the reply
 
 
@@ -187,17 +193,13 @@ class OpenAIEngine:
         return now
 
     def _metric_counts(self, result: EngineResult, before: dict, after: dict) -> None:
-        """Drafted and accepted from the counters' deltas; for vLLM also the rounds by accepted count, from
-        its drafts counter and its per-position acceptance (rounds that accepted at least i+1 tokens)."""
+        """Drafted and accepted from the counters' deltas, and the rounds by accepted count (`rounds_by_accepted`)."""
         drafted_name, accepted_name, _ = METRICS[self.metrics]
         delta = lambda name: int(round((http.counter(after, name) or 0.0) - (http.counter(before, name) or 0.0)))
         result.drafted, result.accepted = delta(drafted_name), delta(accepted_name)
-        k = 0
-        while http.counter(after, f"{VLLM_PER_POS}[{k}]") is not None:
-            k += 1
-        if self.metrics == "vllm" and k and http.counter(after, VLLM_DRAFTS) is not None:
-            at_least = [delta(VLLM_DRAFTS)] + [delta(f"{VLLM_PER_POS}[{i}]") for i in range(k)] + [0]
-            result.accepted_per_position = [at_least[j] - at_least[j + 1] for j in range(k + 1)]
+        per_round = rounds_by_accepted(before, after, self.metrics)
+        if per_round is not None:
+            result.accepted_per_position = per_round
 
 
 def probe(flag: str, url: str) -> dict:
@@ -228,6 +230,20 @@ def probe(flag: str, url: str) -> dict:
     except http.HttpFailure:
         info["metrics"] = None
     return info
+
+
+def rounds_by_accepted(before: dict, after: dict, kind: str) -> list[int] | None:
+    """Rounds that accepted 0..k drafts between two /metrics readings, from the rounds counter and the
+    per-position counters (position i: rounds that accepted at least i+1); None where they are not exported."""
+    rounds, per_pos = ROUNDS[kind]
+    delta = lambda name: int(round((http.counter(after, name) or 0.0) - (http.counter(before, name) or 0.0)))
+    k = 0
+    while http.counter(after, f"{per_pos}[{k}]") is not None:
+        k += 1
+    if not k or http.counter(after, rounds) is None:
+        return None
+    at_least = [delta(rounds)] + [delta(f"{per_pos}[{i}]") for i in range(k)] + [0]
+    return [at_least[j] - at_least[j + 1] for j in range(k + 1)]
 
 
 def _metrics_kind(metrics: dict[str, float] | None) -> str | None:

@@ -32,6 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
+from specdec.measure import work
 from specdec.measure.ab_sources import Source
 # The scheduling (each pair's share of the budget, when to stop sweeping) reads the decision clock; what a
 # sample measures is the worker's own clock (ab_worker.CLOCK).
@@ -51,14 +52,22 @@ class WorkerError(RuntimeError):
 class Worker:
     """One worker process of one revision, spoken to in JSON lines."""
 
-    def __init__(self, source: Source, hash_seed: int, log_dir: str, cpus: list[int] | None = None):
-        env = dict(os.environ, PYTHONHASHSEED=str(hash_seed), PYTHONDONTWRITEBYTECODE="1")
-        env["PYTHONPATH"] = os.pathsep.join([source.path] + [p for p in [os.environ.get("PYTHONPATH")] if p])
+    def __init__(self, source: Source, hash_seed: int, log_dir: str, cpus: list[int] | None = None,
+                 counter: str | None = None):
+        """A timing worker; with `counter` ("perf" or "callgrind") a counting one instead, started by
+        `work.popen` (fixed layout, hash seed 0, a fixed environment; `hash_seed` is then ignored)."""
+        path = os.pathsep.join([source.path] + [p for p in [os.environ.get("PYTHONPATH")] if p])
         self.source = source
-        self.log = Path(log_dir) / f"{source.label}-{hash_seed}.log"
+        self.log = Path(log_dir) / f"{source.label}-{'work' if counter else hash_seed}.log"
+        pipes = dict(stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         with open(self.log, "w") as err:
-            self.proc = subprocess.Popen([sys.executable, str(WORKER)], stdin=subprocess.PIPE,
-                                         stdout=subprocess.PIPE, stderr=err, text=True, env=env,
+            if counter is not None:
+                out = str(Path(log_dir) / f"callgrind-{source.label}.%p")
+                self.proc = work.popen([sys.executable, str(WORKER)], counter, out, {"PYTHONPATH": path},
+                                       cwd=log_dir, stderr=err, **pipes)
+                return
+            env = dict(os.environ, PYTHONHASHSEED=str(hash_seed), PYTHONDONTWRITEBYTECODE="1", PYTHONPATH=path)
+            self.proc = subprocess.Popen([sys.executable, str(WORKER)], stderr=err, env=env, **pipes,
                                          start_new_session=True,  # Ctrl-C reaches the parent, which ends it
                                          preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None)
 

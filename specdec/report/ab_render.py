@@ -12,7 +12,7 @@ import math
 
 import numpy as np
 
-from specdec.measure import ab_stats
+from specdec.measure import ab_stats, ab_work
 from specdec.measure.ab import Run
 from specdec.measure.ab_sources import Source
 
@@ -28,8 +28,20 @@ def _behaviour(run: Run) -> list[dict]:
     return out
 
 
+def _work(work: dict | None, rows: dict) -> dict:
+    """The work section: the counter, per row A and B instructions per call, change, threshold and verdict, and
+    where work and time disagree."""
+    work = work or ab_work.unavailable("not counted")
+    judged = ab_work.judge(work) if work.get("rows") else {}
+    return {"counter": work.get("counter"), "name": work.get("name"), "reason": work.get("reason", ""),
+            "failed": bool(work.get("failed")), "seconds": work.get("seconds"), "floor": ab_work.FLOOR,
+            "rows": judged, "counts": work.get("rows", {}),
+            "disagree": ab_work.disagreements(judged, rows),
+            "worse": sorted(n for n, r in judged.items() if r["verdict"] == "worse")}
+
+
 def document(run: Run, a: Source, b: Source, cpu: int, alpha: float = ab_stats.ALPHA,
-             tau: float = ab_stats.TAU) -> dict:
+             tau: float = ab_stats.TAU, work: dict | None = None) -> dict:
     tests = ab_stats.judge(run.logs, alpha, tau)
     rows = {}
     for name, t in tests.items():
@@ -50,6 +62,7 @@ def document(run: Run, a: Source, b: Source, cpu: int, alpha: float = ab_stats.A
         "warnings": run.warnings, "seconds": round(run.elapsed, 1),
         "rows": rows, "behaviour_changed": _behaviour(run), "unavailable": unavailable,
         "worse": sorted(n for n, r in rows.items() if r["verdict"] == "worse"),
+        "work": _work(work, rows),
     }
 
 
@@ -107,6 +120,7 @@ def text(doc: dict) -> str:
         lines.append(f"behaviour changed: {b['row']}: " + ", ".join(f"{k} {v[0]} -> {v[1]}" for k, v in b["changed"].items()))
     for name, why in doc["unavailable"].items():
         lines.append(f"unavailable: {name}: " + "; ".join(f"{s.upper()}: {r}" for s, r in why.items()))
+    lines += _work_lines(doc["work"])
     lines.append("")
     if doc["worse"]:
         lines.append("WORSE: " + ", ".join(f"{n} {_pct(doc['rows'][n]['change'])}" for n in doc["worse"]))
@@ -116,4 +130,25 @@ def text(doc: dict) -> str:
         lines.append("no row got worse" + (f"; better: {', '.join(better)}" if better else "")
                      + (f"; the rows would have caught {min(finite):.1%} to {max(finite):.1%}".replace("100.0%", ">100%")
                         if finite else ""))
+    work = doc["work"]
+    if work["worse"]:
+        lines.append("WORSE (work): " + ", ".join(f"{n} {_pct(work['rows'][n]['change'])}" for n in work["worse"]))
+    elif work["rows"]:
+        lines.append(f"no row's work got worse beyond its threshold (at least {work['floor']:.1%})")
     return "\n".join(lines)
+
+
+def _work_lines(work: dict) -> list[str]:
+    """The work table: instructions per call of A and B beside the timing rows, and where they disagree."""
+    if not work["rows"]:
+        return ["", f"work rows {'FAILED' if work['failed'] else 'unavailable'}: {work['reason']}"]
+    w = max([22] + [len(n) for n in work["rows"]])
+    lines = ["", f"work: instructions per call, counted by {work['name']}, one process per revision after the "
+             f"timing ({work['seconds']:.0f} s); per row the fewest of {ab_work.work.CALLS} warm calls; a row "
+             f"changed beyond max({work['floor']:.1%}, {ab_work.SPREAD_FACTOR:g} x its fewest counts' spread)",
+             f"{'row':{w}} {'A':>15} {'B':>15} {'B/A':>9} {'threshold':>9}  verdict"]
+    for name, r in work["rows"].items():
+        lines.append(f"{name:{w}} {r['a']:>15,} {r['b']:>15,} {r['change']:>+9.3%} {r['threshold']:>9.2%}  "
+                     f"{r['verdict']}")
+    lines += [f"work and time disagree: {d['row']}: {d['why']}" for d in work["disagree"]]
+    return lines

@@ -1,0 +1,182 @@
+"""Start and stop a real `llama-server` (the binary `server_build` caches) on 127.0.0.1, with parallel slots.
+
+A `ServerSpec` says what one server runs: the target GGUF, `-np` slots, and the speculation, if any:
+`--spec-type draft-simple` with the draft GGUF as `-md` and `--spec-draft-n-max K`, or one of the server's own
+n-gram kinds (`ngram-simple`, `ngram-map-k`, `ngram-mod`, `ngram-cache`) that need no second model. Speculation
+is off unless `--spec-type` names a kind. Flags are this build's (`llama-server --help`): older llama.cpp
+spelled the draft length `--draft-max`.
+
+Every server gets `--metrics` (the counters the load driver reads), `-t 1` per server unless told (two servers
+of a pair share the machine), a context of `ctx` positions per slot (`-c` is split over the slots), no prompt
+cache reuse across requests (`--cache-reuse 0`; the requests also send `cache_prompt: false`), no warm-up run and
+no web UI. Its output goes to a log file, never a pipe that could fill and stall it.
+
+A port that is already taken is bad input (one line) before the process starts; a server that exits before its
+`/health` answers, or does not answer within `start_timeout`, is a `ServerStartError` naming the last line of
+its log. `stop` asks with SIGTERM, then kills after a grace period; `with LlamaServer(...) as s:` always stops.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from specdec.engines import openai_http as http
+from specdec.util.errors import InputError
+
+HOST = "127.0.0.1"
+SPEC_TYPES = ("draft-simple", "ngram-simple", "ngram-map-k", "ngram-mod", "ngram-cache")
+NGRAM_TYPES = SPEC_TYPES[1:]
+START_TIMEOUT = 60.0  # seconds for a small GGUF to load and /health to answer
+STOP_GRACE = 10.0  # seconds between SIGTERM and SIGKILL
+
+
+class ServerStartError(InputError):
+    """The server would not start: a port in use, a binary or model missing, or it exited before /health."""
+
+
+@dataclass
+class ServerSpec:
+    """One server's command line (module docstring). `spec_type` None: no speculation."""
+
+    model: str
+    slots: int = 1
+    spec_type: str | None = None
+    draft_model: str | None = None
+    n_max: int = 4
+    threads: int = 1
+    ctx: int = 128  # positions per slot
+    extra: list[str] = field(default_factory=list)
+
+    def check(self) -> None:
+        """InputError naming the bad value before any process starts."""
+        if self.slots < 1:
+            raise InputError(f"slots must be at least 1, got {self.slots}")
+        if self.threads < 1:
+            raise InputError(f"server threads must be at least 1, got {self.threads}")
+        if self.n_max < 1:
+            raise InputError(f"--n-max must be at least 1, got {self.n_max}")
+        if not Path(self.model).is_file():
+            raise InputError(f"target GGUF {self.model} does not exist (make one with `specdec export-gguf OUT`)")
+        if self.spec_type is not None and self.spec_type not in SPEC_TYPES:
+            raise InputError(f"--spec-type {self.spec_type!r} is not one of this server's kinds "
+                             f"(allowed: {', '.join(SPEC_TYPES)})")
+        if self.spec_type == "draft-simple" and not (self.draft_model and Path(self.draft_model).is_file()):
+            raise InputError(f"--spec-type draft-simple needs the draft GGUF; {self.draft_model!r} does not exist")
+
+    def argv(self, binary: str, port: int) -> list[str]:
+        """The full command line."""
+        cmd = [binary, "-m", self.model, "--host", HOST, "--port", str(port), "-np", str(self.slots),
+               "-c", str(self.ctx * self.slots), "-t", str(self.threads), "--metrics", "--no-warmup",
+               "--no-webui", "--cache-reuse", "0"]
+        if self.spec_type is not None:
+            cmd += ["--spec-type", self.spec_type, "--spec-draft-n-max", str(self.n_max)]
+            if self.spec_type == "draft-simple":
+                cmd += ["-md", str(self.draft_model), "--spec-draft-threads", str(self.threads)]
+        return cmd + list(self.extra)
+
+    def label(self) -> str:
+        return "off" if self.spec_type is None else f"{self.spec_type} n_max={self.n_max}"
+
+
+def free_port() -> int:
+    """A port the OS says is free now on 127.0.0.1 (the server binds it a moment later)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((HOST, 0))
+        return s.getsockname()[1]
+
+
+def check_port(port: int) -> None:
+    """ServerStartError when `port` on 127.0.0.1 is taken or not a port."""
+    if not 1 <= port <= 65535:
+        raise ServerStartError(f"--port {port} is not a port (allowed: 1-65535)")
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind((HOST, port))
+        except OSError as exc:
+            raise ServerStartError(f"port {port} on {HOST} is in use ({exc.strerror}); give another --port "
+                                   "or stop what holds it") from None
+
+
+class LlamaServer:
+    """One llama-server process on 127.0.0.1 (module docstring)."""
+
+    def __init__(self, binary: str | os.PathLike, spec: ServerSpec, port: int | None = None,
+                 start_timeout: float = START_TIMEOUT):
+        spec.check()
+        if not (Path(binary).is_file() and os.access(binary, os.X_OK)):
+            raise ServerStartError(f"llama-server binary {binary} is missing (build it: specdec build-server)")
+        if port is not None:
+            check_port(port)
+        self.binary, self.spec, self.start_timeout = str(binary), spec, start_timeout
+        self.port = port or free_port()
+        self.url = f"http://{HOST}:{self.port}"
+        self.proc: subprocess.Popen | None = None
+        self._dir = tempfile.TemporaryDirectory(prefix="specdec-llama-server-")
+        self.log_path = Path(self._dir.name) / "server.log"
+
+    @property
+    def argv(self) -> list[str]:
+        return self.spec.argv(self.binary, self.port)
+
+    def start(self) -> "LlamaServer":
+        """Start the process and wait for /health to answer 200; ServerStartError if it does not."""
+        with open(self.log_path, "wb") as out:
+            self.proc = subprocess.Popen(self.argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                         start_new_session=True)  # its own group: a Ctrl-C reaches us, not it
+        deadline = time.monotonic() + self.start_timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise ServerStartError(f"llama-server exited with {self.proc.returncode} before answering: "
+                                       f"{self.last_line()} (command: {' '.join(self.argv)})")
+            try:
+                if http.request(f"{self.url}/health", 2.0).status == 200:
+                    return self
+            except http.HttpFailure:
+                pass  # loading (503) or not listening yet
+            time.sleep(0.1)
+        self.stop()
+        raise ServerStartError(f"llama-server did not answer /health within {self.start_timeout:g} s: "
+                               f"{self.last_line()}")
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def kill(self) -> None:
+        """SIGKILL, as a crash would end it (the tests' killed server)."""
+        if self.alive():
+            self.proc.kill()
+            self.proc.wait(STOP_GRACE)
+
+    def stop(self) -> None:
+        """SIGTERM, then SIGKILL after STOP_GRACE seconds; safe to call twice."""
+        if self.alive():
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(STOP_GRACE)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(STOP_GRACE)
+
+    def last_line(self) -> str:
+        try:
+            lines = [ln for ln in self.log_path.read_text(errors="replace").splitlines() if ln.strip()]
+        except OSError:
+            return "no log"
+        return lines[-1].strip()[:200] if lines else "no output"
+
+    def describe(self) -> dict:
+        return {"url": self.url, "argv": self.argv, "speculation": self.spec.label(), "slots": self.spec.slots}
+
+    def __enter__(self) -> "LlamaServer":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+        self._dir.cleanup()

@@ -1,0 +1,268 @@
+"""The load sweep behind `specdec load`: spec-on against spec-off at every load level, alternated in visits, each
+level with its own A/A, every request's timings kept.
+
+Servers of the same target (`on` with speculation, `off` without: llama.cpp's server cannot switch it per
+request, see `n_max_probe`) serve three arms: `on`, `off` and `off2` (a second spec-off window, the A/A). The
+A/A arm goes to a second spec-off server where one is given (`urls["off2"]`; `specdec load` starts one), so
+that it compares two server processes as spec-on against spec-off does, and a process's own layout bias shows
+in the A/A too; else to the same spec-off server. At
+each level, each visit runs one window per arm back to back, in an order rotated from visit to visit (off on
+off2, on off2 off, off2 off on), so that no arm always runs first after a level change or last before the next.
+`order="unpaired"` runs what `vllm bench serve`-style sweeps do instead (every level spec-off, then every level
+spec-on, then the A/A block), for the side-by-side comparison of what each method concludes.
+
+Around each window both servers' `/metrics` are read: the spec server's draft counters (llama.cpp's, or vLLM's
+under its own names) give the window's acceptance and are checked against the sum of the replies' own
+`timings.draft_n` (counts that add up), and `llamacpp:n_busy_slots_per_decode` with `n_decode_total` give the
+busy slots per decode step over the window, the proof that the requests were batched. Identical payloads
+(prompt, seed, max_tokens with ignore_eos, cache_prompt off) go to both servers in the same window position, so
+at temperature 0 the texts must be equal request by request (greedy equality, per level).
+
+A server that stops answering mid-run ends the run: what was measured is kept, the document is marked
+`incomplete` with the reason, and the caller writes it and exits 1.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from specdec.engines import openai_http as http
+from specdec.engines.openai_api import METRICS, rounds_by_accepted
+from specdec.measure import load_stats
+# measured, not clock.now: the same clock paces the sends (with time.sleep), so the guard must not scale it
+from specdec.measure.clock import measured
+from specdec.measure.load_driver import Record, run_window
+from specdec.measure.load_schedule import Level
+
+ARMS = ("off", "on", "off2")  # off2: spec-off again, the A/A
+PREDICTED, DECODES, BUSY = "llamacpp:tokens_predicted", "llamacpp:n_decode", "llamacpp:n_busy_slots_per_decode"
+METRICS_TIMEOUT = 5.0
+SETTLE_READS = 5
+
+
+@dataclass
+class Sweep:
+    """What one sweep runs (the command's options, checked)."""
+
+    urls: dict[str, str]  # "on", "off"
+    levels: list[Level]
+    prompts: list[str]
+    visits: int = 3
+    requests: int = 8  # measured per window
+    warmup: int = 2
+    max_tokens: int = 64
+    temperature: float = 0.0
+    seed: int = 0
+    burstiness: float = 1.0
+    slos: dict[str, float] = field(default_factory=dict)
+    order: str = "paired"
+    request_timeout: float = 120.0
+    budget: float = math.inf  # seconds: no window starts after it
+
+
+def server_url(urls: dict[str, str], arm: str) -> str:
+    """The server an arm's window goes to: its own, or for the A/A arm the spec-off server when no second
+    spec-off server was given."""
+    return urls.get(arm) or urls["off"]
+
+
+def schedule(levels: list[Level], visits: int, order: str = "paired") -> list[tuple[int, int, str]]:
+    """(level index, visit, arm) in the order they run (module docstring)."""
+    if order == "unpaired":
+        return [(li, v, arm) for arm in ARMS for li in range(len(levels)) for v in range(visits)]
+    out = []
+    for li in range(len(levels)):
+        for v in range(visits):
+            k = v % len(ARMS)
+            out += [(li, v, arm) for arm in ARMS[k:] + ARMS[:k]]
+    return out
+
+
+def payloads(sweep: Sweep, level: Level) -> list[dict]:
+    """The window's requests, identical for every arm: prompts in turn, seed per position."""
+    cool = int(level.value) - 1 if level.kind == "concurrency" else 0
+    n = sweep.warmup + sweep.requests + cool
+    return [{"_prompt": i % len(sweep.prompts), "prompt": sweep.prompts[i % len(sweep.prompts)],
+             "max_tokens": sweep.max_tokens, "min_tokens": sweep.max_tokens, "ignore_eos": True,
+             "temperature": sweep.temperature, "seed": sweep.seed + i, "cache_prompt": False,
+             "repeat_penalty": 1.0, "top_k": 0, "top_p": 1.0, "min_p": 0.0} for i in range(n)]
+
+
+def read_metrics(url: str) -> dict[str, float] | None:
+    """The server's /metrics, parsed; None when it does not serve them (or does not answer)."""
+    try:
+        return http.parse_prometheus(http.request(f"{url}/metrics", METRICS_TIMEOUT).body)
+    except http.HttpFailure:
+        return None
+
+
+def window_counts(before: dict | None, after: dict | None, records: list[Record]) -> dict:
+    """The window's server-side counts: drafted, accepted (and their per-reply sums), rounds by accepted,
+    busy slots per decode."""
+    out: dict = {"drafted_replies": _sum(r.drafted for r in records),
+                 "accepted_replies": _sum(r.accepted for r in records)}
+    if not before or not after:
+        return out
+    delta = lambda name: (http.counter(after, name) or 0.0) - (http.counter(before, name) or 0.0)
+    kind = next((k for k, names in METRICS.items() if http.counter(after, names[0]) is not None), None)
+    if kind is not None:  # llama.cpp's counters, or vLLM's (the same meanings under other names)
+        drafted, accepted, _ = METRICS[kind]
+        out["counters"] = kind
+        out["drafted"], out["accepted"] = int(round(delta(drafted))), int(round(delta(accepted)))
+        out["acceptance"] = out["accepted"] / out["drafted"] if out["drafted"] else None
+        out["rounds_by_accepted"] = rounds_by_accepted(before, after, kind)
+        if out["drafted_replies"] is not None:
+            out["counts_add_up"] = (out["drafted"], out["accepted"]) == (out["drafted_replies"],
+                                                                         out["accepted_replies"])
+    d0, d1 = http.counter(before, DECODES), http.counter(after, DECODES)
+    g0, g1 = before.get(BUSY), after.get(BUSY)
+    if None not in (d0, d1, g0, g1) and d1 > d0:
+        out["decodes"] = int(d1 - d0)
+        out["busy_slots_per_decode"] = (g1 * d1 - g0 * d0) / (d1 - d0)  # the gauge is a running mean
+    out["tokens_predicted"] = int(round(delta(PREDICTED))) if http.counter(after, PREDICTED) is not None else None
+    return out
+
+
+def _sum(values) -> int | None:
+    values = list(values)
+    return None if any(v is None for v in values) or not values else int(sum(values))
+
+
+def _settled(url: str, before: dict | None, tokens: int) -> dict | None:
+    """/metrics after a window, read again (a bounded number of times) until the server's token counter has
+    counted the window's tokens: it may update just after the last reply."""
+    after = read_metrics(url)
+    for attempt in range(SETTLE_READS):
+        moved = None if not (before and after) else \
+            (http.counter(after, PREDICTED) or 0.0) - (http.counter(before, PREDICTED) or 0.0)
+        if moved is None or moved >= tokens:
+            break
+        time.sleep(0.02 * (attempt + 1))
+        after = read_metrics(url)
+    return after
+
+
+def run(sweep: Sweep, now: Callable[[], float] = measured, sleep: Callable[[float], None] = time.sleep,
+        log: Callable[[str], None] = lambda line: None, alive: Callable[[], str | None] = lambda: None) -> dict:
+    """Every window of `schedule`, then the per-level answer (`conclude`). `alive` says why a server is gone
+    (None while both run): asked after a window failed."""
+    started = now()
+    deadline = started + sweep.budget
+    windows: dict[tuple[int, int, str], dict] = {}
+    incomplete = None
+    for li, visit, arm in schedule(sweep.levels, sweep.visits, sweep.order):
+        if now() > deadline:
+            incomplete = f"the budget of {sweep.budget:g} s ran out before {sweep.levels[li].name} visit {visit + 1}"
+            break
+        level, url = sweep.levels[li], server_url(sweep.urls, arm)
+        before = read_metrics(url)
+        win = run_window(url, level, payloads(sweep, level), sweep.warmup,
+                         int(level.value) - 1 if level.kind == "concurrency" else 0, now, sleep,
+                         sweep.request_timeout, deadline=deadline + sweep.request_timeout,
+                         seed=sweep.seed + 1000 * visit + li, burstiness=sweep.burstiness)
+        after = _settled(url, before, sum(r.tokens for r in win.records))
+        windows[(li, visit, arm)] = {"window": win, "counts": window_counts(before, after, win.records)}
+        log(f"load: {level.name} visit {visit + 1} {arm}: {len(win.measured())} measured requests"
+            + (f", FAILED: {win.failure}" if win.failure else ""))
+        if win.failure:
+            incomplete = f"{arm} server {url} failed at {level.name}: {alive() or win.failure}"
+            break
+    doc = conclude(sweep, windows)
+    doc["wall_seconds"] = round(now() - started, 3)
+    if incomplete:
+        doc["incomplete"] = incomplete
+    return doc
+
+
+def conclude(sweep: Sweep, windows: dict[tuple[int, int, str], dict]) -> dict:
+    """Per level: each arm's summary, the paired speedups and A/A, the verdict, acceptance, busy slots and
+    greedy equality; per kind of level the crossover; every request's timings."""
+    levels = []
+    for li, level in enumerate(sweep.levels):
+        got = {(v, arm): w for (i, v, arm), w in windows.items() if i == li}
+        if not got:
+            continue
+        levels.append(_level(sweep, level, got))
+    crossover = {kind: load_stats.crossover([row for row in levels if row["kind"] == kind])
+                 for kind in dict.fromkeys(row["kind"] for row in levels)}
+    return {"settings": _settings(sweep), "levels": levels, "crossover": crossover}
+
+
+def _level(sweep: Sweep, level: Level, got: dict[tuple[int, str], dict]) -> dict:
+    visits = sorted({v for v, _ in got})
+    measured = {arm: [got[(v, arm)]["window"].measured() if (v, arm) in got else [] for v in visits] for arm in ARMS}
+    speedup = {"throughput": load_stats.paired(measured["off"], measured["on"], load_stats.per_token_time),
+               "tpot": load_stats.paired(measured["off"], measured["on"], load_stats.mean_tpot)}
+    aa = {"throughput": load_stats.paired(measured["off"], measured["off2"], load_stats.per_token_time),
+          "tpot": load_stats.paired(measured["off"], measured["off2"], load_stats.mean_tpot)}
+    counts = {arm: [got[(v, arm)]["counts"] for v in visits if (v, arm) in got] for arm in ARMS}
+    spec = counts["on"]
+    drafted = sum(c.get("drafted", 0) for c in spec)
+    accepted = sum(c.get("accepted", 0) for c in spec)
+    return {
+        "kind": level.kind, "value": level.value, "name": level.name, "visits": len(visits),
+        "arms": {arm: load_stats.arm_summary(measured[arm], sweep.slos) for arm in ARMS},
+        "speedup": speedup["throughput"], "speedup_tpot": speedup["tpot"], "aa": aa["throughput"],
+        "aa_tpot": aa["tpot"], "verdict": load_stats.verdict(speedup["throughput"], aa["throughput"]),
+        "acceptance": {"drafted": drafted, "accepted": accepted,
+                       "acceptance": accepted / drafted if drafted else None,
+                       "counts_add_up": all(c.get("counts_add_up", True) for c in spec) if spec else None},
+        "busy_slots_per_decode": {arm: _mean([c.get("busy_slots_per_decode") for c in counts[arm]]) for arm in ARMS},
+        "greedy_equality": _equality(got, visits) if sweep.temperature == 0 else None,
+        "windows": [{"visit": v, "arm": arm, "failure": w["window"].failure, "counts": w["counts"],
+                     "requests": [r.to_dict() for r in w["window"].records]}
+                    for (v, arm), w in sorted(got.items())],
+    }
+
+
+def _mean(values) -> float | None:
+    values = [v for v in values if v is not None]
+    return sum(values) / len(values) if values else None
+
+
+def _equality(got: dict[tuple[int, str], dict], visits: list[int]) -> dict:
+    """Spec-on against spec-off texts, request by request, where both completed."""
+    compared = differ = 0
+    first = None
+    for v in visits:
+        if (v, "on") not in got or (v, "off") not in got:
+            continue
+        off = {r.index: r.text for r in got[(v, "off")]["window"].records if r.ok}
+        for r in got[(v, "on")]["window"].records:
+            if r.ok and r.index in off:
+                compared += 1
+                if r.text != off[r.index]:
+                    differ += 1
+                    first = first or {"visit": v, "request": r.index}
+    return {"compared": compared, "differ": differ, "equal": differ == 0 if compared else None,
+            "first_difference": first}
+
+
+def _settings(sweep: Sweep) -> dict:
+    return {"urls": dict(sweep.urls), "levels": [lv.name for lv in sweep.levels], "visits": sweep.visits,
+            "requests": sweep.requests, "warmup": sweep.warmup, "max_tokens": sweep.max_tokens,
+            "temperature": sweep.temperature, "seed": sweep.seed, "burstiness": sweep.burstiness,
+            "slos": dict(sweep.slos), "order": sweep.order, "prompts": len(sweep.prompts),
+            "request_timeout_s": sweep.request_timeout, "budget_s": None if math.isinf(sweep.budget) else sweep.budget}
+
+
+def n_max_probe(url: str, prompt: str, max_tokens: int = 32, timeout: float = 60.0) -> dict:
+    """Whether the speculative server honours a per-request `speculative.n_max`: the same greedy request with
+    n_max 0 and without, and the replies' draft counts. Honoured when n_max 0 drafts nothing and the plain
+    request drafts something."""
+    base = {"prompt": prompt, "max_tokens": max_tokens, "temperature": 0.0, "cache_prompt": False,
+            "ignore_eos": True, "stream": False}
+    drafted = {}
+    for label, extra in (("default", {}), ("n_max=0", {"speculative.n_max": 0})):
+        try:
+            reply = http.request(f"{url}/v1/completions", timeout, {**base, **extra}).json("POST /v1/completions")
+        except http.HttpFailure as exc:
+            return {"honoured": None, "error": str(exc)}
+        timings = reply.get("timings") if isinstance(reply, dict) else None
+        drafted[label] = (timings or {}).get("draft_n")
+    honoured = None if None in drafted.values() else (drafted["n_max=0"] == 0 and drafted["default"] > 0)
+    return {"honoured": honoured, "drafted": drafted, "field": "speculative.n_max"}
+

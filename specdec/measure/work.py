@@ -1,0 +1,352 @@
+"""The work counter: instructions executed in user space by a region of Python code, in one thread.
+
+Two ways to count, one interface (`Counter`: `start()`, then `stop()` returns the instructions in between):
+
+  * **perf** -- the hardware counter through `perf_event_open` (`instructions:u`: PERF_TYPE_HARDWARE /
+    PERF_COUNT_HW_INSTRUCTIONS, kernel and hypervisor excluded, this thread only, not inherited), where the
+    kernel has a PMU: bare metal, most laptops, many cloud instances.
+  * **callgrind** -- simulation, where there is no PMU (a VM whose kernel says "PMU not available due to
+    virtualization"). The counted process is started under `valgrind --tool=callgrind --instr-atstart=no`
+    (`command`), so it runs uninstrumented until a region starts; the region is bracketed by callgrind's
+    client requests (zero, start and stop instrumentation, dump), issued through pytest-codspeed's instrument
+    hooks (a compiled wheel: nothing is built here), and the dump's `totals:` line is the region's count.
+    Callgrind counts guest instructions ("Ir"), which is `instructions:u` but for a few instructions' details.
+
+Counts are only as repeatable as the process is (docs/work.md has the study): `command` starts the counted
+process with the address space's layout fixed (ADDR_NO_RANDOMIZE, as `setarch -R`), hash seed 0, and a fixed,
+small environment; `count_calls` warms a call up (the interpreter's adaptive specialisation keeps changing the
+work for a few calls), counts several calls with the garbage collector off inside every region, and keeps the
+fewest instructions (the allocator's state adds work to some calls, never takes it away).
+
+This file is the method, like `ab_worker.py` beside it: it imports only the standard library (and, inside
+a counted process, pytest-codspeed's hooks), so the ab worker and the asv harness load it by path and count
+every revision the same way. The parent side (`probe`, `command`) and the counted side (`open_counter`,
+`count_calls`) meet through two environment variables, SPECDEC_WORK_COUNTER and SPECDEC_CALLGRIND_OUT.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import gc
+import glob
+import os
+import platform
+import re
+import shutil
+import struct
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from typing import Callable, Protocol
+
+KINDS = ("perf", "callgrind")
+NAMES = {"perf": "instructions:u (hardware counter, perf_event_open)",
+         "callgrind": "Ir (callgrind 'instructions', simulated: no hardware counter here)"}
+WARMUP = 8  # uncounted calls before the first counted one (cheap under callgrind: no instrumentation yet)
+CALLS = 6  # counted calls; the figure is the fewest instructions among them
+# Environment variables the counted process keeps from its parent: what selects kernels and threads (so the
+# counted process runs what the timed one does) and specdec's own knobs. Everything else is left out, so two
+# processes of one run see environments of the same size whatever the shell around them held.
+KEEP_ENV = ("PATH", "HOME", "TMPDIR", "SPECDEC_", "OMP_", "MKL_", "OPENBLAS_", "ATEN_CPU_CAPABILITY",
+            "DNNL_MAX_CPU_ISA", "ONEDNN_MAX_CPU_ISA", "HF_", "TRANSFORMERS_", "CUDA_VISIBLE_DEVICES")
+ADDR_NO_RANDOMIZE = 0x0040000  # personality(2): the layout `setarch -R` gives
+
+
+class WorkUnavailable(RuntimeError):
+    """No counter can run here; the message says why and what would make one run."""
+
+
+class Counter(Protocol):
+    """`begin()` before a run of counted calls, `end()` after it; between them each call is counted by
+    `start()` ... `stop()` (the instructions in between)."""
+
+    kind: str
+
+    def begin(self) -> None: ...
+
+    def forked(self) -> "Counter": ...
+
+    def start(self) -> None: ...
+
+    def stop(self) -> int: ...
+
+    def end(self) -> None: ...
+
+
+# ---- the hardware counter ------------------------------------------------------------------------------------
+
+PERF_ATTR_SIZE = 128  # PERF_ATTR_SIZE_VER8 and later: the kernel zero-extends shorter structs anyway
+_SYSCALL = {"x86_64": 298, "aarch64": 241, "ppc64le": 319, "s390x": 331, "riscv64": 241}
+_DISABLED, _EXCLUDE_KERNEL, _EXCLUDE_HV = 1 << 0, 1 << 5, 1 << 6
+_IOC_ENABLE, _IOC_DISABLE, _IOC_RESET = 0x2400, 0x2401, 0x2403  # _IO('$', 0), _IO('$', 1), _IO('$', 3)
+_FD_CLOEXEC = 8  # PERF_FLAG_FD_CLOEXEC
+
+
+def perf_attr() -> bytes:
+    """struct perf_event_attr for user-space instructions of this thread: type PERF_TYPE_HARDWARE (0), config
+    PERF_COUNT_HW_INSTRUCTIONS (1), starting disabled, kernel and hypervisor excluded, not inherited."""
+    head = struct.pack("=IIQQQQQ", 0, PERF_ATTR_SIZE, 1, 0, 0, 0, _DISABLED | _EXCLUDE_KERNEL | _EXCLUDE_HV)
+    return head + bytes(PERF_ATTR_SIZE - len(head))
+
+
+class PerfCounter:
+    """instructions:u of the calling thread. `libc` is injectable so the protocol is testable without a PMU."""
+
+    kind = "perf"
+
+    def __init__(self, libc=None, machine: str | None = None):
+        self.libc = libc if libc is not None else ctypes.CDLL(None, use_errno=True)
+        number = _SYSCALL.get(machine or platform.machine())
+        if number is None:
+            raise WorkUnavailable(f"perf_event_open: no syscall number known for {platform.machine()}")
+        attr = ctypes.create_string_buffer(perf_attr(), PERF_ATTR_SIZE)
+        fd = self.libc.syscall(number, attr, 0, -1, -1, _FD_CLOEXEC)  # pid 0, any CPU: this thread
+        if fd < 0:
+            err = ctypes.get_errno()
+            raise WorkUnavailable(f"perf_event_open(instructions:u) failed: {os.strerror(err) if err else 'error'}"
+                                  " (no PMU, e.g. in a VM, or kernel.perf_event_paranoid > 2)")
+        self.fd = fd
+
+    def begin(self) -> None:
+        pass
+
+    def forked(self) -> "PerfCounter":
+        """In a forked child: a counter of its own thread (the inherited one counts the parent's)."""
+        return PerfCounter(self.libc)
+
+    def start(self) -> None:
+        self.libc.ioctl(self.fd, _IOC_RESET, 0)
+        self.libc.ioctl(self.fd, _IOC_ENABLE, 0)
+
+    def stop(self) -> int:
+        self.libc.ioctl(self.fd, _IOC_DISABLE, 0)
+        return struct.unpack("=Q", os.read(self.fd, 8))[0]
+
+    def end(self) -> None:
+        pass
+
+
+# ---- the simulated counter -------------------------------------------------------------------------------------
+
+_TOTALS = re.compile(rb"^totals:\s+(\d+)", re.M)
+
+
+def dump_count(path: str) -> int:
+    """The instruction count of one callgrind dump (its `totals:` line: the first event, Ir)."""
+    with open(path, "rb") as f:
+        m = _TOTALS.search(f.read())
+    if not m:
+        raise RuntimeError(f"{path}: no 'totals:' line in the callgrind dump")
+    return int(m.group(1))
+
+
+class CallgrindCounter:
+    """Ir of a region, in a process running under `valgrind --tool=callgrind --instr-atstart=no`: instrumenting
+    from `begin` to `end` (starting and stopping it flushes valgrind's translations, which then run
+    instrumented: slow, so once per run of calls, never per call); the counts zeroed at `start`, dumped and
+    read at `stop`. What runs between a `stop` and the next `start` is instrumented but not counted."""
+
+    kind = "callgrind"
+
+    def __init__(self, out: str | None = None, hooks=None):
+        self.out = out or os.environ.get("SPECDEC_CALLGRIND_OUT")
+        if not self.out:
+            raise WorkUnavailable("callgrind: SPECDEC_CALLGRIND_OUT is not set (start the process with work.command)")
+        if hooks is None:
+            try:
+                from pytest_codspeed.instruments.hooks import dist_instrument_hooks as hooks
+            except ImportError as exc:
+                raise WorkUnavailable(f"callgrind needs pytest-codspeed's instrument hooks ({exc}): "
+                                      "pip install 'pytest-codspeed>=5.0.4'") from None
+        self.hooks, self.instance = hooks, hooks.instrument_hooks_init()
+        self.dumps = 0
+
+    def begin(self) -> None:
+        pass
+
+    def forked(self) -> "CallgrindCounter":
+        return self  # its dumps are named by the child's pid
+
+    def start(self) -> None:
+        # CALLGRIND_ZERO_STATS, then START_INSTRUMENTATION
+        self.hooks.instrument_hooks_start_benchmark(self.instance)
+
+    def stop(self) -> int:
+        self.hooks.instrument_hooks_stop_benchmark(self.instance)  # CALLGRIND_STOP_INSTRUMENTATION
+        self.dumps += 1  # CALLGRIND_DUMP_STATS_AT: the events since the zero, written now
+        self.hooks.instrument_hooks_set_executed_benchmark(self.instance, os.getpid(),
+                                                           f"specdec-region-{self.dumps}".encode())
+        return dump_count(_newest_dump(self.out.replace("%p", str(os.getpid()))))
+
+    def end(self) -> None:
+        pass
+
+
+def _newest_dump(out: str) -> str:
+    """Callgrind writes dump n of OUT as OUT.n: the highest n is the one just written."""
+    dumps = [p for p in glob.glob(glob.escape(out) + ".*") if p.rsplit(".", 1)[1].isdigit()]
+    if not dumps:
+        raise RuntimeError(f"no callgrind dump beside {out}: is the process running under callgrind?")
+    return max(dumps, key=lambda p: int(p.rsplit(".", 1)[1]))
+
+
+def open_counter(kind: str | None = None) -> Counter:
+    """The counter this process was started for (SPECDEC_WORK_COUNTER, set by `command`)."""
+    kind = kind or os.environ.get("SPECDEC_WORK_COUNTER")
+    if kind == "perf":
+        return PerfCounter()
+    if kind == "callgrind":
+        return CallgrindCounter()
+    raise WorkUnavailable(f"no work counter named {kind!r} (allowed: {', '.join(KINDS)})")
+
+
+# ---- counting a call -----------------------------------------------------------------------------------------
+
+
+@dataclass
+class Count:
+    per_call: int  # the fewest instructions any counted call took (see `count_calls`)
+    counts: list[int] = field(default_factory=list)  # every counted call, in order
+    warmup: int = 0  # uncounted calls before them
+    spread: float = 0.0  # (second fewest - fewest) / fewest: how far the figure could have moved
+
+    def as_dict(self) -> dict:
+        return {"per_call": self.per_call, "counts": self.counts, "warmup": self.warmup, "spread": self.spread}
+
+
+def summarise(counts: list[int]) -> tuple[int, float]:
+    """The figure of a row's counted calls, and its spread: the fewest instructions, and how far the second
+    fewest lies above it. Like a timing's fastest sample: the allocator's state makes some calls do extra
+    work (glibc's malloc consolidating, a fresh block zeroed), never less, and the fewest is the call without
+    it -- in a study of one pass, process to process, the fewest moved by 0.05 % where the median moved by
+    0.2 % (docs/work.md)."""
+    xs = sorted(counts)
+    return xs[0], ((xs[1] - xs[0]) / xs[0] if len(xs) > 1 and xs[0] else 0.0)
+
+
+def count_calls(call: Callable[[], object], counter: Counter, warmup: int = WARMUP, calls: int = CALLS,
+                prepare: bool = True) -> Count:
+    """Instructions per call: `warmup` uncounted calls (the interpreter's adaptive specialisation changes the
+    work of the first few), then `calls` counted ones, each after a collection with the collector off, after
+    the call's untimed `prepare` where it has one (which puts the call's inputs and state where they were:
+    the same work each time) and `prepare` is true. The figure is `summarise`'s."""
+    before = getattr(call, "prepare", None) if prepare else None
+    was = gc.isenabled()
+    counts: list[int] = []
+    try:
+        for _ in range(warmup):
+            if before is not None:
+                before()
+            call()
+        counter.begin()
+        try:
+            for _ in range(calls):
+                if before is not None:
+                    before()
+                gc.collect()
+                gc.disable()
+                counter.start()
+                call()
+                counts.append(counter.stop())
+                if was:
+                    gc.enable()
+        finally:
+            counter.end()
+    finally:
+        if was:
+            gc.enable()
+    fewest, spread = summarise(counts)
+    return Count(fewest, counts, warmup, spread)
+
+
+# ---- the parent's side: which counter, and how to start a counted process -----------------------------------
+
+
+@dataclass(frozen=True)
+class Availability:
+    kind: str | None  # "perf", "callgrind", or None
+    name: str  # what every output names as the counter
+    reason: str = ""  # with kind None: why nothing counts, and the remedy
+
+
+def probe(want: str = "auto") -> Availability:
+    """The counter that runs here: the hardware counter where the kernel has one, else callgrind where
+    valgrind and the hooks are installed; else unavailable with the reason and the remedy."""
+    why = []
+    if want in ("auto", "perf"):
+        try:
+            c = PerfCounter()
+            os.close(c.fd)
+            return Availability("perf", NAMES["perf"])
+        except (WorkUnavailable, OSError, AttributeError) as exc:
+            why.append(str(exc))
+    if want in ("auto", "callgrind"):
+        missing = callgrind_missing()
+        if not missing:
+            return Availability("callgrind", NAMES["callgrind"])
+        why.append(missing)
+    return Availability(None, "unavailable", "; ".join(why))
+
+
+def callgrind_missing() -> str:
+    """Why callgrind cannot count here ('' when it can)."""
+    if shutil.which("valgrind") is None:
+        return "callgrind: valgrind is not installed (apt-get install valgrind)"
+    try:
+        import importlib.util
+
+        if importlib.util.find_spec("pytest_codspeed") is None:
+            raise ImportError
+    except ImportError:
+        return "callgrind: pytest-codspeed's instrument hooks are not installed (pip install 'pytest-codspeed>=5.0.4')"
+    return ""
+
+
+def counted_env(kind: str, out: str | None, extra: dict | None = None, base: dict | None = None) -> dict:
+    """The counted process's whole environment: the kept variables of `base` (os.environ), hash seed 0, no
+    bytecode writes, the counter's own variables, and `extra` (PYTHONPATH)."""
+    base = os.environ if base is None else base
+    env = {k: v for k, v in base.items() if k.startswith(KEEP_ENV)}
+    env.update({"LANG": "C.UTF-8", "PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": "1",
+                "SPECDEC_WORK_COUNTER": kind})
+    if out:
+        env["SPECDEC_CALLGRIND_OUT"] = out
+    env.update(extra or {})
+    return env
+
+
+def command(argv: list[str], kind: str, out: str | None = None) -> list[str]:
+    """`argv` as the counted process: under callgrind, uninstrumented until a region starts; with perf, as is
+    (`no_aslr` goes into Popen's preexec_fn in both cases). `out` is callgrind's dump file (SPECDEC_CALLGRIND_OUT)."""
+    if kind == "perf":
+        return list(argv)
+    if kind == "callgrind":
+        if not out or "%p" not in out:
+            raise ValueError("callgrind needs an output file for its dumps, with %p (each process its own)")
+        return ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}",
+                "--dump-line=no", "--dump-instr=no", "--compress-strings=no", "--quiet", *argv]
+    raise WorkUnavailable(f"no work counter named {kind!r} (allowed: {', '.join(KINDS)})")
+
+
+def no_aslr() -> None:
+    """In the child before exec: the address-space layout fixed, as `setarch -R` does (kept across exec)."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        current = libc.personality(0xFFFFFFFF)
+        if current != -1:
+            libc.personality(current | ADDR_NO_RANDOMIZE)
+    except (OSError, AttributeError):  # not Linux: the layout stays random, and the A/A says what that costs
+        pass
+
+
+def popen(argv: list[str], kind: str, out: str | None, extra_env: dict | None = None, cwd: str | None = None,
+          **kw) -> subprocess.Popen:
+    """A counted process: `command(argv)` with `counted_env`, ASLR off, started in its own session."""
+    return subprocess.Popen(command(argv, kind, out), env=counted_env(kind, out, extra_env), cwd=cwd,
+                            preexec_fn=no_aslr, start_new_session=True, **kw)
+
+
+if __name__ == "__main__":  # `python work.py`: which counter runs here, and why not the other
+    a = probe()
+    print(a.name if a.kind else f"unavailable: {a.reason}")
+    sys.exit(0 if a.kind else 1)

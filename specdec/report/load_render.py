@@ -1,0 +1,151 @@
+"""`specdec load`'s output: the Markdown page (load.md), the figure of speedup and p99 TPOT against load
+(load.png), and the folder they are written to with load.json, all-or-nothing.
+
+Everything reads only the document `measure.load.run` returns.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+
+from specdec.report.figures import _pyplot, _save
+from specdec.report.markdown import table
+from specdec.util.files import swap_folder
+
+MS = 1000.0
+
+
+def _interval(s: dict | None, fmt: str = "{:.2f}") -> str:
+    if not s:
+        return "-"
+    return f"{fmt.format(s['estimate'])} ({fmt.format(s['ci_low'])}-{fmt.format(s['ci_high'])})"
+
+
+def _ms(p: dict | None) -> str:
+    return "-" if not p else f"{p['estimate'] * MS:.1f} ({p['ci_low'] * MS:.1f}-{p['ci_high'] * MS:.1f})"
+
+
+def _num(x, fmt: str = "{:.2f}") -> str:
+    return "-" if x is None else fmt.format(x)
+
+
+def crossover_line(kind: str, c: dict) -> str:
+    """One sentence per kind of level: where speculation stops paying, with its interval."""
+    unit = "clients" if kind == "concurrency" else "requests/s"
+    if c.get("answer") != "crossover":
+        return f"**{kind}**: {c.get('answer')}."
+    lo = "below the levels tried" if c.get("ci_low") is None else f"{c['ci_low']:.2f}"
+    hi = "beyond the levels tried" if c.get("ci_high") is None else f"{c['ci_high']:.2f}"
+    est = "-" if c.get("estimate") is None else f"{c['estimate']:.2f}"
+    return (f"**{kind}**: speculation stops paying at {c['level']:g} {unit} (the first level tried where it does "
+            f"not); the speedup crosses 1 near {est} {unit}, 95 % interval {lo} to {hi}.")
+
+
+def render(doc: dict) -> str:
+    s = doc["settings"]
+    lines = ["# Speculative decoding under load", ""]
+    if doc.get("incomplete"):
+        lines += [f"**INCOMPLETE**: {doc['incomplete']}. What was measured before is below.", ""]
+    servers = doc.get("servers") or {}
+    for arm, d in servers.items():
+        lines.append(f"- server `{arm}`: `{' '.join(d.get('argv', [])) or d.get('url')}`")
+    probe = doc.get("n_max_probe")
+    if probe:
+        lines.append(f"- per-request `speculative.n_max` honoured: {probe.get('honoured')} (drafted "
+                     f"{probe.get('drafted')})")
+    lines += [f"- {s['visits']} visit(s) per level, {s['requests']} measured requests per window after "
+              f"{s['warmup']} warm-up, {s['max_tokens']} tokens each, temperature {s['temperature']:g}, order "
+              f"{s['order']}; latencies from each request's scheduled send", "",
+              "## Paired speedup per level" if s["order"] == "paired" else
+              "## Unpaired speedup per level (each arm's windows run in a block of their own, as vllm bench sweeps)",
+              "", "Speedup: spec-off time per token / spec-on time per token over the visits (ratio of totals, 95 % "
+              "re-run interval); A/A: spec-off against spec-off in the same visits.", ""]
+    rows = []
+    for lv in doc["levels"]:
+        busy = lv["busy_slots_per_decode"]
+        eq = lv.get("greedy_equality") or {}
+        rows.append([lv["name"], lv["visits"], _interval(lv["speedup"]), _interval(lv["aa"]),
+                     _interval(lv["speedup_tpot"]), lv["verdict"],
+                     _num(lv["acceptance"]["acceptance"], "{:.3f}"),
+                     f"{_num(busy.get('off'))} / {_num(busy.get('on'))}",
+                     "-" if eq.get("equal") is None else ("yes" if eq["equal"] else f"NO ({eq['differ']})")])
+    lines += [table(["level", "visits", "speedup", "A/A", "TPOT speedup", "verdict", "acceptance",
+                     "busy slots off / on", "greedy equal"], rows), ""]
+    lines += ["## Crossover", ""] + [crossover_line(k, c) for k, c in doc.get("crossover", {}).items()] + [""]
+    lines += ["## Latency and throughput per arm", "", "Milliseconds, p50 / p99 with 95 % re-run intervals; "
+              "goodput: requests per second meeting every SLO" + (f" ({_slos(s['slos'])})" if s["slos"] else
+                                                                   " (no SLO given: every request)") + ".", ""]
+    rows = []
+    for lv in doc["levels"]:
+        for arm in ("off", "on"):
+            a = lv["arms"][arm]
+            if not a.get("requests"):
+                continue
+            rows.append([lv["name"], arm, a["requests"], _num(a["output_tokens_per_s"], "{:.1f}"),
+                         _ms(a["ttft"]["p50"]), _ms(a["ttft"]["p99"]), _ms(a["tpot"]["p50"]), _ms(a["tpot"]["p99"]),
+                         _ms(a["itl"]["p99"]), _ms(a["e2el"]["p99"]), _num(a["goodput"]["requests_per_s"])])
+    lines += [table(["level", "arm", "requests", "tokens/s", "TTFT p50", "TTFT p99", "TPOT p50", "TPOT p99",
+                     "ITL p99", "E2EL p99", "goodput"], rows), ""]
+    return "\n".join(lines)
+
+
+def _slos(slos: dict) -> str:
+    return ", ".join(f"{k} <= {v * MS:g} ms" for k, v in slos.items())
+
+
+def figure(doc: dict):
+    """Speedup (band: interval) and p99 TPOT of each arm against load, one column per kind of level; None
+    without matplotlib or levels."""
+    kinds = list(dict.fromkeys(lv["kind"] for lv in doc["levels"]))
+    plt = _pyplot() if kinds else None
+    if plt is None:
+        return None
+    fig, axes = plt.subplots(2, len(kinds), figsize=(5.5 * len(kinds), 7), squeeze=False)
+    for col, kind in enumerate(kinds):
+        lvs = [lv for lv in doc["levels"] if lv["kind"] == kind and lv["speedup"]]
+        x = [lv["value"] for lv in lvs]
+        top, bottom = axes[0][col], axes[1][col]
+        top.plot(x, [lv["speedup"]["estimate"] for lv in lvs], "o-", label="spec-on / spec-off")
+        top.fill_between(x, [lv["speedup"]["ci_low"] for lv in lvs], [lv["speedup"]["ci_high"] for lv in lvs],
+                         alpha=0.25)
+        aa = [lv for lv in lvs if lv["aa"]]
+        top.plot([lv["value"] for lv in aa], [lv["aa"]["estimate"] for lv in aa], "s--", color="grey", label="A/A")
+        top.axhline(1.0, color="black", lw=0.8)
+        top.set_title(f"throughput speedup against {kind}")
+        top.set_ylabel("speedup")
+        top.legend()
+        for arm, style in (("off", "s--"), ("on", "o-")):
+            pts = [(lv["value"], lv["arms"][arm]["tpot"]["p99"]) for lv in lvs if lv["arms"][arm].get("requests")]
+            pts = [(v, p["estimate"] * MS) for v, p in pts if p]
+            if pts:
+                bottom.plot(*zip(*pts), style, label=f"spec-{arm}")
+        bottom.set_title(f"p99 TPOT against {kind}")
+        bottom.set_ylabel("ms per token")
+        bottom.set_xlabel("clients" if kind == "concurrency" else "requests per second")
+        bottom.legend()
+        for ax in (top, bottom):
+            if len(x) > 1 and min(x) > 0:
+                ax.set_xscale("log", base=2)
+                ax.set_xticks(x, [f"{v:g}" for v in x])
+                ax.minorticks_off()
+    fig.tight_layout()
+    return fig
+
+
+def write(doc: dict, out: str | os.PathLike, text: str) -> list[Path]:
+    """out/load.json, out/load.md and out/load.png (where matplotlib is), built beside `out` and swapped in
+    whole: an interrupted write leaves the earlier folder, never a mix."""
+    out = Path(out).absolute()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}-"))
+    names = ["load.json", "load.md"]
+    (tmp / "load.json").write_text(json.dumps(doc, indent=1) + "\n")
+    (tmp / "load.md").write_text(text + "\n")
+    fig = figure(doc)
+    if fig is not None and _save(fig, tmp / "load.png"):
+        names.append("load.png")
+    swap_folder(tmp, out)
+    return [out / n for n in names]
