@@ -35,7 +35,7 @@ class WorkPass:
     def track_instructions(self, cache, threads, row):
         return cache[row]
 
-    track_instructions.unit = "instructions"
+    track_instructions.unit = "instructions (lower is better)"
 
 
 class WorkDraft:
@@ -52,7 +52,7 @@ class WorkDraft:
     def track_instructions_per_token(self, cache, threads, draft):
         return cache[f"draft {draft}"] / 4
 
-    track_instructions_per_token.unit = "instructions"
+    track_instructions_per_token.unit = "instructions (lower is better)"
 
 
 class WorkRound:
@@ -69,7 +69,7 @@ class WorkRound:
     def track_instructions_per_round(self, cache, threads, draft):
         return cache[f"round {draft} k=4"]
 
-    track_instructions_per_round.unit = "instructions"
+    track_instructions_per_round.unit = "instructions (lower is better)"
 
 
 class WorkGeneration:
@@ -86,4 +86,4 @@ class WorkGeneration:
     def track_instructions(self, cache, threads, row):
         return cache[row]
 
-    track_instructions.unit = "instructions"
+    track_instructions.unit = "instructions (lower is better)"

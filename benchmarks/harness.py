@@ -436,9 +436,8 @@ def work_counts(backend: str = "onnx") -> dict:
     avail = work.probe()
     if avail.kind is None or (common.SMOKE and common.USER_TARGET):
         return {}  # no counter; or a smoke run (tools/check_history.py) of a user's pair: minutes of simulation
-    import specdec
-
-    site = str(Path(specdec.__file__).resolve().parents[1])
+    package = importlib.util.find_spec("specdec")  # the commit's installed package: its folder's parent goes first
+    site = str(Path(package.origin).resolve().parents[1])
     config = {"target": common.USER_TARGET, "backend": backend, "dtype": None, "drafts": ["bigram", "ngram"],
               "ks": [4], "chars": common.CHARS, "prompt": common.PROMPT, "seed": common.SEED,
               "temperature": common.TEMPERATURE, "threads": common.THREADS, "source": site,

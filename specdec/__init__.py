@@ -7,28 +7,50 @@
     out.text, out.stats.acceptance, out.stats.chars_per_pass
 """
 
-import time as _time
+from specdec.measure.clock import now as _now
 
-_IMPORTED = _time.perf_counter()  # before torch is imported: `specdec report`'s budget counts from here
+_IMPORTED = _now()  # before torch is imported, on the decision clock: `specdec report`'s budget counts from here
 
-from specdec.model.backends import BACKENDS, UnknownBackendError
-from specdec.model.corpus import VocabularyError, encode, vocabulary
-from specdec.decoding.generate import Generation, GenerationStats, generate, speculative_generate
-from specdec.decoding.registry import DRAFTS, WRITEUP_DRAFTS, draft_names, make_draft, register_draft
-from specdec.decoding.drafts import Draft, UnknownDraftError
-from specdec.measure.exactness import verify
-from specdec.model.gpt import GPT, ContextOverflowError, GPTConfig
-from specdec.model.protocol import Target, TargetConfig
-# The Hugging Face adapter and export import transformers (the optional [hf] extra) only when called.
-from specdec.model.hf import HFModelError, HFTarget, load_hf
-from specdec.model.export_hf import export_hf
-from specdec.measure.attribution import attribution
-from specdec.measure.roofline import measure_machine, overhead_table, pass_bytes, pass_flops
-from specdec.decoding.rule import accept_reject
-from specdec.measure.stats import expected_length, optimal_k, predicted_speedup, refined_speedup, summarize
-from specdec.model.train import CheckpointError, load_checkpoint, load_target, save_checkpoint
-from specdec.decoding.trees import TreeSpec
-from specdec.measure.workload import WORKLOADS, Workload, WorkloadError, load_workload
+# The public API, imported on first use (PEP 562): `import specdec` and `specdec --help` import neither torch nor
+# scipy; `specdec.load_target` and every other name below import their module when first read.
+_MODULES = {
+    "specdec.model.backends": "BACKENDS UnknownBackendError",
+    "specdec.model.corpus": "VocabularyError encode vocabulary",
+    "specdec.decoding.generate": "Generation GenerationStats generate speculative_generate",
+    "specdec.decoding.registry": "DRAFTS WRITEUP_DRAFTS draft_names make_draft register_draft",
+    "specdec.decoding.drafts": "Draft UnknownDraftError",
+    "specdec.measure.exactness": "verify",
+    "specdec.model.gpt": "GPT ContextOverflowError GPTConfig",
+    "specdec.model.protocol": "Target TargetConfig",
+    "specdec.model.hf": "HFModelError HFTarget load_hf",  # transformers itself only when called
+    "specdec.model.export_hf": "export_hf",
+    "specdec.measure.attribution": "attribution",
+    "specdec.measure.roofline": "measure_machine overhead_table pass_bytes pass_flops",
+    "specdec.decoding.rule": "accept_reject",
+    "specdec.measure.stats": "expected_length optimal_k predicted_speedup refined_speedup summarize",
+    "specdec.model.train": "CheckpointError load_checkpoint load_target save_checkpoint",
+    "specdec.decoding.trees": "TreeSpec",
+    "specdec.measure.workload": "WORKLOADS Workload WorkloadError load_workload",
+}
+_WHERE = {name: module for module, names in _MODULES.items() for name in names.split()}
+_LOADED: set[str] = set()
+
+
+def __getattr__(name: str):
+    # a name read once and then deleted (a test standing in for a commit without it) stays deleted
+    if name not in _WHERE or name in _LOADED:
+        raise AttributeError(f"module 'specdec' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(_WHERE[name]), name)
+    globals()[name] = value  # read once: later reads are plain attribute lookups
+    _LOADED.add(name)
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_WHERE))
+
 
 __version__ = "0.1.0"
 

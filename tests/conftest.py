@@ -24,8 +24,9 @@ def draft_factory(target):
 
 
 class FakeClock:
-    """A stand-in for `schedule.now`: each reading moves it on by `tick` seconds, and `advance` moves it by
-    hand (what a section or a timed call "took"), so a schedule's decisions never depend on the machine."""
+    """A stand-in for the decision clock (`measure.clock.now`): each reading moves it on by `tick` seconds, and
+    `advance` moves it by hand (what a section or a timed call "took"), so a schedule's decisions never depend on
+    the machine."""
 
     def __init__(self, start: float = 0.0, tick: float = 0.0):
         self.t, self.tick = start, tick
@@ -39,33 +40,33 @@ class FakeClock:
 
 
 @pytest.fixture
-def clock(monkeypatch):
-    """The schedule's clock (`schedule.now`), by hand: it moves only when a section, a row's call or a fake
-    engine says it took time, so what a schedule decides is the same on a fast and on a loaded machine."""
-    from specdec.measure import schedule
+def clock():
+    """The decision clock (`measure.clock.now`: budgets, deadlines, warm-ups), by hand: it moves only when a
+    section, a row's call or a fake engine says it took time, so what a schedule decides is the same on a fast
+    and on a loaded machine."""
+    from specdec.measure.clock import using
 
     fake = FakeClock(start=100.0)
-    monkeypatch.setattr(schedule, "now", fake)
-    return fake
+    with using(fake):
+        yield fake
 
 
 REPORT_BUDGET = 20.0
-# The shared report's schedule runs on a FakeClock that moves this much per reading: its budget buys the same
+# The shared report's decisions run on a FakeClock that moves this much per reading: its budget buys the same
 # pairs on a fast machine as on a loaded one (every row its minimum of 3, for the tests' properties), and its
-# wall time is that work's, not the budget's.
-REPORT_TICK = 0.1
+# wall time is that work's, not the budget's. Every warm-up and deadline reads it too (a visit takes ~5
+# readings, the overhead section's floors ~50): 0.05 leaves a row 2 pairs, 0.04 every row at least 3.
+REPORT_TICK = 0.04
 
 
 @pytest.fixture(scope="session")
 def report_doc(target):
     """One small report shared by test_report and test_report_trees (bigram brings the default trees)."""
-    from specdec.measure import schedule
     from specdec.report import build as report
 
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(schedule, "now", FakeClock(tick=REPORT_TICK))
-        return report.measure(target, ["bigram", "int8"], [1, 2], quick=True, pairs=3, threads=1, chars=60,
-                              budget=REPORT_BUDGET, log=lambda s: None)
+    return report.measure(target, ["bigram", "int8"], [1, 2], quick=True, pairs=3, threads=1, chars=60,
+                          budget=REPORT_BUDGET, log=lambda s: None, clock=FakeClock(tick=REPORT_TICK),
+                          sizing_costs=False)  # the plan as given: the sizing's own tests set its costs
 
 
 @pytest.fixture(autouse=True, scope="session")

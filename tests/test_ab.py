@@ -417,3 +417,25 @@ def ab_cmd_cpu() -> int:
     from specdec.cli.ab_cmd import _cpu
 
     return _cpu(None)
+
+
+def test_a_budget_too_short_for_every_worker_pair_cuts_them_and_says_so():
+    """After the first pair (ready in 4 s, a sweep 2 s: a pair needs 4 + 3 x 2 = 10 s), the pairs the rest of the
+    budget buys: all when they fit, fewer with a line when not, and never fewer than ab.MIN_PAIRS -- then a line
+    naming the budget that would do."""
+    def run():
+        r = ab.Run({})
+        r.pairs, r.logs = [{"ready_seconds": 4.0, "sweep_seconds": 2.0}], {"x": [], "y": []}
+        return r
+
+    said = []
+    assert ab._fit_pairs(run(), 100.0, 11, said.append) == 11 and said == []
+    short = run()
+    assert ab._fit_pairs(short, 55.0, 18, said.append) == 6  # five more pairs of 10 s in 55 s
+    assert short.warnings == ["worker pairs 18 -> 6: the budget left buys 5 more of about 10 s each here (getting "
+                              "ready 4 s, a sweep of 2 rows 2.0 s)"]
+    none = run()
+    assert ab._fit_pairs(none, 5.0, 18, said.append) == ab.MIN_PAIRS == 2
+    assert none.warnings[1] == ("the budget is too small for 2 worker pairs of 2 rows here: give --budget 20 or "
+                                "fewer rows; this run goes over its budget")
+    assert said == [f"warning: {w}" for w in short.warnings + none.warnings]

@@ -95,10 +95,25 @@ def test_an_engine_report_counts_every_configuration_over_the_runs_and_checks_gr
     assert [g["equal"] for g in doc["greedy_equality"]] == [True, True]
     assert {(r["engine"], r["draft"], r["k"]) for r in doc["speedup"]} == {("fake", "d", 1), ("fake", "d", 3)}
     assert doc["fit"]["dropped"] == [] and "budget_needed" not in doc["fit"]
-    # counts: 1 + 2; greedy: 1 + 2; then per visit the row's two calls and its warm-up's at least one
+    # counts: 1 + 2; greedy: 1 + 2; then per visit the row's two calls and one warm-up (its 8 tokens take 0.08
+    # or 0.04 s of the fake clock, past the 0.03-s warm-up: the warm-up reads the same clock as the budget)
     floor, rows = doc["noise_floors"]["fake"], doc["speedup"]
-    assert doc["calls"]["fake"] >= 6 + 3 * (floor["pairs"] + sum(r["pairs"] for r in rows))
+    assert doc["calls"]["fake"] == 6 + 3 * (floor["pairs"] + sum(r["pairs"] for r in rows))
+    assert min(r["pairs"] for r in rows) >= 5 <= floor["pairs"]  # FULL's minimum: the warm-ups no longer eat it
     json.dumps(doc)  # report.json
+
+
+def test_the_clock_passed_to_the_report_decides_its_plan_as_the_installed_one_does():
+    """`measure(clock=...)`: no fixture, no patch; the warm-ups and the budget read the clock handed in (one
+    warm-up call a visit, the minimum pairs bought) -- which rows get the pairs after the minimum follows the
+    rows' measured spread, a measurement, so only the plan's arithmetic is asserted."""
+    from .conftest import FakeClock
+
+    fake = FakeClock(start=100.0)
+    doc = engine_build.measure([FakeEngine(fake)], [1, 3], budget=100.0, chars=12, prompt="ROMEO:", clock=fake,
+                               **QUIET)
+    pairs = [r["pairs"] for r in doc["speedup"]] + [doc["noise_floors"]["fake"]["pairs"]]
+    assert doc["calls"]["fake"] == 6 + 3 * sum(pairs) and min(pairs) >= 5 and fake.t > 100.0
 
 
 def test_counts_an_engine_does_not_report_are_said_so(clock):
@@ -157,11 +172,15 @@ class DyingEngine(FakeEngine):
 
 
 def test_an_engine_that_dies_mid_run_leaves_what_was_timed_marked_incomplete(clock):
-    # counts: 2 calls, greedy: 2, warm-ups and pairs after: the 20th call falls inside the pairs
-    doc = engine_build.measure([DyingEngine(clock, dies_at=20)], [2], budget=100.0, chars=12, prompt="ROMEO:", **QUIET)
+    # counts: calls 1-2, greedy: 3-4; then visits of 3 calls (a warm-up, the two timed), the rows' order rotating
+    # each round: floor 5-7, row 8-10; row 11-13, floor 14-16; floor 17-19, row 20 (its warm-up), 21 (its first
+    # timed call): the engine dies inside the pairs, with three of the floor and two of the row whole
+    doc = engine_build.measure([DyingEngine(clock, dies_at=21)], [2], budget=100.0, chars=12, prompt="ROMEO:", **QUIET)
     assert doc["incomplete"] == "EngineError: http://127.0.0.1:9: connection refused"
-    for r in doc["speedup"] + list(doc["noise_floors"].values()):
-        assert r["pairs"] >= 1 and len(r["ratios"]) == r["pairs"] == len(r["pair_items"])
+    (row,), floor = doc["speedup"], doc["noise_floors"]["fake"]
+    assert (floor["pairs"], row["pairs"]) == (3, 2)
+    for r in (row, floor):
+        assert len(r["ratios"]) == r["pairs"] == len(r["pair_items"])
     assert engine_render.render(doc).count("INCOMPLETE") == 1
 
 

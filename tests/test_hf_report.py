@@ -22,7 +22,15 @@ from specdec.measure.workload import WorkloadError, load_workload, single
 from specdec.model import sampling
 from specdec.report import figures, overhead_text, render
 
+from .conftest import REPORT_TICK, FakeClock
+
 QUIET = dict(quick=True, budget=20, chars=60, ks=[1, 2], threads=1, log=lambda s: None)
+
+
+def _fixed(**kw) -> dict:
+    """A plan that is the same on any machine, at any load, in any test order: the schedule on a fake clock
+    (REPORT_TICK a reading, as the shared report's) and the sizing off (its own tests set the costs)."""
+    return dict(QUIET, clock=FakeClock(tick=REPORT_TICK), sizing_costs=False, **kw)
 NOT_SHIPPED = {"write-up table", "backends", "quantized drafts"}
 
 
@@ -40,12 +48,12 @@ def llama(tiny_llama_dir):
 def llama_doc(llama):
     """A Draft object (prompt lookup), a name (bigram) and a shipped-only name (int8, skipped)."""
     return specdec.report.measure(llama, drafts=["bigram", PromptLookupDraft(llama.vocab_size), "int8"],
-                                  trees=["4x2x2x1"], **QUIET)
+                                  **_fixed(trees=["4x2x2x1"]))
 
 
 @pytest.fixture(scope="module")
 def gpt2_doc(gpt2):
-    return specdec.report.measure(gpt2, drafts=["bigram", "small"], trees=[], **QUIET)
+    return specdec.report.measure(gpt2, drafts=["bigram", "small"], **_fixed(trees=[]))
 
 
 # --- the reports end to end -----------------------------------------------------------------------------

@@ -16,14 +16,6 @@ from specdec.model import backends
 MACHINE = Machine(matmul_gflops=50.0, cache_gbps=20.0, memory_gbps=5.0, threads=1)
 
 
-class FakeClock:
-    def __init__(self):
-        self.now = 1000.0
-
-    def perf_counter(self):
-        return self.now
-
-
 def _scope(measured, profiled):
     cats = dict.fromkeys(CATEGORIES, 0.0)
     cats["matmul"], cats[profiler_split.RESIDUAL] = 10.0, profiled - 10.0
@@ -33,14 +25,14 @@ def _scope(measured, profiled):
 
 
 @pytest.fixture
-def fakes(monkeypatch):
-    """Fake attribution (taking `attr_seconds` on a fake clock), machine and table, recording their arguments."""
-    clock, calls = FakeClock(), {}
-    monkeypatch.setattr(overhead_section, "time", clock)
+def fakes(monkeypatch, clock):
+    """Fake attribution (taking `attr_seconds` on the fake decision clock), machine and table, recording their
+    arguments."""
+    calls = {}
 
     def attribution(target, draft, k, chars, repeats):
         calls["attribution"] = dict(target=target, draft=draft, k=k, chars=chars, repeats=repeats)
-        clock.now += calls.get("attr_seconds", 3.0)
+        clock.advance(calls.get("attr_seconds", 3.0))
         return {"step": _scope(900.0, 1400.0), "round": _scope(1500.0, 2600.0)}
 
     def measure_machine(seconds, threads):

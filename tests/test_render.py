@@ -5,7 +5,7 @@ import copy
 
 import pytest
 
-from specdec.report import headline, render
+from specdec.report import headline, markdown, render
 
 FLOOR = {"measured": 1.004, "ci_low": 0.98, "ci_high": 1.03, "pairs": 5}
 BUSY = "WARNING: the machine was busy (load average 3.0 at the start); stop them, or give a larger --budget."
@@ -76,14 +76,29 @@ def test_one_list_of_warnings_for_the_headline_and_the_document():
     doc = _doc()
     doc["speedup"][3]["pairs"] = 1
     few = headline.result_warnings(doc)
-    assert few[0] == ("WARNING: only 1 timed pair(s) for some rows: no re-run interval, so no verdict for them; "
-                      "give a larger --budget (the fixed work took most of this one).")
+    assert few[0] == ("WARNING: fewer than 2 timed pairs, so no re-run interval and no verdict, for: slow k=1 "
+                      "(1 pair); these rows are cut from the answer; give a larger --budget (the fixed work took "
+                      "most of this one).")
     assert len(few) == 3  # then the two CHECKs
     doc["warnings"] = [BUSY] + few
     assert headline.headline_facts(doc)["warnings"] == doc["warnings"]
     text = render.headline(doc)
     assert [line.strip("*") for line in text.splitlines() if line.startswith("**WARNING")] == doc["warnings"]
     assert headline.headline_facts({**doc, "warnings": []})["warnings"] == []
+
+
+def test_a_row_of_one_pair_is_cut_from_the_answer_and_shows_no_interval():
+    """A slow machine's budget timed fast k=2 once: the answer is judged from fast k=1 (6 pairs), not from the
+    one pair; a draft with only one-pair rows says too few pairs; no table prints a point as an interval."""
+    doc = _doc()
+    doc["speedup"][1]["pairs"] = 1  # fast k=2, the best chain of its draft
+    doc["speedup"][3]["pairs"] = doc["speedup"][4]["pairs"] = 1  # every row of slow
+    drafts = {d["draft"]: d for d in headline.headline_facts(doc)["drafts"]}
+    assert (drafts["fast"]["config"], drafts["fast"]["verdict"]) == ("k=1", "faster")
+    assert (drafts["slow"]["config"], drafts["slow"]["verdict"]) == (None, headline.TOO_FEW)
+    doc["noise_floor"]["pairs"] = 1
+    assert "0.980-1.030" not in headline.headline(doc) and "none: 1 pair over 1 pairs" in headline.headline(doc)
+    assert (markdown.interval(1.7, 1.9, 1), markdown.interval(1.7, 1.9, 2)) == ("none: 1 pair", "1.70-1.90")
 
 
 def test_nothing_faster_recommends_target_only():

@@ -8,19 +8,20 @@ from specdec.model.gpt import GPT
 from .conftest import FakeClock
 
 
-def test_timed_runs_with_the_garbage_collector_off():
+def test_timed_runs_with_the_garbage_collector_off_and_divides_by_the_calls():
     import gc
 
     seen = []
-    assert timing.timed(lambda: seen.append(gc.isenabled()), number=3) >= 0
+    fake = FakeClock()  # each call "takes" 2 s of the clock handed in
+    assert timing.timed(lambda: (seen.append(gc.isenabled()), fake.advance(2.0)), number=3, clock=fake) == 2.0
     assert seen == [False] * 3 and gc.isenabled()
 
 
-def test_warm_up_is_sized_by_time_with_a_minimum_of_calls(monkeypatch):
+def test_warm_up_is_sized_by_time_with_a_minimum_of_calls(clock):
+    """On the decision clock (here the fake one): each call "takes" 1 s, so the count is the same on a fast
+    and on a loaded machine."""
     calls = []
     assert timing.warm_up(lambda: calls.append(1), seconds=0.0, min_calls=3) == 3
-    clock = FakeClock()  # each call "takes" 1 s: the count is the same on a fast and a loaded machine
-    monkeypatch.setattr(timing.time, "perf_counter", clock)
     assert timing.warm_up(lambda: clock.advance(1.0), seconds=5.0) == 5
     assert timing.warm_up(lambda: clock.advance(1.0), seconds=5.0, min_calls=8) == 8
 
@@ -39,11 +40,8 @@ def test_round_robin_rotate_starts_each_round_one_turn_later():
     assert all(len(v) == 3 for v in res.values())
 
 
-def test_round_robin_stops_at_its_deadline_after_the_minimum():
-    import time
-
-    res = timing.round_robin({"x": lambda: None}, samples=50, number=1, deadline=time.perf_counter() - 1,
-                             min_samples=2)
+def test_round_robin_stops_at_its_deadline_after_the_minimum(clock):
+    res = timing.round_robin({"x": lambda: None}, samples=50, number=1, deadline=clock.t - 1, min_samples=2)
     assert len(res["x"]) == 2
 
 
@@ -149,7 +147,7 @@ def test_round_sampler_frames_any_round_and_divides_by_what_was_drafted(monkeypa
 
     calls = []
     clock = itertools.count()
-    monkeypatch.setattr(timing.time, "perf_counter", lambda: float(next(clock)))
+    monkeypatch.setattr(timing, "measured", lambda: float(next(clock)))  # what the sampler measures
     monkeypatch.setattr(timing, "WARM_SECONDS", 0.0)
 
     def rest(tokens, proposal):

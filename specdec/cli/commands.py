@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import sys
 
-from specdec.model import train as _train
-from specdec.model.backends import BACKENDS
 from specdec.cli.checks import (UsageError, at_least, device_arg, fraction_arg, hf_extra, temperature_arg,
                                 writable_dir, writable_file)
 from specdec.cli import ab_cmd, batch_cmd, models, report_cmd, server_cmd
@@ -26,17 +24,18 @@ from specdec.util.files import write_atomic
 
 
 def _cmd_train(args) -> int:
+    from specdec.model import train as _train
     from specdec.model.gpt import GPTConfig
 
-    at_least("--steps", args.steps, 1)
-    at_least("--batch", args.batch, 1)
-    at_least("--threads", args.threads, 1)
+    given = {name: getattr(args, name) for name in ("steps", "batch", "threads") if getattr(args, name) is not None}
+    for name, value in given.items():
+        at_least(f"--{name}", value, 1)
     at_least("--seed", args.seed, 0)
     if args.teacher is not None and args.draft != "small":
         raise UsageError("--teacher needs --draft small (only the small draft is distilled from a teacher)")
     out = args.out or _train.default_out(args.draft or "target")
     writable_file("--out", out)
-    tc = _train.TrainConfig(steps=args.steps, seed=args.seed, batch=args.batch, threads=args.threads)
+    tc = _train.TrainConfig(seed=args.seed, **given)
     teacher = None
     if args.draft == "small":
         cfg = _train.SMALL_CONFIG
@@ -266,14 +265,16 @@ def _tree_verify(args, target, samples: int) -> int:
 
 
 def _cmd_compare(args) -> int:
+    if args.min_effect is not None:  # checked before scipy loads with compare
+        fraction_arg("--min-effect", args.min_effect)
     from specdec.report import compare
 
-    fraction_arg("--min-effect", args.min_effect)
+    min_effect = compare.MIN_EFFECT if args.min_effect is None else args.min_effect
     try:  # a file that cannot be read is bad input; what compare raises beyond InputError is a bug
         a, b = compare.load(args.a), compare.load(args.b)
     except OSError as exc:
         raise UsageError(f"{exc.filename}: {exc.strerror}") from None
-    text, worse = compare.compare(a, b, min_effect=args.min_effect)
+    text, worse = compare.compare(a, b, min_effect=min_effect)
     print(text)
     return 1 if worse else 0
 
@@ -285,6 +286,7 @@ def _cmd_overhead(args) -> int:
 
     from specdec.measure import attribution as attribution_mod
     from specdec.measure import hygiene, roofline
+    from specdec.model.backends import BACKENDS
     from specdec.report import overhead_text
     from specdec.report import figures as overhead_plot
     from specdec.report.overhead_section import DRAFT as OVERHEAD_DRAFT
@@ -367,8 +369,16 @@ COMMANDS = {"train": _cmd_train, "info": _cmd_info, "generate": _cmd_generate, "
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The `specdec` command. argv None: the process's own arguments, and a budget counts from the package's
+    import (start-up inside `--budget`); argv given (a caller in a running process, a test): from this call,
+    so that no budget depends on how long the process ran before."""
+    from specdec import _IMPORTED
+    from specdec.measure.clock import now
+
+    started = _IMPORTED if argv is None else now()
     parser = build_parser()
     args = parser.parse_args(argv)
+    args.started = started
     try:
         if hasattr(args, "target"):  # the commands that load a target: its options agree before anything runs
             models.check_model_args(args)

@@ -50,7 +50,7 @@ def _measure(args, options, ks: list[int], cpus, engines: list) -> int:
     doc = engine_build.measure(engines, ks, quick=args.quick, pairs=args.pairs, threads=args.threads,
                                device=args.device, chars=args.chars, seed=args.seed, prompt=args.prompt,
                                temperature=1.0 if args.temperature is None else args.temperature,
-                               budget=args.budget, cpus=cpus, workload=args.workload, started=_started(),
+                               budget=args.budget, cpus=cpus, workload=args.workload, started=args.started,
                                log=models.log)
     text = engine_render.render(doc)
     print(text)
@@ -58,12 +58,6 @@ def _measure(args, options, ks: list[int], cpus, engines: list) -> int:
     for path in build.write(doc, out, text):  # an incomplete run never replaces a complete report
         models.log(f"wrote {path}")
     return 1 if doc.get("incomplete") else 0
-
-
-def _started() -> float:
-    from specdec import _IMPORTED
-
-    return _IMPORTED
 
 
 def _check(args) -> None:

@@ -9,8 +9,7 @@ from __future__ import annotations
 import sys
 
 from specdec.cli.checks import UsageError, hf_extra
-from specdec.model.train import HF_PREFIX
-from specdec.model import train as _train
+from specdec.model.names import HF_PREFIX  # torch-free: the model loads (train) only when a command needs it
 
 
 def log(line: str) -> None:
@@ -81,6 +80,8 @@ def backend_name(args) -> str:
 def load_target(args, backend: str | None = None):
     """The target the command names. A Hugging Face model loads on --device in --dtype; every failure to load
     is a one-line HFModelError (a ValueError: exit 2 in `main`)."""
+    from specdec.model import train as _train
+
     spec = target_spec(args)
     if is_hf(spec):
         return _train.load_target(spec, device=getattr(args, "device", "cpu"), dtype=args.dtype,

@@ -9,12 +9,11 @@ from __future__ import annotations
 import argparse
 
 from specdec.cli.checks import Parser
-from specdec.decoding.registry import draft_names
+# Only names that import neither torch nor scipy: `--help` and a usage error in the arguments answer at once.
+from specdec.decoding.names import ON_REQUEST, SHIPPED_DRAFTS
 from specdec.engines.registry import ENGINES
-from specdec.model import train as _train
-from specdec.model.backends import KNOWN
-from specdec.model.hf import DTYPES
-from specdec.report.compare import MIN_EFFECT
+from specdec.model.names import BACKEND_NAMES as KNOWN
+from specdec.model.names import DTYPE_NAMES
 
 AB_BUDGET = 180.0  # `specdec ab`'s default seconds
 AB_PAIRS = 18  # ... and worker pairs
@@ -30,7 +29,7 @@ def _checkpoint(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     p.add_argument("--target", default=None, metavar="SPEC", help="the target: a checkpoint path, or hf:PATH (a "
                    "Hugging Face causal LM: a local folder, or a model id already in the local cache); "
                    "not with --checkpoint")
-    p.add_argument("--dtype", choices=list(DTYPES), default=None, help="weights of the hf: target and hf: drafts "
+    p.add_argument("--dtype", choices=list(DTYPE_NAMES), default=None, help="weights of the hf: target and hf: drafts "
                    "(default float32; the shipped model computes in float32 only)")
     p.add_argument("--allow-download", action="store_true", help="let an hf: model id missing from the local "
                    "cache be downloaded (without it nothing is fetched)")
@@ -52,10 +51,11 @@ def _device(p: argparse.ArgumentParser) -> None:
 
 
 def _train_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--steps", type=int, default=_train.TrainConfig.steps)
+    # None: train.TrainConfig's own default (read there, so the parser needs no torch)
+    p.add_argument("--steps", type=int, default=None)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--batch", type=int, default=_train.TrainConfig.batch)
-    p.add_argument("--threads", type=int, default=_train.TrainConfig.threads)
+    p.add_argument("--batch", type=int, default=None)
+    p.add_argument("--threads", type=int, default=None)
     p.add_argument("--out", default=None, help="checkpoint path (default: specdec-train/target.pt, or small.pt "
                    "with --draft small; the shipped checkpoints are never overwritten unasked)")
     p.add_argument("--draft", choices=["small"], default=None, help="train a draft instead of the target")
@@ -75,7 +75,8 @@ def _generate_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--temperature", type=float, default=1.0, help="0 is greedy")
     p.add_argument("--draft", default=None, help="speculative decoding with this draft: "
-                   f"{', '.join(draft_names())}, or hf:PATH (a Hugging Face model sharing the target's vocabulary)")
+                   f"{', '.join(SHIPPED_DRAFTS + ON_REQUEST)}, a registered or installed draft's name, or hf:PATH (a "
+                   "Hugging Face model sharing the target's vocabulary)")
     p.add_argument("-k", type=int, default=None, help="characters (tokens) drafted per round (default 4)")
     p.add_argument("--adaptive", action="store_true", help="adapt k: +2 after a fully accepted round, -1 after "
                    "a rejection (from -k, at most 16)")
@@ -128,7 +129,7 @@ def _report_args(p: argparse.ArgumentParser) -> None:
                    "draft the target can have)")
     p.add_argument("--ks", nargs="+", type=int, default=None, help="k values (default 1 2 4 8)")
     p.add_argument("--pairs", type=int, default=None, help="alternated pairs every speedup row gets at least "
-                   "(default 5, quick 3)")
+                   "(default 5, --quick too)")
     p.add_argument("--chars", type=int, default=200, help="characters to generate (tokens for a target whose "
                    "tokenizer is not the shipped characters)")
     p.add_argument("--workload", default=None, help="a shipped workload (default shakespeare24) or a prompts file "
@@ -156,8 +157,9 @@ def _calibrate_args(p: argparse.ArgumentParser) -> None:
 def _compare_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("a", help="the baseline report.json")
     p.add_argument("b", help="the new report.json")
-    p.add_argument("--min-effect", type=float, default=MIN_EFFECT, metavar="FRACTION", help="smallest relative "
-                   f"change worth a verdict on top of the test (default {MIN_EFFECT:g}: every significant change)")
+    p.add_argument("--min-effect", type=float, default=None, metavar="FRACTION", help="smallest relative "
+                   "change worth a verdict on top of the test (default compare.MIN_EFFECT, 0: every significant "
+                   "change)")
 
 
 def _ab_args(p: argparse.ArgumentParser) -> None:

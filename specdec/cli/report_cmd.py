@@ -13,10 +13,6 @@ def cmd_report(args) -> int:
     import math
     from pathlib import Path
 
-    from specdec.measure import hygiene, machine_record
-    from specdec.decoding.trees import parse_tree
-    from specdec.report import render, build as report
-
     if args.engine and args.engine != ["specdec"]:
         from specdec.cli.engine_cmd import cmd_engine_report
 
@@ -25,24 +21,30 @@ def cmd_report(args) -> int:
         if getattr(args, option) is not None:
             raise UsageError(f"--{option.replace('_', '-')} is for an engine report (--engine "
                              f"{' '.join(n for n in ENGINES if n != 'specdec')}); specdec's own report takes none")
+    # the numbers first, before torch and scipy load (seconds on a slow machine): a typo answers at once
     if args.threads < 1:
         raise UsageError(f"--threads must be at least 1, got {args.threads}")
     if args.pairs is not None and args.pairs < 1:
         raise UsageError(f"--pairs must be at least 1, got {args.pairs}")
-    for text in args.trees or []:  # a bad tree configuration is found before anything is loaded
-        try:
-            parse_tree(text)
-        except ValueError as exc:
-            raise UsageError(f"--trees: {exc}") from None
     if args.budget is not None and not (math.isfinite(args.budget) and args.budget > 0):
         raise UsageError(f"--budget must be a positive number of seconds, got {args.budget}")
     if args.repeat < 1:
         raise UsageError(f"--repeat must be at least 1, got {args.repeat}")
     if args.seed is not None:
         at_least("--seed", args.seed, 0)
-    device_arg(args.device)
     if args.prompt is not None and args.workload is not None:
         raise UsageError("give --prompt (one configuration) or --workload, not both")
+
+    from specdec.measure import hygiene, machine_record
+    from specdec.decoding.trees import parse_tree
+    from specdec.report import render, build as report
+
+    for text in args.trees or []:  # a bad tree configuration is found before anything is loaded
+        try:
+            parse_tree(text)
+        except ValueError as exc:
+            raise UsageError(f"--trees: {exc}") from None
+    device_arg(args.device)
     cpus = hygiene.parse_cpus(args.cpu) if args.cpu is not None else None
     models.check_draft_names(args.drafts or [], args.device)
     ks = models.ks_arg(args.ks, report.DEFAULT_KS)
@@ -107,15 +109,15 @@ def _report_drafts(args, target) -> list | None:
 
 
 def _measure_report(args, target, drafts: list | None, ks: list[int], cpus, after_own_run: bool) -> dict:
-    """`report.measure` with the command's settings. The first report's budget counts from the package's
-    import, so that `--budget` bounds the command's wall time (start-up included), not only its sections'."""
-    from specdec import _IMPORTED
+    """`report.measure` with the command's settings. The first report's budget counts from the command's start
+    (`main`: the package's import), so that `--budget` bounds its wall time (start-up included), not only its
+    sections'."""
     from specdec.report import build as report
 
     return report.measure(target, drafts, ks, quick=args.quick, pairs=args.pairs, threads=args.threads,
                           device=args.device, chars=args.chars, seed=args.seed, budget=args.budget, cpus=cpus,
                           workload=args.workload, prompt=args.prompt, trees=args.trees, after_own_run=after_own_run,
-                          between_run=args.between_run, started=None if after_own_run else _IMPORTED,
+                          between_run=args.between_run, started=None if after_own_run else args.started,
                           batched=args.batched, log=models.log)
 
 

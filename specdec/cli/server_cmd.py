@@ -7,10 +7,10 @@ cannot be done (no cmake, no sdist, a failing compile) is one line and exit 2, w
 from __future__ import annotations
 
 import os
-import time
 
 from specdec.cli import models
 from specdec.cli.checks import UsageError
+from specdec.measure.clock import measured
 
 WORKLOAD = "shakespeare24"  # the prompts every load window cycles through (the report's workload)
 
@@ -20,10 +20,10 @@ def cmd_build_server(args) -> int:
 
     if args.jobs < 1:
         raise UsageError(f"--jobs must be at least 1, got {args.jobs}")
-    started = time.monotonic()
+    started = measured()
     path, built = server_build.build(args.version, jobs=args.jobs, log=models.log)
     if not built:
-        models.log(f"build-server: cached ({time.monotonic() - started:.1f} s); remove "
+        models.log(f"build-server: cached ({measured() - started:.1f} s); remove "
                    f"{path.parent} to build again")
     print(path)
     return 0

@@ -16,6 +16,7 @@ from typing import Callable
 
 import torch
 
+from specdec.decoding.names import ON_REQUEST, SHIPPED_DRAFTS
 from specdec.decoding.drafts import (BigramDraft, DeviceError, Draft, ModelDraft, UnknownDraftError, corpus_ids)
 from specdec.decoding.ngram import DEFAULT_ORDER, NgramDraft
 from specdec.decoding.prompt_lookup import PromptLookupDraft
@@ -107,6 +108,7 @@ CPU_ONLY = frozenset({"int8-dynamic"})  # drafts whose kernels exist on the CPU 
 # Drafts by name on request, not in a report's default set: the shipped prompt lookup, then register_draft's.
 REGISTERED: dict[str, Callable[..., Draft]] = {"prompt-lookup": _prompt_lookup}
 ENTRY_POINTS = "specdec.drafts"  # an installed package's entry point here names a factory(target, **options)
+assert tuple(DRAFTS) == SHIPPED_DRAFTS and tuple(REGISTERED) == ON_REQUEST, "decoding.names must name them"
 TREE_DRAFTS = ("bigram", "ngram")  # the shipped drafts that draft token trees: the table drafts
 
 

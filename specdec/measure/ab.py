@@ -26,7 +26,6 @@ import select
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,10 +34,14 @@ import numpy as np
 
 from specdec.measure import work
 from specdec.measure.ab_sources import Source
+# The scheduling (each pair's share of the budget, when to stop sweeping) reads the decision clock; what a
+# sample measures is the worker's own clock (ab_worker.CLOCK).
+from specdec.measure.clock import now
 
 WORKER = Path(__file__).with_name("ab_worker.py")
 SAMPLE_SECONDS = 0.015  # one sample: a few to a few tens of milliseconds
 MIN_SWEEPS = 2  # every pair times every row at least this often (two blocks: four (A, B) samples)
+MIN_PAIRS = 2  # a short budget cuts the worker pairs to no fewer than this: one pair gives no interval
 SETUP_TIMEOUT = 600.0  # seconds a worker may take to import and build its rows (an hf: model loads here)
 
 
@@ -175,7 +178,7 @@ def _first_pair(run: Run, answers: tuple[dict, dict], wa: Worker) -> None:
 
 def measure(a: Source, b: Source, config: dict, budget: float, pairs: int, cpu: int,
             progress: Callable[[str], None] = lambda line: None, seed: int | None = None,
-            clock: Callable[[], float] = time.monotonic, overlap: bool = True) -> Run:
+            clock: Callable[[], float] = now, overlap: bool = True) -> Run:
     """Time A against B: `pairs` worker pairs, each pinned to `cpu`, sweeping every row until its share of
     `budget` seconds is spent (at least MIN_SWEEPS recorded sweeps). With `overlap` (and another CPU allowed)
     the next pair starts and builds its rows on the other CPUs while a pair is timed, so start-up costs the
@@ -188,7 +191,9 @@ def measure(a: Source, b: Source, config: dict, budget: float, pairs: int, cpu: 
     with tempfile.TemporaryDirectory(prefix="specdec-ab-logs-") as log_dir:
         pending = _start_pair(a, b, config, rng, log_dir, None)
         try:
-            for p in range(pairs):
+            p = -1
+            while p + 1 < pairs:  # `pairs` may shrink after the first pair (`_fit_pairs`)
+                p += 1
                 workers, pending = pending, None
                 until = clock() + (start + budget - clock()) / (pairs - p)
                 try:
@@ -205,7 +210,7 @@ def measure(a: Source, b: Source, config: dict, budget: float, pairs: int, cpu: 
                 finally:
                     _close(workers)
                 if p == 0:
-                    _check_budget(run, budget - (clock() - start), pairs, progress)
+                    pairs = _fit_pairs(run, budget - (clock() - start), pairs, progress)
                 progress(f"pair {p + 1}/{pairs}: {run.pairs[-1]['sweeps']} sweeps of {len(run.logs)} rows, "
                          f"{max(0.0, start + budget - clock()):.0f} s of the budget left")
                 if pending is None and p + 1 < pairs:
@@ -240,18 +245,28 @@ def _time_pair(run: Run, p: int, workers: tuple[Worker, Worker], answers: tuple[
                       "sweep_seconds": round((clock() - ready) / max(1, sweeps), 3)})
 
 
-def _check_budget(run: Run, left: float, pairs: int, progress) -> None:
-    """After the first pair: warn when the rest of the budget cannot give every later pair its start-up and
-    MIN_SWEEPS + 1 sweeps (the run then goes over its budget), naming the budget that would."""
+def _fit_pairs(run: Run, left: float, pairs: int, progress) -> int:
+    """After the first pair: the worker pairs the rest of the budget buys, each with its start-up and
+    MIN_SWEEPS + 1 sweeps at the first pair's pace (on the decision clock). Fewer than asked is said in a line
+    (and kept in the run's warnings); below MIN_PAIRS the run keeps MIN_PAIRS, goes over its budget and says so,
+    naming the budget that would do."""
     first = run.pairs[0]
     setup, sweep = first["ready_seconds"], first["sweep_seconds"]
     need = setup + (MIN_SWEEPS + 1) * sweep  # getting ready (with its warm-up sweep) and the recorded sweeps
-    if left < (pairs - 1) * need:
-        line = (f"the budget is too small for {pairs} worker pairs of {len(run.logs)} rows here: a pair needs "
-                f"about {need:.0f} s (getting ready {setup:.0f} s, a sweep {sweep:.1f} s); give --budget "
-                f"{math.ceil(pairs * need)} or fewer rows; this run goes over its budget")
+    if left >= (pairs - 1) * need:
+        return pairs
+    fit = max(min(pairs, MIN_PAIRS), 1 + int(max(0.0, left) // max(need, 1e-9)))
+    lines = []
+    if fit < pairs:
+        lines.append(f"worker pairs {pairs} -> {fit}: the budget left buys {fit - 1} more of about {need:.0f} s each "
+                     f"here (getting ready {setup:.0f} s, a sweep of {len(run.logs)} rows {sweep:.1f} s)")
+    if left < (fit - 1) * need:
+        lines.append(f"the budget is too small for {fit} worker pairs of {len(run.logs)} rows here: give --budget "
+                     f"{math.ceil(fit * need)} or fewer rows; this run goes over its budget")
+    for line in lines:
         run.warnings.append(line)
         progress(f"warning: {line}")
+    return fit
 
 
 def _info(answer: dict) -> dict:

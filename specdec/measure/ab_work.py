@@ -27,6 +27,7 @@ from pathlib import Path
 from specdec.measure import work
 from specdec.measure.ab import SETUP_TIMEOUT, Worker, WorkerError
 from specdec.measure.ab_sources import Source
+from specdec.measure.clock import measured
 
 # 0.3 %: the same commit counted in fresh processes moved a row's figure by up to 0.11 % (tools/work_study.py,
 # docs/work.md), a path 40 characters longer or another hash seed by up to 0.28 % (ab fixes both); rustc-perf's
@@ -40,9 +41,7 @@ def count(a: Source, b: Source, config: dict, kind: str, rows: list[str],
           progress: Callable[[str], None] = lambda line: None) -> dict:
     """{"counter", "rows": {name: {"a": Count dict, "b": ...}}, "seconds"}: `rows` counted in both revisions
     (a row either side cannot build is left out: its timing row says why)."""
-    import time
-
-    t0 = time.monotonic()
+    t0 = measured()
     with tempfile.TemporaryDirectory(prefix="specdec-work-") as tmp:
         links = []
         for s in (a, b):
@@ -68,7 +67,7 @@ def count(a: Source, b: Source, config: dict, kind: str, rows: list[str],
         finally:
             for w in workers:
                 w.close()
-    return {"counter": kind, "name": work.NAMES[kind], "rows": out, "seconds": round(time.monotonic() - t0, 1)}
+    return {"counter": kind, "name": work.NAMES[kind], "rows": out, "seconds": round(measured() - t0, 1)}
 
 
 def judge(counted: dict, floor: float = FLOOR, factor: float = SPREAD_FACTOR) -> dict[str, dict]:

@@ -20,14 +20,13 @@ not (the per-row mask, the scatter, a different kernel for B > 1).
 
 from __future__ import annotations
 
-import time
 from typing import Callable
 
 import numpy as np
 import torch
 
 from specdec.decoding.drafts import Draft
-from specdec.measure import timing
+from specdec.measure import clock, timing
 from specdec.model import rows as model_rows
 from specdec.model.gpt import GPT
 
@@ -80,7 +79,7 @@ def measure(target: GPT, drafts: dict[str, Draft], ks: dict[str, int], batches: 
             fns[f"T {B} {n}"] = pass_fn(target, B, n, position)
         for name, d in drafts.items():
             fns[f"D {B} {name}"] = draft_fn(d, B, ks[name], context, temperature)
-    deadline = time.perf_counter() + seconds
+    deadline = clock.now() + seconds  # a decision: the seam's clock (measure/clock.py)
     s = timing.round_robin(fns, samples, 1, device, rotate=True, deadline=deadline, min_samples=3)
     us = {key: float(np.median(v)) * 1e6 for key, v in s.items()}
     a, b = fit(widths, [us[f"fit {n}"] for n in widths])

@@ -29,6 +29,7 @@ import numpy as np
 import torch
 from threadpoolctl import threadpool_info, threadpool_limits
 
+from specdec.measure.clock import measured
 from specdec.util.errors import InputError
 
 BUSY_LOAD = 0.8  # without /proc/stat: other runnable processes (load average beyond our own) that make it "busy"
@@ -149,7 +150,7 @@ def cpu_clock(cpus: list[int] | None = None) -> dict | None:
         return None
     t = os.times()
     return {"busy_s": busy_seconds(stat, cpus, os.sysconf("SC_CLK_TCK")),
-            "own_s": t.user + t.system + t.children_user + t.children_system, "wall_s": time.monotonic(),
+            "own_s": t.user + t.system + t.children_user + t.children_system, "wall_s": measured(),
             "cpus": cpus}
 
 

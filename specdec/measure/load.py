@@ -32,6 +32,8 @@ from dataclasses import dataclass, field
 from specdec.engines import openai_http as http
 from specdec.engines.openai_api import METRICS, rounds_by_accepted
 from specdec.measure import load_stats
+# measured, not clock.now: the same clock paces the sends (with time.sleep), so the guard must not scale it
+from specdec.measure.clock import measured
 from specdec.measure.load_driver import Record, run_window
 from specdec.measure.load_schedule import Level
 
@@ -143,7 +145,7 @@ def _settled(url: str, before: dict | None, tokens: int) -> dict | None:
     return after
 
 
-def run(sweep: Sweep, now: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep,
+def run(sweep: Sweep, now: Callable[[], float] = measured, sleep: Callable[[float], None] = time.sleep,
         log: Callable[[str], None] = lambda line: None, alive: Callable[[], str | None] = lambda: None) -> dict:
     """Every window of `schedule`, then the per-level answer (`conclude`). `alive` says why a server is gone
     (None while both run): asked after a window failed."""

@@ -11,11 +11,11 @@ import contextlib
 import json
 import os
 import tempfile
-import time
 
 import numpy as np
 
 from specdec.model import backend_onnx
+from specdec.measure.clock import measured
 from specdec.model.gpt import GPT
 
 
@@ -68,15 +68,21 @@ def profiler_cost_us(threads: int, nodes: int = 64, runs: int = 300) -> tuple[fl
             session.run(None, feed)
             times = []
             for _ in range(3):
-                t0 = time.perf_counter()
+                t0 = measured()
                 for _ in range(runs):
                     session.run(None, feed)
-                times.append((time.perf_counter() - t0) / runs * 1e6)
+                times.append((measured() - t0) / runs * 1e6)
             best.append(min(times))
             if prefix is not None:
                 kernels, _ = _kernel_events(session.end_profiling())
     inside = sum(us for _, _, us in kernels) / len(kernels)
-    return max(0.0, (best[1] - best[0]) / nodes - inside), inside
+    return between_us(best[0], best[1], nodes, inside), inside
+
+
+def between_us(plain_us: float, profiled_us: float, nodes: int, inside_us: float) -> float:
+    """µs the profiler adds between kernels: a profiled run's extra time per kernel less what it adds inside the
+    kernel's reported time; 0 where a preempted plain run leaves less than nothing."""
+    return max(0.0, (profiled_us - plain_us) / nodes - inside_us)
 
 
 @contextlib.contextmanager

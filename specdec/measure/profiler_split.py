@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import time
 from dataclasses import dataclass
 from typing import Callable
 
@@ -20,6 +19,7 @@ import numpy as np
 import torch
 
 from specdec.measure import hygiene
+from specdec.measure.clock import measured
 
 # Categories of `attribution`, in the order they are printed. The last is the residual.
 RESIDUAL = "framework dispatch and Python"
@@ -124,14 +124,14 @@ def _timed_blocks(runs: dict[str, Callable[[object], int]],
             for mode in (False, "time") if i % 2 == 0 else ("time", False):  # alternated: neither always first
                 for name, run in runs.items():
                     _SPANS.clear()
-                    t0 = time.perf_counter()
+                    t0 = measured()
                     n = run(mode)
-                    us = (time.perf_counter() - t0) / n * 1e6
-                    measured, timed = out[name]
+                    us = (measured() - t0) / n * 1e6
+                    bare, timed = out[name]
                     if mode:
                         timed.append((us, {label: sec / n * 1e6 for label, sec in _SPANS.items()}))
                     else:
-                        measured.append(us)
+                        bare.append(us)
     return out
 
 
@@ -156,9 +156,9 @@ def _profiled_blocks(run: Callable[[object], int], repeats: int,
     with inside() if inside is not None else contextlib.nullcontext() as kernels:
         for _ in range(repeats):
             with hygiene.no_gc(), _torch_profile() as torch_prof:
-                t0 = time.perf_counter()
+                t0 = measured()
                 prof.units += run(True)
-                prof.wall_s += time.perf_counter() - t0
+                prof.wall_s += measured() - t0
             evs = torch_prof.events()
             prof.events += len(evs)
             got, outside = _aggregate(evs)
@@ -234,16 +234,22 @@ def profiler_cost_us(calls: int = 2000, repeats: int = 3) -> float:
         times, n = [], 0
         for _ in range(repeats):
             with hygiene.no_gc(), (_torch_profile() if profiled else contextlib.nullcontext()) as prof:
-                t0 = time.perf_counter()
+                t0 = measured()
                 loop()
-                times.append(time.perf_counter() - t0)
+                times.append(measured() - t0)
             n = len(prof.events()) if profiled else 0
         return min(times), n
 
     loop()
     plain, _ = best(False)
     with_profiler, n = best(True)
-    return max(0.0, (with_profiler - plain) / max(n, 1) * 1e6)
+    return per_event_us(plain, with_profiler, n)
+
+
+def per_event_us(plain_s: float, profiled_s: float, events: int) -> float:
+    """µs per recorded event: the profiled loop's extra time over its events; 0 where a preempted plain run
+    came out slower than the profiled one (no event costs less than nothing)."""
+    return max(0.0, (profiled_s - plain_s) / max(events, 1) * 1e6)
 
 
 def _aggregate(events) -> tuple[dict[str, float], int]:
@@ -287,10 +293,10 @@ class _Span:
         self.name = name
 
     def __enter__(self) -> None:
-        self.t0 = time.perf_counter()
+        self.t0 = measured()
 
     def __exit__(self, *exc) -> None:
-        _SPANS[self.name] = _SPANS.get(self.name, 0.0) + time.perf_counter() - self.t0
+        _SPANS[self.name] = _SPANS.get(self.name, 0.0) + measured() - self.t0
 
 
 def label(mode, name: str):

@@ -9,7 +9,6 @@ so the work becomes a floor in microseconds -- a roofline lower bound. Measured 
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import asdict, dataclass
 from typing import Callable
 
@@ -18,6 +17,7 @@ import torch
 
 from specdec.model import backends
 from specdec.measure import timing
+from specdec.measure.clock import now
 from specdec.model.gpt import GPT, GPTConfig
 
 GEMM_SIZE = 256  # square matmul: 2·256³ = 33.5 MFLOP (~1 ms, so the call's µs of dispatch are < 1 %) on three
@@ -191,7 +191,7 @@ def measure_machine(seconds: float = 2.0, threads: int = 1) -> Machine:
 
 def _best(fn: Callable[[], object], seconds: float) -> float:
     """Fastest of fn's calls within `seconds` (at least 2 kept after the warm-up), in seconds."""
-    deadline = time.perf_counter() + seconds
+    deadline = now() + seconds
     samples = timing.round_robin({"fn": fn}, samples=100_000, number=1, deadline=deadline, min_samples=2)
     return float(samples["fn"].min())
 
@@ -227,7 +227,7 @@ def overhead_table(target: GPT, machine: Machine, positions: tuple[int, ...] = (
            for T in positions}
     for fn in fns.values():
         timing.warm_up(fn, seconds=0.02)
-    deadline = time.perf_counter() + seconds
+    deadline = now() + seconds
     samples = timing.round_robin(fns, samples=100_000, number=10, deadline=deadline, min_samples=3)
     rows, backend = [], backend_name(target)
     cfg, dtype_bytes = model_config(target), _dtype_bytes(target)

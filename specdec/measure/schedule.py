@@ -17,18 +17,16 @@ checked against the row's typical visit time, so a section ends on time on a slo
 from __future__ import annotations
 
 import gc
-import time
 from dataclasses import dataclass, field
 from typing import Callable
 
 import numpy as np
 
 from specdec.measure import stats, timing
-
-# The clock every decision of this module reads (budgets, deadlines, visit times; not the timed calls, which
-# `timing` measures): a test swaps it for a fake one, so that what a schedule decides is the same on a fast
-# and on a loaded machine.
-now: Callable[[], float] = time.perf_counter
+# Every decision of this module (budgets, deadlines, visit times, the warm-up; not the timed calls, which
+# `timing` measures) reads the one decision clock: a test hands the report a fake one (`clock.using`), so that
+# what a schedule decides is the same on a fast and on a loaded machine.
+from specdec.measure.clock import now
 
 
 @dataclass
@@ -42,7 +40,7 @@ class Budget:
     """Seconds for a whole report, counted from construction; `reserve` is kept back for writing files."""
 
     def __init__(self, seconds: float, reserve: float = 0.0, start: float | None = None):
-        """start: a `now()` reading (`time.perf_counter()`) to count from (default: now) -- a command's own
+        """start: a `clock.now()` reading to count from (default: now) -- a command's own
         start, so that what it did before measuring (importing torch, loading the target) is inside its budget."""
         if not seconds > 0:
             raise ValueError(f"the budget must be a positive number of seconds, got {seconds}")
@@ -117,7 +115,7 @@ class Runs:
         i = self.visits % len(self.items)
         item = self.items[i]
         if self.warm is not None:
-            timing.warm_up(lambda: self.warm(item), self.warm_seconds, device)
+            timing.warm_up(lambda: self.warm(item), self.warm_seconds, device)  # by the decision clock
         names = list(self.fns)
         shift = self.visits % len(names)
         for name in names[shift:] + names[:shift]:

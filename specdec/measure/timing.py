@@ -11,7 +11,6 @@ result. On CUDA every timer synchronises the device.
 from __future__ import annotations
 
 import itertools
-import time
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -21,6 +20,7 @@ import torch
 from specdec.model import corpus
 from specdec.decoding import generate as decode
 from specdec.measure import hygiene
+from specdec.measure.clock import measured, now
 from specdec.decoding.drafts import Draft, corpus_ids
 from specdec.model.gpt import GPT
 from specdec.decoding import rule
@@ -40,23 +40,26 @@ def sync(device: str | torch.device) -> None:
         torch.cuda.synchronize()
 
 
-def timed(fn: Callable[[], object], device: str = "cpu", number: int = 1) -> float:
-    """Seconds per call of fn over `number` back-to-back calls (device synchronised at both ends)."""
+def timed(fn: Callable[[], object], device: str = "cpu", number: int = 1,
+          clock: Callable[[], float] = measured) -> float:
+    """Seconds per call of fn over `number` back-to-back calls (device synchronised at both ends), on the
+    measurement clock; `clock=clock.now` where the time is a decision's input (the sizing probe)."""
     with hygiene.no_gc():
         sync(device)
-        t0 = time.perf_counter()
+        t0 = clock()
         for _ in range(number):
             fn()
         sync(device)
-        return (time.perf_counter() - t0) / number
+        return (clock() - t0) / number
 
 
 def warm_up(fn: Callable[[], object], seconds: float = 0.05, device: str = "cpu", min_calls: int = 1) -> int:
     """Call fn until `seconds` have passed (at least `min_calls` times): warm-up sized by time, not by count,
-    so a slow machine warms as long as a fast one. Returns the number of calls made."""
-    end = time.perf_counter() + seconds
+    so a slow machine warms as long as a fast one (by the decision clock: a fake one in a test, so the calls
+    made never depend on the machine). Returns the number of calls made."""
+    end = now() + seconds
     n = 0
-    while n < min_calls or time.perf_counter() < end:
+    while n < min_calls or now() < end:
         fn()
         n += 1
     sync(device)
@@ -78,7 +81,7 @@ def round_robin(
     Sample i of every fn comes from the same moment, so per-sample ratios of two fns cancel drift.
     `samplers` take their turns in the same rounds but measure themselves: what each returns is kept as is.
     rotate: start round i at the i-th turn (A B C, B C A, C A B, ...) so no fn always follows the same one.
-    deadline (a time.perf_counter() value): stop after `min_samples` once another round would end past it, so
+    deadline (a `clock.now()` value): stop after `min_samples` once another round would end past it, so
     a slow or loaded machine takes fewer samples instead of more time.
     """
     turns = {name: (lambda fn=fn: timed(fn, device, number)) for name, fn in fns.items()}
@@ -87,15 +90,15 @@ def round_robin(
     names = list(turns)
     last = 0.0
     for i in range(samples + 1):
-        if deadline is not None and i > min_samples and time.perf_counter() + last > deadline:
+        if deadline is not None and i > min_samples and now() + last > deadline:
             break
-        t0 = time.perf_counter()
+        t0 = now()
         shift = i % len(names) if rotate else 0
         for name in names[shift:] + names[:shift]:
             value = turns[name]()
             if i:
                 kept[name].append(value)
-        last = time.perf_counter() - t0
+        last = now() - t0
     return {name: np.asarray(values) for name, values in kept.items()}
 
 
@@ -271,14 +274,14 @@ def round_sampler(target: GPT, round_: Round, device: str = "cpu") -> Callable[[
             round_.before(next(count))
             del tokens[len(context) :]  # the scratch sequence is the context again
             sync(device)
-            t0 = time.perf_counter()
+            t0 = measured()
             proposal, units = round_.draft(tokens)
             if round_.draft_on_device:
                 sync(device)
-            t1 = time.perf_counter()
+            t1 = measured()
             round_.rest(tokens, proposal)
             sync(device)
-            return t1 - t0, time.perf_counter() - t1, units
+            return t1 - t0, measured() - t1, units
 
         warm_up(one_round, WARM_SECONDS, device, min_calls=WARM_ROUNDS)
         d, r, units = np.sum([one_round() for _ in range(number)], axis=0)
@@ -345,15 +348,15 @@ def _first_sampler(target, prompt, first_round, rng, temperature, device):
         s = r = 0.0
         for _ in range(number):
             sync(device)
-            t0 = time.perf_counter()
+            t0 = measured()
             target.setup_cache(1)
             decode.step(target, prompt, 0, temperature, rng)
             sync(device)
-            t1 = time.perf_counter()
+            t1 = measured()
             target.setup_cache(1)
             first_round(tokens)
             sync(device)
-            t2 = time.perf_counter()
+            t2 = measured()
             del tokens[len(prompt) :]
             s += t1 - t0
             r += t2 - t1
@@ -404,7 +407,7 @@ def measure_costs(
     loops.update(extra_samplers or {})
     if not isinstance(target, GPT):  # a cache with a length: each sampler leaves it at its own position, and
         loops = {n: _then(s, lambda: fill_cache(target, tokens)) for n, s in loops.items()}  # the passes need it
-    deadline = None if seconds is None else time.perf_counter() + seconds
+    deadline = None if seconds is None else now() + seconds
     raw = round_robin(fns, samples, number, device, samplers=loops, deadline=deadline, min_samples=min_samples)
     terms = {(n, k): np.asarray(raw.pop(f"loop:{n}:{k}"), dtype=float) for n in drafts for k in sim_ks}
     extra = {n: np.asarray(raw.pop(n), dtype=float) for n in (extra_samplers or {})}

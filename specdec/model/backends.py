@@ -29,6 +29,7 @@ import copy
 import torch
 import torch.nn.functional as F
 
+from specdec.model.names import BACKEND_NAMES
 from specdec.model import backend_onnx
 from specdec.model.backend_numpy import NumpyGPT
 from specdec.model.backend_onnx import OnnxGPT  # onnx and onnxruntime load when it builds a session
@@ -174,7 +175,8 @@ DROPPED: dict[str, str] = {
                    "int position (a trace would freeze it as a constant)",
 }
 
-KNOWN: tuple[str, ...] = tuple(_ALL)  # every backend this package implements
+KNOWN: tuple[str, ...] = BACKEND_NAMES  # every backend this package implements (the parser reads it torch-free)
+assert tuple(_ALL) == KNOWN, "model.names.BACKEND_NAMES must name _ALL's backends in order"
 BACKENDS: tuple[str, ...] = tuple(_CLASSES)  # the ones installed here
 
 # The fastest on a CPU first, by tools/backend_race.py on the development VM (a single-position pass at position

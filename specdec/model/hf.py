@@ -31,13 +31,14 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from specdec.model.names import DTYPE_NAMES
 from specdec.model import corpus
 from specdec.model.gpt import ContextOverflowError
 from specdec.model.protocol import ConfigSizes, TargetConfig
 from specdec.util import versions
 from specdec.util.errors import InputError
 
-DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+DTYPES = {name: getattr(torch, name) for name in DTYPE_NAMES}  # the parser reads the names torch-free
 TREE_ATTENTION = ("eager", "sdpa")  # attention implementations that take a custom 4-D mask as it is
 DEFAULT_CONTEXT = 2048  # when neither the config nor the tokenizer says how many positions the model holds
 

@@ -22,6 +22,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from specdec.model.names import HF_PREFIX  # noqa: F401 (train.HF_PREFIX: the older spelling)
 from specdec.model import corpus
 from specdec.model.gpt import GPT, GPTConfig
 from specdec.util.files import atomic_path
@@ -195,7 +196,6 @@ def load_checkpoint(path: str | os.PathLike) -> tuple[GPT, dict]:
     return model, meta
 
 
-HF_PREFIX = "hf:"  # a target or draft spec naming a transformers model: hf:FOLDER or hf:MODEL-ID (cached)
 
 
 def load_target(path: str | os.PathLike | None = None, backend: str = "eager", *, device=None, dtype=None,

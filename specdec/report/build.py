@@ -21,12 +21,14 @@ import shutil
 import signal
 import tempfile
 from pathlib import Path
+from typing import Callable
 
 import torch
 
 from specdec.model import protocol
 from specdec.measure import hygiene, machine_record, roofline
-from specdec.report import compare, figures, headline, batch_section, overhead_section, sections, sizing
+from specdec.measure.clock import using
+from specdec.report import batch_section, compare, figures, headline, overhead_section, sections, sizing
 from specdec.report import tree_sections as ts
 from specdec.measure import workload as wl
 from specdec.decoding.drafts import Draft
@@ -51,7 +53,9 @@ DEFAULT_KS = (1, 2, 4, 8)
 FULL = {"budget": 300.0, "min_pairs": 5, "precision": 0.03, "samples": 20_000, "contexts": 3, "every": 3,
         "cost_samples": 40, "cost_calls": 10, "term_calls": 6, "min_triples": 3, "overhead_chars": 40,
         "overhead_repeats": 9}
-QUICK = {"budget": 60.0, "min_pairs": 3, "precision": 0.08, "samples": 5_000, "contexts": 1, "every": 8,
+# --quick gives every row 5 pairs too: fewer leave the headline's rows without a verdict on a slower machine
+# (the sizing sheds rows and length instead, each change a line).
+QUICK = {"budget": 60.0, "min_pairs": 5, "precision": 0.08, "samples": 5_000, "contexts": 1, "every": 8,
          "cost_samples": 12, "cost_calls": 10, "term_calls": 4, "min_triples": 2, "overhead_chars": 20,
          "overhead_repeats": 5}
 # Of the time the fixed work leaves. Costs: ~12 samples (each ~2.5 s here), enough for c's per-sample test in
@@ -97,6 +101,8 @@ def measure(
     started: float | None = None,
     batched: bool = False,
     log=print,
+    clock: Callable[[], float] | None = None,
+    sizing_costs: dict | bool | None = None,
 ) -> dict:
     """Run every section within `budget` seconds and return the report document (its keys: docs/report-json.md).
 
@@ -106,57 +112,64 @@ def measure(
     are the corpus's characters) and records what it cannot have in doc["unavailable"] (section -> reason).
     workload: a shipped name or a prompts file (default: the shipped one); prompt: one prompt instead (with
     `seed`, default 0) -- the single configuration, e.g. the write-up's 'ROMEO:', seed 0. seed with a workload:
-    that one seed for every item. pairs: the minimum of alternated pairs per speedup row (default 5, quick 3).
+    that one seed for every item. pairs: the minimum of alternated pairs per speedup row (default 5).
     cpus: pin the process to these CPUs first. Torch's threads are set to `threads` (inter-op too where torch
     allows) and recorded. trees: tree shapes ('4x2x2x1') and node budgets ('budget 32': the shape from the
     measured child acceptance), each for every table draft among `drafts` (default `tree_sections.DEFAULT_TREES`;
     [] for none). between_run: "auto" adds this machine's recorded between-run term to the speedup intervals
     (`machine_record`; none until a calibration is recorded), "off" leaves it out. started: a
-    `time.perf_counter()` reading the budget counts from (default: now); `specdec report` passes the moment the
+    `clock.now()` reading the budget counts from (default: now); `specdec report` passes the moment the
     package was imported, so that start-up is inside `--budget` and shows as a section of its own.
     batched: add the batch section (`batch_section`: the paired speedup at batch sizes B = 1..32, each draft at its
     best measured k), BATCH_SHARE of the time the other timed sections leave.
+    clock: the decision clock every budget, deadline and warm-up of this report reads (default: the real one,
+    `measure.clock.now`); a test passes a fake one, so that what the report decides never depends on the
+    machine. sizing_costs: the plan's per-token costs (`sizing.probe`'s keys: target_token_s, spec_token_s per
+    draft), given instead of measured; False keeps the knobs as given (no probe, no changes); None measures them.
     """
-    shipped = isinstance(target, GPT)
-    if shipped:  # a CPU-only backend on CUDA would run eager under its own name
-        check_device(backend_of(target), device)
-    given, skipped = _drafts_for(target, drafts, device, log)
-    knobs = knobs_for(quick, budget, pairs, trees)
-    unavailable = _unavailable(target, knobs)
-    ks = sorted(set(ks or DEFAULT_KS))
-    # the shipped GPT's prompts are checked against its characters as always; any other target's by its tokenizer
-    work, runs = workload_runs(workload, prompt, seed, chars, ks, knobs["every"], None if shipped else target)
-    clock = Budget(knobs["budget"], reserve=WRITE_RESERVE + 0.02 * knobs["budget"], start=started)
-    startup = clock.elapsed() if started is not None else None
-    affinity = hygiene.pin(cpus)
-    with hygiene.threads_for_measuring(threads) as thread_info:
-        machine = {**hygiene.machine_info(thread_info, device, affinity), "pinned": cpus is not None,
-                   "backend": roofline.backend_name(target)}
-        knobs["between_run"] = machine_record.resolve(between_run, machine)
-        run = sections.ReportRun(target.to(device), list(given), ks, knobs, device, chars, temperature, runs, log,
-                                 given={n: d for n, d in given.items() if isinstance(d, Draft)})
-        doc = {"machine": machine, "settings": {
-            "workload": {"name": work.name, "items": len(runs), "seeds": sorted({s for _, s in runs}),
-                         "runs": [[item.id, s] for item, s in runs]},
-            "prompt": prompt, "chars": chars, "seed": seed, "temperature": temperature, "ks": ks,
-            "drafts": run.drafts, "quick": quick, **knobs,
-            "target": protocol.describe(target), "units": protocol.units(target)}}
-        if skipped:
-            doc["skipped"] = skipped
-        if unavailable:
-            doc["unavailable"] = unavailable
-            for section, why in unavailable.items():
-                log(f"[setup] unavailable for this target: {section}: {why}")
-        todo = _sections(run, machine["backend"], with_writeup=prompt is None and shipped)
-        if batched:
-            todo.append(Section("batch: B sequences at once, paired", lambda s: batch_section.measure(run, s),
-                                BATCH_SHARE))
-        parts, spent = run_sections(todo, clock, log)
-    doc.update(parts)
-    _sized_settings(doc["settings"], run)
-    if startup is not None:
-        spent.insert(0, {"section": STARTUP, "seconds": round(startup, 2), "allotted": None})
-    return _conclude(doc, spent, clock.elapsed(), after_own_run, log)
+    with using(clock):
+        shipped = isinstance(target, GPT)
+        if shipped:  # a CPU-only backend on CUDA would run eager under its own name
+            check_device(backend_of(target), device)
+        given, skipped = _drafts_for(target, drafts, device, log)
+        knobs = knobs_for(quick, budget, pairs, trees)
+        unavailable = _unavailable(target, knobs)
+        ks = sorted(set(ks or DEFAULT_KS))
+        # the shipped GPT's prompts are checked against its characters as always; any other target's by its
+        # tokenizer
+        work, runs = workload_runs(workload, prompt, seed, chars, ks, knobs["every"], None if shipped else target)
+        left = Budget(knobs["budget"], reserve=WRITE_RESERVE + 0.02 * knobs["budget"], start=started)
+        startup = left.elapsed() if started is not None else None
+        affinity = hygiene.pin(cpus)
+        with hygiene.threads_for_measuring(threads) as thread_info:
+            machine = {**hygiene.machine_info(thread_info, device, affinity), "pinned": cpus is not None,
+                       "backend": roofline.backend_name(target)}
+            knobs["between_run"] = machine_record.resolve(between_run, machine)
+            run = sections.ReportRun(target.to(device), list(given), ks, knobs, device, chars, temperature, runs, log,
+                                     given={n: d for n, d in given.items() if isinstance(d, Draft)},
+                                     sizing_costs=sizing_costs)
+            doc = {"machine": machine, "settings": {
+                "workload": {"name": work.name, "items": len(runs), "seeds": sorted({s for _, s in runs}),
+                             "runs": [[item.id, s] for item, s in runs]},
+                "prompt": prompt, "chars": chars, "seed": seed, "temperature": temperature, "ks": ks,
+                "drafts": run.drafts, "quick": quick, **knobs,
+                "target": protocol.describe(target), "units": protocol.units(target)}}
+            if skipped:
+                doc["skipped"] = skipped
+            if unavailable:
+                doc["unavailable"] = unavailable
+                for section, why in unavailable.items():
+                    log(f"[setup] unavailable for this target: {section}: {why}")
+            todo = _sections(run, machine["backend"], with_writeup=prompt is None and shipped)
+            if batched:
+                todo.append(Section("batch: B sequences at once, paired", lambda s: batch_section.measure(run, s),
+                                    BATCH_SHARE))
+            parts, spent = run_sections(todo, left, log)
+        doc.update(parts)
+        _sized_settings(doc["settings"], run)
+        if startup is not None:
+            spent.insert(0, {"section": STARTUP, "seconds": round(startup, 2), "allotted": None})
+        return _conclude(doc, spent, left.elapsed(), after_own_run, log)
 
 
 def _timed_shares(run: sections.ReportRun) -> dict[str, float]:
@@ -269,14 +282,14 @@ def workload_runs(workload, prompt: str | None, seed: int | None, chars: int, ks
 def _sections(run: sections.ReportRun, backend: str, with_writeup: bool) -> list[Section]:
     """The report's sections in order: the fixed work, then the timed ones with their shares."""
     knobs = run.knobs
-    contexts = min(knobs["contexts"], len(run.runs))
+    contexts = lambda: min(knobs["contexts"], len(run.runs))  # read when the section runs: sizing may cut them
     todo = [
         Section("drafts", lambda s: sections.setup(run)),
         Section("sizing: what a token costs here, and the report that fits the budget",
-                lambda s: {"sizing": sizing.plan(run, s, _timed_shares(run))}),
+                lambda s: {"sizing": sizing.plan(run, s, _timed_shares(run), run.sizing_costs)}),
         Section("trees: child acceptance and shapes (deterministic)", lambda s: _trees(run)),
-        Section(lambda: f"exactness: {knobs['samples']} draws per draft at {min(contexts, len(run.runs))} context(s)",
-                lambda s: sections.exactness_rows(run, contexts)),
+        Section(lambda: f"exactness: {knobs['samples']} draws per draft at {contexts()} context(s)",
+                lambda s: sections.exactness_rows(run, contexts())),
         Section(lambda: f"acceptance over {len(run.runs)} run(s) (deterministic)", lambda s: sections.acceptance(run)),
         Section(f"overhead: the {backend} target pass against its floor, and where the time goes",
                 lambda s: overhead_section.measure(run, s), SHARES["overhead"]),

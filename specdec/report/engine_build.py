@@ -24,11 +24,13 @@ from __future__ import annotations
 
 import math
 import os
+from typing import Callable
 
 import numpy as np
 
 from specdec.engines.base import Engine, EngineError, EngineResult, Spec
 from specdec.measure import hygiene, schedule
+from specdec.measure.clock import using
 from specdec.measure.schedule import Budget, Runs, Section, interleave, run_sections
 from specdec.report import engine_render, headline
 from specdec.report.build import WRITE_RESERVE, knobs_for, workload_runs
@@ -50,8 +52,18 @@ UNAVAILABLE = {
 def measure(engines: list[Engine], ks: list[int], quick: bool = False, pairs: int | None = None, threads: int = 1,
             device: str = "cpu", chars: int = 200, seed: int | None = None, prompt: str | None = None,
             temperature: float = 1.0, budget: float | None = None, cpus: list[int] | None = None,
-            workload: str | os.PathLike | None = None, started: float | None = None, log=print) -> dict:
-    """The engine report's document (keys: docs/engines.md), measured within `budget` seconds."""
+            workload: str | os.PathLike | None = None, started: float | None = None, log=print,
+            clock: Callable[[], float] | None = None) -> dict:
+    """The engine report's document (keys: docs/engines.md), measured within `budget` seconds. clock: the
+    decision clock its budget, fit and warm-ups read (default: the real one, `measure.clock.now`); with a fake
+    one the plan (which rows fit, how many pairs) is fixed whatever the machine."""
+    with using(clock):
+        return _measure(engines, ks, quick, pairs, threads, device, chars, seed, prompt, temperature, budget, cpus,
+                        workload, started, log)
+
+
+def _measure(engines, ks, quick, pairs, threads, device, chars, seed, prompt, temperature, budget, cpus, workload,
+             started, log) -> dict:
     knobs = knobs_for(quick, budget, pairs, [])  # no trees: an engine runs its own loop's chains
     work, runs = workload_runs(workload, prompt, seed, chars, ks, knobs["every"])
     clock = Budget(knobs["budget"], reserve=WRITE_RESERVE + 0.02 * knobs["budget"], start=started)

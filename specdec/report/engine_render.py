@@ -7,7 +7,7 @@ It reads only the document `engine_build.measure` returns, so a saved report.jso
 from __future__ import annotations
 
 from specdec.report.headline import answer
-from specdec.report.markdown import table, words
+from specdec.report.markdown import interval, table, words
 
 NOT_REPORTED = "not reported by this engine"
 
@@ -43,10 +43,10 @@ def render(doc: dict) -> str:
            "that engine*, in alternated pairs beside its own A/A floor.\n"]
     for name, h in doc["headline"].items():
         f = h["noise_floor"]
-        out += [f"## {name}\n", f"A/A floor {f['measured']:.3f}x ({f['ci'][0]:.3f}-{f['ci'][1]:.3f}, {f['pairs']} "
+        out += [f"## {name}\n", f"A/A floor {f['measured']:.3f}x ({interval(*f['ci'], f['pairs'], 3)}, {f['pairs']} "
                 f"pairs).\n", table(["draft", "best configuration", "speedup", "95% re-run interval", "verdict"], [
                     [d["draft"], d["config"] or "-", "" if d["config"] is None else f"{d['measured']:.2f}",
-                     "" if d["config"] is None else f"{d['ci'][0]:.2f}-{d['ci'][1]:.2f}", d["verdict"]]
+                     "" if d["config"] is None else interval(*d["ci"], d["pairs"]), d["verdict"]]
                     for d in h["drafts"]]),
                 f"\n**Recommendation ({name}): {h['recommendation']}.**\n"]
     out += [f"**{x}**\n" for x in doc.get("warnings", [])]
@@ -76,7 +76,7 @@ def rows_table(doc: dict) -> str:
     for r in doc["speedup"]:
         key = (r["engine"], r["draft"], r["k"])
         a, g = acc.get(key, {}), eq.get(key)
-        body.append([r["engine"], r["draft"], r["k"], f"{r['measured']:.3f}", f"{r['ci_low']:.3f}-{r['ci_high']:.3f}",
+        body.append([r["engine"], r["draft"], r["k"], f"{r['measured']:.3f}", interval(r["ci_low"], r["ci_high"], r["pairs"], 3),
                      r["pairs"], _count(a.get("acceptance"), "{:.3f}"), _count(a.get("chars_per_pass"), "{:.2f}"),
                      "-" if g is None else ("yes" if g["equal"] else f"no, from {g['first_difference']}")])
     return table(["engine", "draft", "k", "speedup", "95% re-run interval", "pairs", "acceptance", wd["per_pass"],
@@ -96,7 +96,7 @@ def side_by_side(doc: dict) -> str:
         row = [draft, k]
         for e in engines:
             r, a = sp.get((e, draft, k)), acc.get((e, draft, k), {})
-            row += ["-" if r is None else f"{r['measured']:.2f} ({r['ci_low']:.2f}-{r['ci_high']:.2f})",
+            row += ["-" if r is None else f"{r['measured']:.2f} ({interval(r['ci_low'], r['ci_high'], r['pairs'])})",
                     "-" if r is None else _count(a.get("acceptance"), "{:.3f}")]
         body.append(row)
     if not body:

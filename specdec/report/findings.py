@@ -5,7 +5,7 @@ prediction and adaptive k, as plain sentences under the tables.
 from __future__ import annotations
 
 from specdec.report.render_trees import _chains, best_exact
-from specdec.report.markdown import config_cell
+from specdec.report.markdown import MIN_INTERVAL_PAIRS, config_cell
 from specdec.report.headline import PREDICTION_TOLERANCE, WRITEUP_TOLERANCE
 
 
@@ -27,6 +27,11 @@ def findings(doc: dict) -> list[str]:
     return out + best_exact(doc)
 
 
+def _above_one(r: dict) -> bool:
+    """Faster than target-only: the row's re-run interval above 1 (a row of one pair has no interval)."""
+    return r.get("pairs", MIN_INTERVAL_PAIRS) >= MIN_INTERVAL_PAIRS and r["ci_low"] > 1.0
+
+
 def _draft_findings(drafts: list[str], k1: int, acc: dict, c: dict, best: dict) -> list[str]:
     """The best and worst acceptance at the smallest k, the drafts faster than target-only, the slowest."""
     out = []
@@ -34,7 +39,7 @@ def _draft_findings(drafts: list[str], k1: int, acc: dict, c: dict, best: dict) 
     for label, d in (("Best", ranked[0]), ("Worst", ranked[-1])):
         out.append(f"{label} acceptance at k={k1}: {d}, {acc[d, k1]['acceptance']:.3f} with c = {c[d]:.3f}; "
                    f"its best measured speedup is {best[d]['measured']:.2f}x (k={best[d]['k']}).")
-    winners = [d for d in drafts if best[d]["ci_low"] > 1.0]
+    winners = [d for d in drafts if _above_one(best[d])]
     out.append("Faster than target-only (95 % CI above 1): " + (", ".join(
         f"{d} {best[d]['measured']:.2f}x at k={best[d]['k']} (c = {c[d]:.3f})" for d in winners)
         if winners else "none.") + ".")
@@ -52,7 +57,7 @@ def _writeup_draft_findings(costs: dict, drafts: list[str], acc: dict, kmax: int
         a8, a4 = acc["int8", kmax], acc["int4", kmax]
         trio = ("bigram", "int8", "int4")
         slow3 = min(trio, key=lambda d: best[d]["measured"])
-        fast3 = [d for d in trio if best[d]["ci_low"] > 1.0]
+        fast3 = [d for d in trio if _above_one(best[d])]
         out.append(f"Of the write-up's three drafts, faster than target-only: {', '.join(fast3) or 'none'}; "
                    f"slowest: {slow3}.")
         if slow3 == "int8":

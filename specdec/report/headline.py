@@ -7,13 +7,13 @@ It reads only the JSON document that `report.measure` returns, so any saved `rep
 from __future__ import annotations
 
 from specdec.report.render_trees import passes_exactness
-from specdec.report.markdown import config_label, row_name, table, verdict, words
+from specdec.report.markdown import MIN_INTERVAL_PAIRS, config_label, interval, row_name, table, verdict, words
 
 PREDICTION_TOLERANCE = 0.05  # the refined model, before the run and as accounting, is held to 5 %
 WRITEUP_TOLERANCE = 0.10  # the write-up's formula is judged at 10 %
 FASTER, SLOWER, NOISE = "faster", "slower", "not distinguishable from the noise floor"
 TOO_FEW = "too few pairs to tell"  # one pair gives no spread: its interval is a point, not an interval
-MIN_PAIRS = 2
+MIN_PAIRS = MIN_INTERVAL_PAIRS  # fewer pairs: no interval, so the row is cut from the answer, with a line
 TARGET_ONLY = "target-only"  # the recommendation when no exact configuration is faster
 CHECK_ADVICE = ("rerun `specdec verify` for it with more --samples: an exact draft gives a CHECK in at most 0.1 % "
                 "of reports, so a CHECK that comes back means the draft or the rule is broken; until then, do not "
@@ -70,6 +70,10 @@ def answer(rows: list[dict], floor: dict, kept, none_kept: str) -> tuple[list[di
         if not mine:
             drafts.append({"draft": name, "config": None, "verdict": none_kept})
             continue
+        mine = [r for r in mine if r.get("pairs", MIN_PAIRS) >= MIN_PAIRS]  # one pair judges nothing: cut
+        if not mine:
+            drafts.append({"draft": name, "config": None, "verdict": TOO_FEW})
+            continue
         b = max(mine, key=lambda r: r["measured"])
         drafts.append({"draft": name, "config": config_label(b), "measured": b["measured"],
                        "ci": [b["ci_low"], b["ci_high"]], "pairs": b["pairs"], "verdict": timing_verdict(b, floor)})
@@ -95,11 +99,11 @@ def headline(doc: dict) -> str:
            f"{run['threads']} thread(s); {what}, {run['runs']} run(s) of {run['chars']} "
            f"{run.get('units', 'characters')}; budget {run['budget']:.0f} s, measured in {run['wall_seconds']:.0f} s.",
            f"\nNoise floor (target-only against itself, A/A): {f['measured']:.3f}x, 95 % re-run interval "
-           f"{f['ci'][0]:.3f}-{f['ci'][1]:.3f} over {f['pairs']} pairs. A configuration is faster (slower) when its "
+           f"{interval(*f['ci'], f['pairs'], 3)} over {f['pairs']} pairs. A configuration is faster (slower) when its "
            f"whole re-run interval lies above (below) both that interval and 1.\n",
            table(["draft", "best exact configuration", "speedup", "95% re-run interval", "verdict"], [
                [d["draft"], d["config"] or "-", "" if d["config"] is None else f"{d['measured']:.2f}",
-                "" if d["config"] is None else f"{d['ci'][0]:.2f}-{d['ci'][1]:.2f}", d["verdict"]]
+                "" if d["config"] is None else interval(*d["ci"], d["pairs"]), d["verdict"]]
                for d in h["drafts"]])]
     if h["recommendation"] == TARGET_ONLY:
         out.append("\n**Recommendation: target-only.** No exact configuration is faster than target-only beyond "
@@ -124,8 +128,11 @@ def result_warnings(doc: dict) -> list[str]:
     if need:
         out.insert(0, f"WARNING: this budget gives no verdict for this model: give --budget {need} or more (the "
                       "smallest report, sized from the cost of a token measured at the start).")
-    few = min([doc["noise_floor"]["pairs"]] + [r["pairs"] for r in doc["speedup"]])
-    if few < MIN_PAIRS:
-        out.insert(0, f"WARNING: only {few} timed pair(s) for some rows: no re-run interval, so no verdict for "
-                      "them; give a larger --budget (the fixed work took most of this one).")
+    cut = [f"{row_name(r)} ({r['pairs']} pair)" for r in doc["speedup"] if r["pairs"] < MIN_PAIRS]
+    if doc["noise_floor"]["pairs"] < MIN_PAIRS:
+        cut.insert(0, f"the noise floor ({doc['noise_floor']['pairs']} pair)")
+    if cut:
+        out.insert(0, f"WARNING: fewer than {MIN_PAIRS} timed pairs, so no re-run interval and no verdict, for: "
+                      f"{', '.join(cut)}; these rows are cut from the answer; give a larger --budget (the fixed "
+                      "work took most of this one).")
     return out

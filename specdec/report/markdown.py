@@ -18,6 +18,17 @@ def verdict(r: dict) -> str:
     return "" if r["p_value"] is None else r.get("verdict", "")  # reports saved before verdicts have none
 
 
+NO_INTERVAL = "none: 1 pair"  # one pair has no spread: its "interval" would be a point drawn as a range
+MIN_INTERVAL_PAIRS = 2
+
+
+def interval(lo: float, hi: float, pairs: int | None, digits: int = 2) -> str:
+    """A re-run interval as every table prints it, or NO_INTERVAL where it rests on fewer than two pairs."""
+    if pairs is not None and pairs < MIN_INTERVAL_PAIRS:
+        return NO_INTERVAL
+    return f"{lo:.{digits}f}-{hi:.{digits}f}"
+
+
 def spread(d: dict) -> str:
     return f"{d['median']:.2f} ({d['q1']:.2f}-{d['q3']:.2f}; {d['min']:.2f}-{d['max']:.2f})"
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from specdec.report.render_trees import _chains, _median, tree_acceptance, tree_costs
 from specdec.measure.machine_record import MIN_CALIBRATIONS
-from specdec.report.markdown import config_cell, config_label, spread, table, verdict, words
+from specdec.report.markdown import config_cell, config_label, interval, spread, table, verdict, words
 from specdec.report.findings import findings
 from specdec.report.headline import PREDICTION_TOLERANCE, headline, others_note
 from specdec.report.overhead_text import overhead_tables
@@ -137,9 +137,10 @@ def _speedup(doc: dict) -> list[str]:
     out.append(table(["draft", "k", words(doc)["per_pass"], "speedup", "95% re-run interval", "95% CI over prompts",
                        "per-pair range", "pairs", "note"], [
         ["noise floor: target-only / target-only (A/A)", "", "1.00", f"{f['measured']:.3f}",
-         f"{f['ci_low']:.3f}-{f['ci_high']:.3f}", _workload_ci(f), f"{f['min']:.2f}-{f['max']:.2f}", f["pairs"], ""]] + [
+         interval(f["ci_low"], f["ci_high"], f["pairs"], 3), _workload_ci(f), f"{f['min']:.2f}-{f['max']:.2f}",
+         f["pairs"], ""]] + [
         [r["draft"], config_cell(r), f"{r['chars_per_pass']:.2f}", f"{r['measured']:.2f}",
-         f"{r['ci_low']:.2f}-{r['ci_high']:.2f}", _workload_ci(r), f"{r['measured_min']:.2f}-{r['measured_max']:.2f}",
+         interval(r["ci_low"], r["ci_high"], r["pairs"]), _workload_ci(r), f"{r['measured_min']:.2f}-{r['measured_max']:.2f}",
          r["pairs"], _noise_note(r, f)] for r in doc["speedup"]]))
     out.append("\nEach pair times target-only and speculative generation of one run (prompt, seed) back to back; a "
                "row's pairs cycle through the runs, so its speedup is the workload's: the ratio of total times, "

@@ -54,6 +54,7 @@ class ReportRun:
     rows: list = field(default_factory=list)
     trees: dict = field(default_factory=dict)  # (draft, label) -> TreeSpec: the tree configurations
     child: dict = field(default_factory=dict)  # draft -> measured child acceptance (report.json's record)
+    sizing_costs: dict | bool | None = None  # `sizing.plan`'s per-token costs given (a fixed plan), False: none
 
     def spec(self, name: str, k: int, chars: int | None = None, temperature: float | None = None, **kw):
         """A call generating one run speculatively: fn((item, seed))."""

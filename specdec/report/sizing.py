@@ -1,19 +1,24 @@
 """The report sized to the model: what one token costs here, measured before any other section, and the plan
 that fits the budget with it.
 
-The knobs (`build.FULL`, `build.QUICK`) are sized for the shipped model, whose pass costs a fraction of a
-millisecond; for it (every backend alike, so that their reports compare) the plan only records the estimate. A
-user's model can cost tens of times more per pass, and then the fixed work alone (the counts over the workload, the
-profiled attribution) would eat the budget and leave the timed pairs nothing. So before any of that runs, `plan`
-times a short target-only and a short speculative generation per draft, estimates each section from those per-token
-costs, and shrinks the report, in this order, until the estimate fits:
+The knobs (`build.FULL`, `build.QUICK`) are sized for the shipped model on the development VM, whose pass costs a
+fraction of a millisecond. A user's model can cost tens of times more per pass, and a slower machine (or a loaded
+one) makes the shipped model cost more too; then the fixed work alone (the exactness draws, the counts over the
+workload, the profiled attribution) would eat the budget and leave the timed pairs one each. So before any of that
+runs, `plan` times a short target-only and a short speculative generation per draft and a few exactness draws (on
+the decision clock, `measure.clock.now`: what it reads decides), estimates each section from those costs, and
+shrinks the report, in this order, until the estimate fits:
 
 1. the attribution's profiled blocks (fewer repeats, shorter blocks, none) and the cost table's calls per sample
-   (a sample of a slow model lasts as long with fewer calls);
+   (a sample of a slow model lasts as long with fewer calls); the exactness draws (down to MIN_SAMPLES) and
+   contexts (down to one);
 2. the token trees (none), then the adaptive-k rows (none);
 3. the workload runs the counts and pairs cycle through (down to one);
 4. the k values (down to the one nearest 4);
 5. the generated length (down to MIN_CHARS).
+
+Every model is sized alike, the shipped one too: its knobs stay where the estimate fits (on the development VM
+they do, with room), and a slower machine sheds the same way a user's model does.
 
 Each change is one line in the report (`doc["sizing"]["changes"]`). Where even the smallest plan does not fit,
 one line says, before the timed sections, how long a budget this model needs (`budget_needed`).
@@ -26,37 +31,44 @@ from __future__ import annotations
 import math
 
 from specdec.decoding.generate import generate, speculative_generate
+from specdec.measure.clock import now
+from specdec.measure.exactness import first_char_counts
 from specdec.measure.timing import timed
 from specdec.decoding.registry import TREE_DRAFTS
-from specdec.model.gpt import GPT
 
 PROBE_TOKENS = 16  # tokens per probe generation: enough that the prefill does not dominate
 REFERENCE_TOKEN_S = 0.5e-3  # a token of target-only generation that the knobs' call counts are sized for
 FIXED_SHARE = 0.45  # at most this share of the budget left goes to the fixed work and the costs
 MIN_CHARS = 32
 # A profiled block of a transformers model costs about this many times its bare run (the profiler's events on
-# its many small ops; the shipped model's fused passes cost less, but its knobs are never sized here).
+# its many small ops; the shipped model's fused passes cost less: its estimate errs long, on the safe side).
 PROFILER_FACTOR = 12.0
 PAIR_FACTOR = 1.5  # a pair costs its two generations and as much again: the warm-up, the refined model's terms
+PROBE_DRAWS = 200  # exactness draws the probe times (a draw is a draft sample and the rule: tens of µs)
+MIN_SAMPLES = 2_000  # exactness draws per draft and context the sizing keeps at least (TV's baseline is at the
+# same count, so fewer draws lose power, not validity)
 
 
 def probe(run) -> dict:
-    """Seconds per generated token: target-only, and speculative per draft at the largest k. A measurement like
-    every other (`timing.timed`); the decisions that follow depend on it only where a model costs several
-    times the shipped one's, far from the machine-to-machine spread of the shipped model itself."""
+    """Seconds per generated token: target-only, and speculative per draft at the largest k; seconds per
+    exactness draw. Timed on the decision clock (`timing.timed(clock=now)`): the plan follows from them, so a
+    test's fake clock fixes them and the guard's scale reaches them."""
     item, seed = run.runs[0]
     n = min(PROBE_TOKENS, run.chars)
 
     def per_token(fn) -> float:
         fn()  # the first call warms caches and kernels
-        return timed(fn, run.device) / n
+        return timed(fn, run.device, clock=now) / n  # a decision's input: the decision clock
 
     k = max(run.ks)
     target = per_token(lambda: generate(run.target, item.prompt, n, seed, run.temperature))
     drafts = {name: per_token(lambda d=d: speculative_generate(run.target, d, item.prompt, n, k, seed,
                                                                run.temperature))
               for name, d in run.objs.items()}
-    return {"target_token_s": target, "spec_token_s": drafts, "probe_tokens": n}
+    name, draft = next(iter(run.objs.items()))  # the draws of every draft cost alike: the draft's q is drawn once
+    draw = timed(lambda: first_char_counts(run.target, draft, item.prompt, k, PROBE_DRAWS), run.device,
+                 clock=now) / PROBE_DRAWS
+    return {"target_token_s": target, "spec_token_s": drafts, "draw_s": draw, "probe_tokens": n}
 
 
 def estimate(run, p: dict) -> dict[str, float]:
@@ -69,8 +81,10 @@ def estimate(run, p: dict) -> dict[str, float]:
     tables = [n for n in spec if n in TREE_DRAFTS]
     trees = len(kn.get("trees") or []) * len(tables)
     per_spec = sum(spec.values()) * len(ks) + sum(spec[n] for n in tables) * len(kn.get("trees") or [])
+    contexts = min(kn.get("contexts", 1), runs)
+    exactness = contexts * (len(spec) + 1 + trees) * kn.get("samples", 0) * p.get("draw_s", 0.0)  # +1: the target
     return {
-        "counts": runs * chars * per_spec,
+        "counts": runs * chars * per_spec + exactness,
         "overhead": 2 * 2 * kn["overhead_chars"] * kn["overhead_repeats"] * t * PROFILER_FACTOR,
         "costs": 3 * sum((len(ks) + trees) * kn["term_calls"] * 4 * (t + s) for s in spec.values()),
         "speedup": PAIR_FACTOR * kn["min_pairs"] * chars * (2 * t + t * (len(spec) * len(ks) + trees) + per_spec),
@@ -90,17 +104,20 @@ def fits(e: dict[str, float], seconds: float, shares: dict[str, float]) -> bool:
             and sum(e[name] for name in shares) <= left)
 
 
-def plan(run, seconds: float, shares: dict[str, float]) -> dict:
+def plan(run, seconds: float, shares: dict[str, float], given: dict | bool | None = None) -> dict:
     """Measure the per-token costs and shrink `run` (knobs, runs, ks, chars) until the estimate fits
-    `seconds` with each timed section in its `shares`; returns report.json's `sizing`. The shipped model keeps
-    its knobs (they are its own, on every backend alike): its plan only records the estimate."""
-    p = probe(run)
-    sized = not isinstance(run.target, GPT)
-    changes = _shrink(run, p, seconds, shares) if sized else []
+    `seconds` with each timed section in its `shares`; returns report.json's `sizing`. Any model, the shipped one
+    too, keeps every knob the estimate fits. given: the costs (`probe`'s keys; draw_s may be left out)
+    instead of measuring them -- a fixed plan, the same on any machine; False: no sizing at all (the knobs as
+    given; the plan records only that)."""
+    if given is False:
+        return {"seconds": round(seconds, 1), "changes": [], "fixed": "off"}
+    p = probe(run) if given is None else {"probe_tokens": 0, **given, "fixed": "given"}
+    changes = _shrink(run, p, seconds, shares)
     e = estimate(run, p)
     out = {**p, "estimate_s": {k: round(v, 2) for k, v in e.items()}, "seconds": round(seconds, 1),
            "changes": changes}
-    if sized and not fits(e, seconds, shares):
+    if not fits(e, seconds, shares):
         # the smallest budget whose time left would fit this plan, plus what was spent before the sizing
         need = max(e["counts"] / FIXED_SHARE, e["counts"] + e["speedup"] / shares["speedup"],
                    e["counts"] + sum(e[name] for name in shares))
@@ -123,7 +140,8 @@ def _shrink(run, p: dict, seconds: float, shares: dict[str, float]) -> list[str]
             if new < kn[key]:
                 changes.append(f"{key.replace('_', ' ')} per cost sample {kn[key]} -> {new}")
                 kn[key] = new
-    for step in (_fewer_profiled, _no_trees, _no_adaptive, _fewer_runs, _fewer_ks, _shorter):
+    draws = [_fewer_draws] if p.get("draw_s") else []  # draws of no known cost: fewer would buy nothing
+    for step in (_fewer_profiled, *draws, _no_trees, _no_adaptive, _fewer_runs, _fewer_ks, _shorter):
         while not fits(estimate(run, p), seconds, shares):
             change = step(run)
             if change is None:
@@ -143,6 +161,17 @@ def _fewer_profiled(run) -> str | None:
     if kn["overhead_repeats"]:
         kn["overhead_repeats"] = 0
         return "profiled blocks: none (where the time goes is left out; `specdec overhead` measures it alone)"
+    return None
+
+
+def _fewer_draws(run) -> str | None:
+    kn = run.knobs
+    if kn.get("samples", 0) > MIN_SAMPLES:
+        old, kn["samples"] = kn["samples"], max(MIN_SAMPLES, kn["samples"] // 2)
+        return f"exactness draws per draft and context {old} -> {kn['samples']}"
+    if kn.get("contexts", 1) > 1:
+        old, kn["contexts"] = kn["contexts"], 1
+        return f"exactness contexts {old} -> 1"
     return None
 
 
