@@ -87,7 +87,11 @@ class Scripted:
 
     def stop(self):
         self.log.append("stop")
-        return self.counts.pop(0)
+        return ("token", self.counts.pop(0))
+
+    def read(self, token):
+        self.log.append("read")
+        return token[1]
 
     def end(self):
         self.log.append("end")
@@ -105,20 +109,20 @@ def test_count_calls_warms_up_then_counts_with_the_collector_off():
     got = work.count_calls(call, counter, warmup=2, calls=3)
     assert (got.per_call, got.counts, got.warmup) == (100, [110, 100, 104], 2)
     assert got.spread == pytest.approx(0.04)
-    assert counter.log == ["begin"] + ["start", "stop"] * 3 + ["end"]
+    assert counter.log == ["begin"] + ["start", "stop"] * 3 + ["end"] + ["read"] * 3  # the dumps read after the run
     assert seen[0] == ("prepare", None)  # the full prepare once, then the cheap one before every call
     assert seen[1:] == [("again", None), ("call", True)] * 2 + [("again", None), ("call", False)] * 3
     assert gc.isenabled()
 
 
 def test_a_callgrind_dump_is_read_from_its_totals_line(tmp_path):
-    for n, total in ((1, 500), (2, 7000), (10, 42)):
-        (tmp_path / f"cg.77.{n}").write_text(f"version: 1\ndesc: Trigger: Client Request: x\nsummary: 0\ntotals: {total}\n")
-    (tmp_path / "cg.77").write_text("totals: 1\n")
-    assert work.dump_count(work._newest_dump(str(tmp_path / "cg.77"))) == 42  # dump 10, not 2: numbers, not text
+    (tmp_path / "cg.77.10").write_text("version: 1\ndesc: Trigger: Client Request: x\nsummary: 0\ntotals: 42\n")
+    assert work.dump_count(str(tmp_path / "cg.77.10")) == 42
     (tmp_path / "bad").write_text("events: Ir\n")
     with pytest.raises(RuntimeError, match="no 'totals:' line"):
         work.dump_count(str(tmp_path / "bad"))
+    with pytest.raises(RuntimeError, match="running under callgrind"):
+        work.dump_count(str(tmp_path / "cg.77.11"))
 
 
 def test_the_counted_process_gets_a_fixed_small_environment():

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import ctypes
 import gc
-import glob
 import os
 import platform
 import re
@@ -58,7 +57,8 @@ class WorkUnavailable(RuntimeError):
 
 class Counter(Protocol):
     """`begin()` before a run of counted calls, `end()` after it; between them each call is counted by
-    `start()` ... `stop()` (the instructions in between)."""
+    `start()` ... `stop()`, which returns a token that `read(token)` turns into the instructions in between
+    (read after the run: reading a dump file between calls would move the heap the next call finds)."""
 
     kind: str
 
@@ -66,7 +66,9 @@ class Counter(Protocol):
 
     def start(self) -> None: ...
 
-    def stop(self) -> int: ...
+    def stop(self) -> object: ...
+
+    def read(self, token: object) -> int: ...
 
     def end(self) -> None: ...
 
@@ -116,6 +118,9 @@ class PerfCounter:
         self.libc.ioctl(self.fd, _IOC_DISABLE, 0)
         return struct.unpack("=Q", os.read(self.fd, 8))[0]
 
+    def read(self, token: int) -> int:
+        return token
+
     def end(self) -> None:
         pass
 
@@ -127,6 +132,8 @@ _TOTALS = re.compile(rb"^totals:\s+(\d+)", re.M)
 
 def dump_count(path: str) -> int:
     """The instruction count of one callgrind dump (its `totals:` line: the first event, Ir)."""
+    if not os.path.exists(path):
+        raise RuntimeError(f"no callgrind dump {path}: is the process running under callgrind?")
     with open(path, "rb") as f:
         m = _TOTALS.search(f.read())
     if not m:
@@ -162,22 +169,17 @@ class CallgrindCounter:
         # CALLGRIND_ZERO_STATS, then START_INSTRUMENTATION (on since `begin`: a no-op)
         self.hooks.instrument_hooks_start_benchmark(self.instance)
 
-    def stop(self) -> int:
-        self.dumps += 1  # CALLGRIND_DUMP_STATS_AT: the events since the zero, written now
+    def stop(self) -> str:
+        self.dumps += 1  # CALLGRIND_DUMP_STATS_AT: the events since the zero, written now as OUT.<pid>.<n>
         self.hooks.instrument_hooks_set_executed_benchmark(self.instance, os.getpid(),
                                                            f"specdec-region-{self.dumps}".encode())
-        return dump_count(_newest_dump(self.out.replace("%p", str(os.getpid()))))
+        return f"{self.out.replace('%p', str(os.getpid()))}.{self.dumps}"
+
+    def read(self, token: str) -> int:
+        return dump_count(token)
 
     def end(self) -> None:
         self.hooks.callgrind_stop_instrumentation()
-
-
-def _newest_dump(out: str) -> str:
-    """Callgrind writes dump n of OUT as OUT.n: the highest n is the one just written."""
-    dumps = [p for p in glob.glob(glob.escape(out) + ".*") if p.rsplit(".", 1)[1].isdigit()]
-    if not dumps:
-        raise RuntimeError(f"no callgrind dump beside {out}: is the process running under callgrind?")
-    return max(dumps, key=lambda p: int(p.rsplit(".", 1)[1]))
 
 
 def open_counter(kind: str | None = None) -> Counter:
@@ -252,6 +254,7 @@ def count_calls(call: Callable[[], object], counter: Counter, warmup: int = WARM
     finally:
         if was:
             gc.enable()
+    counts = [counter.read(token) for token in counts]
     fewest, spread = summarise(counts)
     return Count(fewest, counts, warmup, spread)
 
