@@ -68,7 +68,7 @@ class Case:
     enough: Callable[[list[str]], bool]  # given the expected rows flagged, does the verdict hold?
 
 
-_LOOP = "def chain_loop("  # speculative_generate's loop
+_LOOP = "def chain_rows("  # speculative_generate's loop (one sequence or a batch)
 
 
 def cases(sizes: dict[str, float]) -> dict[str, Case]:
@@ -92,13 +92,13 @@ def cases(sizes: dict[str, float]) -> dict[str, Case]:
             lambda rows: bool(rows)),
         "b": Case(
             f"speculative generation {b:.0%} slower (the loop; no draft touched)", "specdec/decoding/generate.py",
-            [(_LOOP, "    while (left := end - len(tokens)) > 0:\n",
+            [(_LOOP, "    while active:\n",
               "    demo_since = time.thread_time()\n"
-              "    while (left := end - len(tokens)) > 0:\n"
+              "    while active:\n"
               f"        demo_since = _demo_spin({b}, demo_since)  # regression demo: the previous round +{b:.0%}\n"),
-             (_LOOP, "            k = min(k + 2, k_max) if n_acc == k else max(k - 1, 1)",  # the loop's last line
-              "            k = min(k + 2, k_max) if n_acc == k else max(k - 1, 1)\n"
-              f"    _demo_spin({b}, demo_since)  # regression demo: the last round +{b:.0%}"),
+             (_LOOP, "        active = bt.leave(target, draft, active)\n    return passes",  # the loop's last line
+              "        active = bt.leave(target, draft, active)\n"
+              f"    _demo_spin({b}, demo_since)  # regression demo: the last round +{b:.0%}\n    return passes"),
              (None, "import numpy as np\n", "import time\n\nimport numpy as np\n"),
              (None, "from specdec.model.protocol import Target, tree_support\n",
               "from specdec.model.protocol import Target, tree_support\n" + SPIN)],

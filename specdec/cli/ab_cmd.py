@@ -40,6 +40,9 @@ def _check(args) -> tuple[dict, int]:
     at_least("--threads", args.threads, 1)
     at_least("--seed", args.seed, 0)
     temperature_arg(args.temperature)
+    if not args.work and args.counter != "auto":
+        raise UsageError(f"--counter {args.counter} names the work rows' counter and --no-work leaves them out: "
+                         "give one or the other")
     ks = models.ks_arg(args.ks, DEFAULT_KS)
     if args.engine is not None:
         return _check_engine(args, ks), _cpu(args.cpu)

@@ -9,7 +9,8 @@ from specdec.cli import models
 from specdec.cli.checks import UsageError, at_least, device_arg, temperature_arg, writable_dir
 
 # specdec's own report's options that mean nothing to an engine report, each with its default
-OWN_ONLY = {"backend": "auto", "trees": None, "repeat": 1, "between_run": "auto", "checkpoint": None}
+OWN_ONLY = {"backend": "auto", "trees": None, "repeat": 1, "between_run": "auto", "checkpoint": None,
+            "batched": False}
 
 
 def cmd_engine_report(args) -> int:
