@@ -17,6 +17,8 @@ from specdec.measure import exactness, timing
 from specdec.report import build as report
 from specdec.model.gpt import GPT
 
+from .conftest import REPORT_BUDGET, REPORT_TICK, FakeClock
+
 
 class _Checking(GPT):
     def forward(self, idx, pos=None, tree=None):
@@ -57,7 +59,9 @@ def test_generation_verification_costs_and_report_feed_models_on_their_device(ch
     assert exactness.verify_joint(checking, {"int8": draft}, k=2, samples=5)[0]["samples"] == 5
     costs = timing.measure_costs(checking, {"int8": draft}, [2], samples=1, number=1)
     assert costs.c("int8") > 0
-    doc = report.measure(checking, ["int8"], [2], quick=True, pairs=1, chars=20, log=lambda s: None)
+    # every section once, on the shared report's fake clock: the device is the point, not the budget's pairs
+    doc = report.measure(checking, ["int8"], [2], quick=True, pairs=1, chars=20, budget=REPORT_BUDGET,
+                         clock=FakeClock(tick=REPORT_TICK), log=lambda s: None)
     assert [r["draft"] for r in doc["speedup"]] == ["int8"]
 
 

@@ -36,7 +36,7 @@ def test_readme_opens_with_main_job_and_test_commands():
     assert main.endswith("specdec report")
     # the tests' own venv: CI deletes and remakes it, so it must not be the one the main job's command made
     assert tests.startswith("python3 -m venv .venv-test && . .venv-test/bin/activate && pip install torch==2.13.0 && ")
-    assert tests.endswith(" && ruff check . && pytest --benchmark-disable")
+    assert tests.endswith(" && ruff check . && pytest --benchmark-disable -n 2 --dist loadfile")
 
 
 def test_ci_runs_the_readme_test_command_verbatim_and_removes_only_its_venv():

@@ -5,7 +5,7 @@ variable SPECDEC_TIME_SCALE=N multiplies every duration it returns by N, in pyte
 start. A test whose outcome changes between scales depended on the machine's speed, not on the code.
 
 Usage: python tools/time_scale.py [--scales 1 3 0.33] [-- PYTEST ARGS...]
-  (default scales 1, 3, 0.33; default pytest arguments: README's `--benchmark-disable`, the whole suite)
+  (default scales 1, 3, 0.33; default pytest arguments: README's `--benchmark-disable -n 2 --dist loadfile`, the whole suite)
 Prints per scale the counts and wall time, then every test whose outcome differs from the first scale's.
 Exits 1 when any test failed at any scale or any outcome differs, 2 on a bad scale.
 """
@@ -50,7 +50,7 @@ def run(scale: float, pytest_args: list[str], folder: Path) -> tuple[dict[str, s
 def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--scales", type=float, nargs="+", default=[1.0, 3.0, 1 / 3])
-    p.add_argument("pytest_args", nargs="*", default=["--benchmark-disable"])
+    p.add_argument("pytest_args", nargs="*", default=["--benchmark-disable", "-n", "2", "--dist", "loadfile"])
     args = p.parse_args(argv)
     bad = [s for s in args.scales if not (s > 0 and math.isfinite(s))]
     if bad:
