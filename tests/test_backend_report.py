@@ -71,7 +71,7 @@ def test_report_backend_all_writes_a_report_per_backend_and_the_finding(tmp_path
     out = tmp_path / "all"
     proc = subprocess.run([sys.executable, "-c", _MAIN.format(_SHRINK), "report", "--backend",
                            "all", "--quick", "--budget", "6", "--drafts", "bigram", "--ks", "2", "--trees",
-                           "--prompt", "ROMEO:", "--chars", "40", "--out", str(out)],
+                           "--prompt", "ROMEO:", "--chars", "40", "--no-work", "--out", str(out)],
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
     found = json.loads((out / "backends.json").read_text())

@@ -224,6 +224,10 @@ BAD = [
     (["report", "--engine", "specdec", "specdec", "--temperature", "-1"], "temperature must be 0 or a finite number"),
     (["report", "--engine", "specdec", "specdec", "--trees", "4x2"], "--trees is for specdec's own report, not for "
      "--engine specdec specdec"),
+    (["report", "--no-work", "--counter", "callgrind"], "--counter callgrind names the work columns' counter and "
+     "--no-work leaves them out"),
+    (["report", "--counter", "cycles"], "argument --counter: invalid choice: 'cycles'"),
+    (["report", "--engine", "specdec", "specdec", "--no-work"], "--no-work is for specdec's own report, not for "),
     (["report", "--engine", "specdec", "specdec", "--batched"], "--batched is for specdec's own report, not for "
      "--engine specdec specdec"),
     (["overhead", "--threads", "0"], "--threads must be at least 1, got 0"),

@@ -356,3 +356,69 @@ def test_compare_says_which_term_moved_a_speedup():
     assert f"({0.0:+.1%}), round" in lines[0]
     next(r for r in b["acceptance"] if r["draft"] == "ngram" and r["k"] == 4 and not r.get("tree"))["drafted"] += 1
     assert "behaviour changed" in explain(a, b)[0]
+
+
+# ---- work (instructions per call), where both reports counted them ------------------------------------------
+
+WORK = {"pass 1": 2_000_000, "draft bigram": 400_000, "draft int8": 8_000_000}
+
+
+def _with_work(doc: dict, scale: dict | None = None, spread: float = 0.0, counter: str = "callgrind") -> dict:
+    """doc with work rows as `work_costs.measure` records them: per row the fewest count and its spread."""
+    scale = scale or {}
+    doc["work"] = {"counter": counter, "name": f"{counter} instructions", "draft_k": 4, "seconds": 1.0, "rows": {
+        n: {"per_call": round(v * scale.get(n, 1.0)), "spread": spread, "counts": [], "warmup": 8}
+        for n, v in WORK.items()}}
+    return doc
+
+
+def test_a_draft_with_more_work_is_flagged_though_its_time_cannot_tell(tmp_path, capsys):
+    """The issue's case: bigram's cost up by about 28 %, lost in a quick report's timing noise; its work row is
+    flagged on its own."""
+    a, b = _with_work(_doc(1)), _with_work(_doc(2), {"draft bigram": 1.28})
+    code, out, _ = _cli(tmp_path, a, b, capsys)
+    assert code == 1
+    worse = [line for line in out.splitlines() if line.startswith("WORSE")]
+    assert worse == ["WORSE: work draft bigram: +28.00% instructions per call (threshold 0.30%; A 400,000, "
+                     "B 512,000)"]
+
+
+@pytest.mark.parametrize("change, spread, verdict", [
+    (0.002, 0.0, "same"),  # within the floor (0.3 %)
+    (0.004, 0.0, "worse"),  # beyond it
+    (0.004, 0.003, "same"),  # beyond the floor, within twice the spread (0.6 %)
+    (-0.004, 0.0, "better"),
+])
+def test_a_work_row_is_judged_against_the_floor_or_twice_its_spread(change, spread, verdict):
+    a = _with_work(_doc(1), spread=spread)
+    b = _with_work(_doc(1), {"pass 1": 1 + change}, spread=spread)
+    text, worse = compare.compare(a, b)
+    line = next(x for x in text.splitlines() if x.startswith("pass 1 "))
+    assert line.endswith(f"  {verdict}") and (("work pass 1" in worse) == (verdict == "worse"))
+
+
+@pytest.mark.parametrize("edit, says", [
+    (lambda a, b: b.pop("work"), "work (instructions): not compared: work not counted in B"),
+    (lambda a, b: a.update(work={"counter": None, "rows": {}}), "not compared: work not counted in A"),
+    (lambda a, b: _with_work(b, counter="perf"), "counted by different counters (callgrind and perf)"),
+    (lambda a, b: b["work"].update(draft_k=2), "drafts counted at different k (4 and 2)"),
+])
+def test_work_that_cannot_be_compared_is_said_not_judged(edit, says):
+    a, b = _with_work(_doc(1)), _with_work(_doc(2), {"draft bigram": 2.0})
+    edit(a, b)
+    text, worse = compare.compare(a, b)
+    assert says in text and not any(name.startswith("work ") for name in worse)
+
+
+def test_across_machines_work_and_speed_are_split_not_judged():
+    """B on a machine twice as slow: the same work, the time per instruction doubled; int8's work differs
+    there (another kernel), and is named, not judged."""
+    a = _with_work(_doc(1))
+    b = _with_work(_doc(2, cpu="other-cpu", speed=2.0), {"draft int8": 1.10})
+    text, worse = compare.compare(a, b)
+    lines = text.splitlines()
+    bigram = next(x for x in lines if x.startswith("draft bigram "))
+    int8 = next(x for x in lines if x.startswith("draft int8 "))
+    assert bigram.split()[2:5] == ["+100.0%", "+0.00%", "+100.0%"] and bigram.endswith("the machine's speed (the same work)")
+    assert int8.split()[2:5] == ["+100.0%", "+10.00%", "+81.8%"] and "work differs: another kernel" in int8
+    assert not any(name.startswith("work ") for name in worse)

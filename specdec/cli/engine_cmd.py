@@ -10,7 +10,7 @@ from specdec.cli.checks import UsageError, at_least, device_arg, temperature_arg
 
 # specdec's own report's options that mean nothing to an engine report, each with its default
 OWN_ONLY = {"backend": "auto", "trees": None, "repeat": 1, "between_run": "auto", "checkpoint": None,
-            "batched": False}
+            "batched": False, "work": True, "counter": "auto"}
 
 
 def cmd_engine_report(args) -> int:
@@ -65,7 +65,8 @@ def _check(args) -> None:
     """Every option an engine report reads, and none of those only specdec's own report reads."""
     for option, default in OWN_ONLY.items():
         if getattr(args, option, default) != default:
-            raise UsageError(f"--{option.replace('_', '-')} is for specdec's own report, not for --engine "
+            flag = "no-work" if option == "work" else option.replace("_", "-")
+            raise UsageError(f"--{flag} is for specdec's own report, not for --engine "
                              f"{' '.join(args.engine)} (an engine runs its own loop)")
     if "openai" in args.engine:
         for option in ("url", "baseline_url"):

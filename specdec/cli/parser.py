@@ -122,6 +122,11 @@ def _report_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", default="specdec-report", help="folder for report.md, report.json, speedup.png")
     p.add_argument("--batched", action="store_true", help="add the batch section: the paired speedup at batch sizes "
                    "B = 1..32 per draft at its best k, and the crossover (alone: `specdec batch`)")
+    p.add_argument("--no-work", dest="work", action="store_false", help="leave out the cost table's work columns "
+                   "(instructions per pass and per drafted token, counted after the timed sections, outside the "
+                   "budget; on by default where a counter runs: docs/work.md)")
+    p.add_argument("--counter", choices=["auto", "perf", "callgrind"], default="auto", help="the work counter: "
+                   "perf (hardware), callgrind (simulated) or auto (perf where the kernel has a PMU, else callgrind)")
     p.add_argument("--threads", type=int, default=1, help="torch threads while timing (recorded)")
     _device(p)
     p.add_argument("--drafts", "--draft", dest="drafts", nargs="+", action="extend", default=None,

@@ -34,6 +34,9 @@ def cmd_report(args) -> int:
         at_least("--seed", args.seed, 0)
     if args.prompt is not None and args.workload is not None:
         raise UsageError("give --prompt (one configuration) or --workload, not both")
+    if not args.work and args.counter != "auto":
+        raise UsageError(f"--counter {args.counter} names the work columns' counter and --no-work leaves them out: "
+                         "give one or the other")
 
     from specdec.measure import hygiene, machine_record
     from specdec.decoding.trees import parse_tree
@@ -52,6 +55,7 @@ def cmd_report(args) -> int:
         machine_record.load({})
     except machine_record.RecordError as exc:
         raise UsageError(str(exc)) from None
+    args.work_plan = _work_plan(args)
     if args.backend == "all":
         if args.repeat > 1:
             raise UsageError("--backend all measures one report per backend; give --repeat with one backend")
@@ -108,17 +112,57 @@ def _report_drafts(args, target) -> list | None:
     return list(models.build_drafts(args, target, args.drafts).values())
 
 
-def _measure_report(args, target, drafts: list | None, ks: list[int], cpus, after_own_run: bool) -> dict:
+def _measure_report(args, target, drafts: list | None, ks: list[int], cpus, after_own_run: bool,
+                    backend: str | None = None) -> dict:
     """`report.measure` with the command's settings. The first report's budget counts from the command's start
     (`main`: the package's import), so that `--budget` bounds its wall time (start-up included), not only its
     sections'."""
     from specdec.report import build as report
 
-    return report.measure(target, drafts, ks, quick=args.quick, pairs=args.pairs, threads=args.threads,
-                          device=args.device, chars=args.chars, seed=args.seed, budget=args.budget, cpus=cpus,
-                          workload=args.workload, prompt=args.prompt, trees=args.trees, after_own_run=after_own_run,
-                          between_run=args.between_run, started=None if after_own_run else args.started,
-                          batched=args.batched, log=models.log)
+    doc = report.measure(target, drafts, ks, quick=args.quick, pairs=args.pairs, threads=args.threads,
+                         device=args.device, chars=args.chars, seed=args.seed, budget=args.budget, cpus=cpus,
+                         workload=args.workload, prompt=args.prompt, trees=args.trees, after_own_run=after_own_run,
+                         between_run=args.between_run, started=None if after_own_run else args.started,
+                         batched=args.batched, log=models.log)
+    _count_work(args, doc, backend)
+    return doc
+
+
+def _work_plan(args) -> tuple[str | None, str]:
+    """The counter of the cost table's work columns, or None and why not (--no-work, none here, not the CPU).
+    A counter asked for by name that cannot run is bad input, said before anything is measured."""
+    from specdec.measure import work_costs
+
+    if not args.work:
+        return None, "left out (--no-work)"
+    if args.device != "cpu":
+        return None, f"counted on the CPU only (this report runs on {args.device})"
+    kind, reason = work_costs.plan(args.counter)
+    if kind is None and args.counter != "auto":
+        raise UsageError(f"--counter {args.counter}: {reason}")
+    return kind, reason
+
+
+def _count_work(args, doc: dict, backend: str | None) -> None:
+    """doc["work"]: the cost table's calls counted in a worker of this checkout, after the timed sections (the
+    seconds it took: a section of its own, outside --budget)."""
+    from specdec.measure import work_costs
+
+    kind, why_not = args.work_plan
+    if kind is None:
+        doc["work"] = work_costs.unavailable(why_not)
+        return
+    config = {"target": models.target_spec(args), "backend": backend or models.backend_name(args),
+              "dtype": args.dtype, "drafts": list(doc["settings"]["drafts"]), "ks": doc["settings"]["ks"],
+              "chars": doc["settings"]["chars"], "prompt": args.prompt or "ROMEO:", "seed": args.seed or 0,
+              "temperature": doc["settings"]["temperature"], "threads": doc["machine"]["threads"]}
+    models.log(f"[work] counting the cost table's calls ({work_costs.work.NAMES[kind]}), after the timed sections")
+    draft_k = doc.get("costs", {}).get("draft_k") or max(doc["settings"]["ks"])
+    doc["work"] = work_costs.measure(config, kind, draft_k, progress=lambda s: models.log(f"[work] {s}"))
+    if doc["work"].get("failed"):
+        models.log(f"[work] {doc['work']['reason']}")
+    doc["sections"].append({"section": "work: the cost table's calls counted (after the timing, outside --budget)",
+                            "seconds": doc["work"].get("seconds", 0.0), "allotted": None})
 
 
 def _report_all(args, ks: list[int], cpus) -> int:
@@ -137,7 +181,8 @@ def _report_all(args, ks: list[int], cpus) -> int:
     docs = {}
     for i, name in enumerate(BACKENDS, start=1):
         models.log(f"== backend {name} ({i} of {len(BACKENDS)}) ==")
-        doc = _measure_report(args, models.load_target(args, name), drafts, ks, cpus, after_own_run=i > 1)
+        doc = _measure_report(args, models.load_target(args, name), drafts, ks, cpus, after_own_run=i > 1,
+                              backend=name)
         for path in report.write(doc, out / name, render.tables(doc)):
             models.log(f"wrote {path}")
         docs[name] = doc

@@ -42,9 +42,20 @@ def count(a: Source, b: Source, config: dict, kind: str, rows: list[str],
     """{"counter", "rows": {name: {"a": Count dict, "b": ...}}, "seconds"}: `rows` counted in both revisions
     (a row either side cannot build is left out: its timing row says why)."""
     t0 = measured()
+    got = count_sources([a, b], config, kind, rows, progress)
+    out = {name: {"a": per[0], "b": per[1]} for name, per in got.items()}
+    return {"counter": kind, "name": work.NAMES[kind], "rows": out, "seconds": round(measured() - t0, 1)}
+
+
+def count_sources(sources: list[Source], config: dict, kind: str, rows: list[str],
+                  progress: Callable[[str], None] = lambda line: None) -> dict[str, list[dict]]:
+    """row -> one Count dict per source, in order: `rows` counted by one counting worker per source, all at once,
+    every tree seen through a link of the same length (a row some source cannot build is left out). `ab`
+    counts its two revisions so; a report counts its own checkout so (`work_costs`), so that two reports of one
+    commit from folders at different depths count the same."""
     with tempfile.TemporaryDirectory(prefix="specdec-work-") as tmp:
         links = []
-        for s in (a, b):
+        for s in sources:
             link = Path(tmp) / s.label
             link.symlink_to(os.path.abspath(s.path), target_is_directory=True)
             links.append(Source(s.label, s.name, str(link), s.commit))
@@ -60,14 +71,13 @@ def count(a: Source, b: Source, config: dict, kind: str, rows: list[str],
             for i, name in enumerate(names):
                 for w in workers:
                     w.send({"op": "count", "row": name})
-                got = [w.receive(COUNT_TIMEOUT)["count"] for w in workers]
-                out[name] = {"a": got[0], "b": got[1]}
-                progress(f"work {i + 1}/{len(names)}: {name}: A {got[0]['per_call']:,} B {got[1]['per_call']:,} "
-                         "instructions per call")
+                out[name] = [w.receive(COUNT_TIMEOUT)["count"] for w in workers]
+                progress(f"work {i + 1}/{len(names)}: {name}: " + " ".join(
+                    f"{s.label} {c['per_call']:,}" for s, c in zip(sources, out[name])) + " instructions per call")
         finally:
             for w in workers:
                 w.close()
-    return {"counter": kind, "name": work.NAMES[kind], "rows": out, "seconds": round(measured() - t0, 1)}
+    return out
 
 
 def judge(counted: dict, floor: float = FLOOR, factor: float = SPREAD_FACTOR) -> dict[str, dict]:
@@ -119,4 +129,4 @@ def plan(config: dict, want: str = "auto") -> tuple[str | None, str]:
     return avail.kind, avail.reason
 
 
-__all__ = ["count", "judge", "disagreements", "plan", "unavailable", "WorkerError"]
+__all__ = ["count", "count_sources", "judge", "disagreements", "plan", "unavailable", "WorkerError"]

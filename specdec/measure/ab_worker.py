@@ -167,7 +167,8 @@ def _draft_call(draft, ctx: list[int], k: int, temperature: float):
 def _rows(specdec, cfg: dict) -> dict:
     """name -> (call, facts) for every row the config asks for; (None, reason) where this revision cannot.
     cfg["only"] (optional) names the kinds of row to build (of "target-only", "pass", "verify", "draft",
-    "spec", "round"): a report's work section counts the cost table's calls without building generations."""
+    "spec", "round"): a report's work section counts the cost table's calls without building generations.
+    cfg["draft_k"] (optional): the k a "draft" row proposes (default the largest of cfg["ks"])."""
     target = _target(specdec, cfg)
     prompt, chars, seed, temp = cfg["prompt"], cfg["chars"], cfg["seed"], cfg["temperature"]
     only = set(cfg.get("only") or ("target-only", "pass", "verify", "draft", "spec", "round"))
@@ -194,7 +195,7 @@ def _rows(specdec, cfg: dict) -> dict:
                 rows[row] = (None, reason)
             continue
         if "draft" in only:
-            rows[f"draft {name}"] = (_draft_call(draft, ctx, max(cfg["ks"]), temp), {})
+            rows[f"draft {name}"] = (_draft_call(draft, ctx, cfg.get("draft_k") or max(cfg["ks"]), temp), {})
         for k in cfg["ks"] if generations else ():
             rows.update(_speculative_rows(specdec, target, draft, name, k, cfg, greedy))
         rows.update(_batch_row(specdec, target, draft, name, max(cfg["ks"]), cfg))

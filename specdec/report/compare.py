@@ -24,7 +24,11 @@ What is judged, and how:
     PyTorch picks per CPU: its counts may differ there, and are said to, not judged.
   * Absolute times (target pass, verify passes, a drafted character) are printed as information only:
     report.json keeps their medians, not their samples, and across machines they compare hardware.
-Worse means: c or T(n)/T(1) up, the speedup or acceptance down, target passes up. Exit 1 names each.
+  * Work -- instructions per target pass and per drafted token, where both reports counted them
+    (`compare_work`): on one machine judged like `specdec ab`'s work rows, across machines split into work and
+    time per instruction.
+Worse means: c or T(n)/T(1) up, the speedup or acceptance down, target passes up, more instructions
+per call. Exit 1 names each.
 """
 
 from __future__ import annotations
@@ -38,7 +42,7 @@ import numpy as np
 from scipy import stats
 
 from specdec.measure import machine_record
-from specdec.report import compare_terms
+from specdec.report import compare_terms, compare_work
 from specdec.report.markdown import config_label
 from specdec.util.errors import InputError
 
@@ -389,7 +393,9 @@ def compare(a: dict, b: dict, alpha: float = ALPHA, min_effect: float = MIN_EFFE
         lines += ["", "why the speedups moved (accounting: the counts are exact given the seeds, so "
                   + ("across machines " if not same_machine else "") + "a speedup's change is in its cost terms; "
                   "each term's share of it, in speedup):"] + [f"  {line}" for line in why]
-    worse = {r.name: _why(r) for r in rows if r.verdict == "WORSE"}
+    work_lines, work_worse = compare_work.section(a, b, same_machine)
+    lines += [""] + work_lines
+    worse = {r.name: _why(r) for r in rows if r.verdict == "WORSE"} | work_worse
     better = [r.name for r in rows if r.verdict == "better"]
     unsure = [f"{r.name} ({r.change:+.0%})" for r in rows if r.verdict.endswith("not significant")]
     lines.append("")

@@ -8,6 +8,7 @@ renders again, on any machine.
 from __future__ import annotations
 
 from specdec.report.render_trees import _chains, _median, tree_acceptance, tree_costs
+from specdec.measure import work_costs
 from specdec.measure.machine_record import MIN_CALIBRATIONS
 from specdec.report.markdown import config_cell, config_label, interval, spread, table, verdict, words
 from specdec.report.findings import findings
@@ -166,18 +167,20 @@ def _costs(doc: dict) -> list[str]:
     c = doc["costs"]
     out.append(f"\n## 4. Costs ({m['threads']} thread(s); medians of round-robin samples)\n")
     t1 = c["target_pass_us"]
-    rows = [["one target pass (1 position)", f"{t1:.0f}", "1.000", "", ""]]
-    rows += [[f"one verify pass ({n} positions)", f"{v:.0f}", f"{v / t1:.3f}", "", ""]
+    counted = work_costs.figures(doc)
+    rows = [["one target pass (1 position)", f"{t1:.0f}", "1.000", "", *_work_cells(counted.get("pass")), ""]]
+    rows += [[f"one verify pass ({n} positions)", f"{v:.0f}", f"{v / t1:.3f}", "", "", "", ""]
              for n, v in c["verify_pass_us"].items() if n != "1"]
-    rows += [["target-only step (pass + sampling)", f"{c['step_us']:.0f}", f"{c['step_us'] / t1:.3f}", "", ""]]
-    rows += [[f"speculative round k={k} (pass + rule)", f"{v:.0f}", f"{v / t1:.3f}", "", ""]
+    rows += [["target-only step (pass + sampling)", f"{c['step_us']:.0f}", f"{c['step_us'] / t1:.3f}", "", "", "", ""]]
+    rows += [[f"speculative round k={k} (pass + rule)", f"{v:.0f}", f"{v / t1:.3f}", "", "", "", ""]
              for k, v in c["round_us"].items()]
-    rows += [[f"one {n} {u['unit']}", f"{d['char_us']:.1f}", f"{d['c']:.3f}", f"{d['weight_bytes']:,}", f"c = {d['c']:.3f}"]
-             for n, d in c["drafts"].items()]
+    rows += [[f"one {n} {u['unit']}", f"{d['char_us']:.1f}", f"{d['c']:.3f}", f"{d['weight_bytes']:,}",
+              *_work_cells(counted.get(f"draft {n}")), f"c = {d['c']:.3f}"] for n, d in c["drafts"].items()]
     rows += [[f"one tree verify pass ({n} positions: 1 + {int(n) - 1} nodes)", f"{v:.0f}",
-              f"{_median(c['tree_verify_ratio_samples'][n]):.3f}", "", "median of per-sample T(N)/T(1)"]
+              f"{_median(c['tree_verify_ratio_samples'][n]):.3f}", "", "", "", "median of per-sample T(N)/T(1)"]
              for n, v in c.get("tree_verify_pass_us", {}).items()]
-    out.append(table(["what", "µs", "÷ target pass", "weight bytes", ""], rows))
+    out.append(table(["what", "µs", "÷ target pass", "weight bytes", "instructions", "ns / instruction", ""], rows))
+    out.append(_work_note(doc))
     out.append(f"\n{c['samples']} samples. c uses one drafted {u['unit']} at k = {c['draft_k']}. Inside a simulated round "
                "at the generation's mean position (the draft proposes k, then the target verifies and the rule runs),"
                " each part pays the cache misses the other causes; with a target-only step timed once the target "
@@ -193,6 +196,27 @@ def _costs(doc: dict) -> list[str]:
     out += tree_costs(c)
     out += overhead_tables(doc)
     return out
+
+
+def _work_cells(term: dict | None) -> list[str]:
+    if term is None:
+        return ["", ""]
+    ns = term["ns_per_instruction"]
+    return [f"{term['instructions']:,.0f}", f"{ns:.3f}" if ns is not None else ""]
+
+
+def _work_note(doc: dict) -> str:
+    """Which counter gave the work columns (instructions per call: the fewest of its counted calls; a drafted
+    token's is its call's over draft_k), or why they are empty."""
+    w = doc.get("work")
+    if not w:
+        return "\nWork: not counted (`specdec report` counts it after the timed sections; `report.measure` alone does not)."
+    if not w.get("rows"):
+        return f"\nWork: not counted: {w.get('reason', '')}."
+    return (f"\nWork: {w['name']}, in a worker of this checkout after the timed sections ({w['seconds']:.0f} s): "
+            f"instructions per call (the fewest of its counted calls, warmed up, docs/work.md); a drafted "
+            f"{words(doc)['unit']}'s is its proposal of {w['draft_k']} over {w['draft_k']}. ns / instruction is the "
+            f"cost table's time over them, so a change in time splits into work and speed.")
 
 
 def _predicted(doc: dict) -> list[str]:

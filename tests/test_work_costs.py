@@ -1,0 +1,93 @@
+"""The cost table's work figures: instructions per pass and per drafted token beside the cost table's times
+(hand-made documents; the counting itself is ab's counting worker, tested in test_ab.py and below)."""
+
+import json
+
+import pytest
+
+from specdec.measure import work, work_costs
+from specdec.report import render
+
+
+def _doc(pass_instr: int = 2_000_000, bigram_instr: int = 400_000, draft_k: int = 4) -> dict:
+    return {"costs": {"target_pass_us": 500.0, "drafts": {"bigram": {"char_us": 10.0}, "int8": {"char_us": 90.0}}},
+            "work": {"counter": "callgrind", "name": "callgrind", "draft_k": draft_k, "seconds": 3.0, "rows": {
+                "pass 1": {"per_call": pass_instr, "spread": 0.0},
+                "draft bigram": {"per_call": bigram_instr, "spread": 0.0}}}}
+
+
+def test_a_drafted_token_is_its_call_over_draft_k_and_time_per_instruction_is_time_over_work():
+    f = work_costs.figures(_doc())
+    # 500 us / 2,000,000 instructions = 0.25 ns; bigram 400,000 / 4 = 100,000 a token, 10 us / 100,000 = 0.1 ns
+    assert f == {"pass": {"instructions": 2_000_000, "us": 500.0, "ns_per_instruction": 0.25},
+                 "draft bigram": {"instructions": 100_000, "us": 10.0, "ns_per_instruction": 0.1}}
+
+
+def test_a_report_without_work_has_no_work_figures():
+    assert work_costs.figures({"costs": _doc()["costs"]}) == {}
+    assert work_costs.figures({**_doc(), "work": work_costs.unavailable("left out (--no-work)")}) == {}
+
+
+def test_time_splits_into_work_and_time_per_instruction():
+    a, b = _doc(), _doc(pass_instr=2_200_000)
+    b["costs"]["target_pass_us"] = 660.0  # +32 % time = +10 % work x +20 % time per instruction
+    rows = {r["term"]: r for r in work_costs.split(a, b)}
+    assert rows["pass"]["time"] == pytest.approx(0.32) and rows["pass"]["work"] == pytest.approx(0.10)
+    assert rows["pass"]["speed"] == pytest.approx(0.20) and rows["pass"]["work_differs"]
+    assert rows["draft bigram"] == {"term": "draft bigram", "time": 0.0, "work": 0.0, "speed": 0.0, "work_differs": False}
+
+
+def test_the_off_switch_and_a_missing_counter_are_reasons_not_errors(monkeypatch):
+    assert work_costs.plan("off") == (None, "left out (--no-work)")
+    assert work_costs.plan("auto", engine="openai")[0] is None
+    monkeypatch.setattr(work.shutil, "which", lambda name: None)
+    kind, reason = work_costs.plan("callgrind")
+    assert kind is None and "apt-get install valgrind" in reason
+
+
+def test_the_cost_table_shows_instructions_and_time_per_instruction(report_doc):
+    doc = json.loads(json.dumps(report_doc))
+    name = doc["settings"]["drafts"][0]
+    k = doc["costs"]["draft_k"]
+    doc["work"] = {"counter": "callgrind", "name": work.NAMES["callgrind"], "draft_k": k, "seconds": 80.0, "rows": {
+        "pass 1": {"per_call": 3_000_000, "spread": 0.0}, f"draft {name}": {"per_call": 40_000 * k, "spread": 0.0}}}
+    text = render.tables(doc)
+    t1 = doc["costs"]["target_pass_us"]
+    cells = {line.split("|")[1].strip(): [c.strip() for c in line.split("|")[2:-1]]
+             for line in text.splitlines() if line.startswith("| one ")}
+    assert cells["one target pass (1 position)"] == [f"{t1:.0f}", "1.000", "", "3,000,000", f"{t1 * 1e3 / 3e6:.3f}", ""]
+    assert cells[f"one {name} character"][3] == "40,000" and cells["one verify pass (2 positions)"][3:5] == ["", ""]
+    assert f"Work: {work.NAMES['callgrind']}, in a worker of this checkout" in text
+    doc["work"] = work_costs.unavailable("left out (--no-work)")
+    assert "Work: not counted: left out (--no-work)." in render.tables(doc)
+
+
+_MAIN = ("import sys, functools; from specdec.report import build; build.QUICK.update(overhead_chars=4, "
+         "overhead_repeats=1); build.measure = functools.partial(build.measure, sizing_costs=False); "
+         "from specdec.cli.commands import main; sys.exit(main(sys.argv[1:]))")
+
+
+@pytest.mark.skipif(work.callgrind_missing() != "", reason=work.callgrind_missing() or "callgrind runs")
+def test_a_report_counts_its_cost_tables_calls_and_compares_against_itself(tmp_path):
+    """`specdec report --counter callgrind` (no PMU here), one draft and k (the simulation is slow): the cost
+    table's pass and drafted token counted in a worker of this checkout, the work section outside the budget,
+    and the report compared against itself: every work row the same."""
+    import subprocess
+    import sys
+
+    out = tmp_path / "rep"
+    proc = subprocess.run([sys.executable, "-c", _MAIN, "report", "--quick", "--budget", "6", "--backend", "onnx",
+                           "--drafts", "bigram", "--ks", "2", "--trees", "--prompt", "ROMEO:", "--chars", "20",
+                           "--counter", "callgrind", "--out", str(out)], capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    doc = json.loads((out / "report.json").read_text())
+    w = doc["work"]
+    assert (w["counter"], w["draft_k"], set(w["rows"])) == ("callgrind", doc["costs"]["draft_k"], {"pass 1", "draft bigram"})
+    assert all(r["per_call"] > 0 and len(r["counts"]) == work.CALLS for r in w["rows"].values())
+    assert doc["sections"][-1]["section"].startswith("work: ") and "[work] work 2/2: draft bigram: R " in proc.stderr
+    assert "| instructions | ns / instruction |" in (out / "report.md").read_text()
+    same = subprocess.run([sys.executable, "-m", "specdec.cli", "compare", str(out / "report.json"),
+                           str(out / "report.json")], capture_output=True, text=True, timeout=120)
+    lines = same.stdout.splitlines()
+    assert same.returncode == 0 and [x.split()[-1] for x in lines if x.startswith(("pass 1 ", "draft bigram "))] == [
+        "same", "same"]
