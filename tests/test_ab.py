@@ -151,7 +151,7 @@ def test_the_work_rows_stand_beside_the_timing_rows_and_say_where_they_disagree(
     assert {r["row"]: (r["work"], r["time"]) for r in doc["work"]["disagree"]} == {
         "pass 1": ("same", "worse"), "draft bigram": ("worse", "same")}
     out = ab_render.text(doc)
-    assert "draft bigram                    50,000          50,300   +0.600%     0.30%  worse" in out
+    assert "draft bigram                    50,000          50,300   +0.600%     0.50%  worse" in out
     assert "work and time disagree: pass 1: time worse with the same work: a cache, memory-layout" in out
     assert out.splitlines()[-1] == "WORSE (work): draft bigram +0.6%"
 

@@ -379,15 +379,15 @@ def test_a_draft_with_more_work_is_flagged_though_its_time_cannot_tell(tmp_path,
     code, out, _ = _cli(tmp_path, a, b, capsys)
     assert code == 1
     worse = [line for line in out.splitlines() if line.startswith("WORSE")]
-    assert worse == ["WORSE: work draft bigram: +28.00% instructions per call (threshold 0.30%; A 400,000, "
+    assert worse == ["WORSE: work draft bigram: +28.00% instructions per call (threshold 0.50%; A 400,000, "
                      "B 512,000)"]
 
 
 @pytest.mark.parametrize("change, spread, verdict", [
-    (0.002, 0.0, "same"),  # within the floor (0.3 %)
-    (0.004, 0.0, "worse"),  # beyond it
-    (0.004, 0.003, "same"),  # beyond the floor, within twice the spread (0.6 %)
-    (-0.004, 0.0, "better"),
+    (0.004, 0.0, "same"),  # within the floor (0.5 %)
+    (0.006, 0.0, "worse"),  # beyond it
+    (0.006, 0.004, "same"),  # beyond the floor, within twice the spread (0.8 %)
+    (-0.006, 0.0, "better"),
 ])
 def test_a_work_row_is_judged_against_the_floor_or_twice_its_spread(change, spread, verdict):
     a = _with_work(_doc(1), spread=spread)

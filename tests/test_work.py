@@ -143,14 +143,14 @@ def test_ab_work_verdicts_against_the_floor_and_the_spread():
     def side(n, spread=0.0):
         return {"per_call": n, "counts": [n], "warmup": 8, "spread": spread}
 
-    counted = {"rows": {"same": {"a": side(100000), "b": side(100100)},  # +0.1 %: inside the 0.3 % floor
-                        "worse": {"a": side(100000), "b": side(100500)},  # +0.5 %
+    counted = {"rows": {"same": {"a": side(100000), "b": side(100100)},  # +0.1 %: inside the 0.5 % floor
+                        "worse": {"a": side(100000), "b": side(100600)},  # +0.6 %
                         "better": {"a": side(100000), "b": side(99000)},
-                        "spread": {"a": side(100000, 0.004), "b": side(100500)}}}  # 2 x 0.4 % = 0.8 % > 0.5 %
+                        "spread": {"a": side(100000, 0.004), "b": side(100600)}}}  # 2 x 0.4 % = 0.8 % > 0.6 %
     got = ab_work.judge(counted)
     assert {n: r["verdict"] for n, r in got.items()} == {"same": "same", "worse": "worse", "better": "better",
                                                           "spread": "same"}
-    assert got["worse"]["change"] == pytest.approx(0.005) and got["spread"]["threshold"] == pytest.approx(0.008)
+    assert got["worse"]["change"] == pytest.approx(0.006) and got["spread"]["threshold"] == pytest.approx(0.008)
     time_rows = {"same": {"verdict": "worse", "detectable": 0.02}, "worse": {"verdict": "same", "detectable": 0.03},
                  "better": {"verdict": "better", "detectable": 0.02}}
     told = {d["row"]: d["why"] for d in ab_work.disagreements(got, time_rows)}
