@@ -215,7 +215,7 @@ def _work_note(doc: dict) -> str:
         return f"\nWork: not counted: {w.get('reason', '')}."
     return (f"\nWork: {w['name']}, in a worker of this checkout after the timed sections ({w['seconds']:.0f} s): "
             f"instructions per call (the fewest of its counted calls, warmed up, docs/work.md); a drafted "
-            f"{words(doc)['unit']}'s is its proposal of {w['draft_k']} over {w['draft_k']}. ns / instruction is the "
+            f"{words(doc)['unit']}'s is a proposal of k = {w['draft_k']} over {w['draft_k']}. ns / instruction is the "
             f"cost table's time over them, so a change in time splits into work and speed.")
 
 
