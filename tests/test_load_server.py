@@ -78,7 +78,9 @@ def test_concurrency_1_and_4_batch_agree_greedily_and_add_up(servers):
         assert all(lv["arms"][arm]["requests"] == 2 * 4 for arm in load.ARMS)
         assert lv["speedup"]["n"] == 2 and lv["aa"]["n"] == 2
     assert c1["busy_slots_per_decode"]["off"] == pytest.approx(1.0, abs=0.05)
-    assert c4["busy_slots_per_decode"]["off"] > 2.0  # four clients were batched into the same decodes
+    # four clients batched into the same decodes: more than one slot busy per decode (how many depends on when
+    # the requests arrive, which a loaded machine moves: 1.97 beside another test process in CI)
+    assert c4["busy_slots_per_decode"]["off"] > 1.5
     on = [w for w in c4["windows"] if w["arm"] == "on"]
     assert sum(len(w["requests"]) for w in on) == 2 * (1 + 4 + 3)  # warm-up, measured, cool-down
     assert all(r["first"] is not None and len(r["gaps"]) == r["tokens"] - 1 for w in on for r in w["requests"])
