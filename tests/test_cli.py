@@ -261,6 +261,11 @@ BAD = [
     (["export-hf", "{dir}/a-file/sub"], "{dir}/a-file is not a directory"),
     (["export-gguf", "{dir}/a-file"], "export-gguf {dir}/a-file: {dir}/a-file is a file, not a folder"),
     (["export-gguf", "{dir}/a-file/sub"], "{dir}/a-file is not a directory"),
+    (["export-gguf", "{dir}/out", "--mix", "3"], "export-gguf: --mix shapes the grown target; give it with --grow"),
+    (["export-gguf", "{dir}/out", "--grow", "--layers", "2"], "export-gguf --layers 2: give an integer from 3 (the "
+     "shipped blocks) to 64"),
+    (["export-gguf", "{dir}/out", "--grow", "--widen", "0"], "export-gguf --widen 0: give an integer from 1 to 16"),
+    (["export-gguf", "{dir}/out", "--grow", "--mix", "nan"], "export-gguf --mix nan: give a finite number >= 0"),
     (["compare", "{dir}/t.json", "{dir}/t.json", "--min-effect", "-0.01"],
      "--min-effect must be a fraction >= 0 and finite (0.05 is 5 %), got -0.01"),
     (["compare", "{dir}/t.json", "{dir}/t.json", "--min-effect", "nan"], "--min-effect must be a fraction >= 0 and "

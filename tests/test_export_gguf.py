@@ -124,3 +124,14 @@ def test_out_that_is_a_file_is_refused(tmp_path):
     (tmp_path / "f").write_text("x")
     with pytest.raises(InputError, match="exists and is not a folder"):
         export_gguf(tmp_path / "f")
+
+
+def test_the_grown_target_through_llama_cpp_is_its_checkpoints_greedy(tmp_path):
+    from specdec.model.export_gguf import export_grown
+
+    paths = export_grown(tmp_path, 2, 4, mix=4.0)
+    grown, _ = load_checkpoint(paths["checkpoint"])
+    llama = _llama(paths["gguf"])
+    for prompt in PROMPTS[:2]:
+        ours = specdec.generate(grown, prompt, 60, seed=0, temperature=0)
+        assert _greedy(llama, corpus.encode(prompt), 60) == list(ours.ids), prompt

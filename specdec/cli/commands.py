@@ -320,25 +320,56 @@ def _cmd_overhead(args) -> int:
     return 0
 
 
+def _grow_recipe(args) -> tuple[int, int, float] | None:
+    """export-gguf's --grow knobs as (widen, layers, mix), or None without --grow; a bad one is a UsageError."""
+    from specdec.model import grow
+
+    knobs = {"--widen": args.widen, "--layers": args.layers, "--mix": args.mix}
+    if not args.grow:
+        given = [k for k, v in knobs.items() if v is not None]
+        if given:
+            raise UsageError(f"export-gguf: {given[0]} shapes the grown target; give it with --grow")
+        return None
+    r = grow.DEFAULT_WIDEN if args.widen is None else args.widen
+    layers = grow.DEFAULT_LAYERS if args.layers is None else args.layers
+    mix = grow.DEFAULT_MIX if args.mix is None else args.mix
+    if not 1 <= r <= 16:
+        raise UsageError(f"export-gguf --widen {r}: give an integer from 1 to 16")
+    if not grow.SHIPPED_LAYERS <= layers <= 64:
+        raise UsageError(f"export-gguf --layers {layers}: give an integer from {grow.SHIPPED_LAYERS} (the shipped "
+                         f"blocks) to 64")
+    if not (mix >= 0 and mix < float("inf")):
+        raise UsageError(f"export-gguf --mix {mix}: give a finite number >= 0")
+    return r, layers, mix
+
+
 def _cmd_export_gguf(args) -> int:
     """The shipped target and small draft as GGUF files OUT/target.gguf and OUT/small.gguf (llama.cpp's gpt2
-    graph, a character vocabulary whose ids are the corpus's); what it wrote on stderr."""
+    graph, a character vocabulary whose ids are the corpus's), and with --grow the user-sized grown target
+    (OUT/grown.gguf, OUT/grown.pt); what it wrote on stderr."""
     import importlib.util
     from pathlib import Path
 
-    from specdec.model.export_gguf import EXPORTED, export_gguf
+    from specdec.model.export_gguf import EXPORTED, GROWN, export_gguf, export_grown
 
     out = Path(args.out)
-    for path in [out] + [out / f"{name}.gguf" for name in EXPORTED]:
+    recipe = _grow_recipe(args)
+    names = [f"{n}.gguf" for n in EXPORTED] + ([f"{GROWN}.gguf", f"{GROWN}.pt"] if recipe else [])
+    for path in [out] + [out / n for n in names]:
         if path.exists() and path.is_dir() != (path == out):
             what = "a file, not a folder" if path == out else "a folder, not a file"
             raise UsageError(f"export-gguf {args.out}: {path} is {what} (export-gguf writes "
-                             f"{', '.join(str(out / f'{n}.gguf') for n in EXPORTED)})")
+                             f"{', '.join(str(out / n) for n in names)})")
     writable_dir("export-gguf OUT", args.out)
     if importlib.util.find_spec("gguf") is None:
         raise UsageError("export-gguf: writing GGUF needs the llamacpp extra (pip install 'specdec-bench[llamacpp]')")
     for name, path in export_gguf(out).items():
         models.log(f"wrote {path} ({name})")
+    if recipe:
+        r, layers, mix = recipe
+        models.log(f"growing the shipped target: width x{r}, {layers} blocks, mix {mix:g}")
+        for kind, path in export_grown(out, r, layers, mix).items():
+            models.log(f"wrote {path} (grown target, {kind})")
     return 0
 
 

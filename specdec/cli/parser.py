@@ -236,6 +236,14 @@ def _export_hf_args(p: argparse.ArgumentParser) -> None:
 
 def _export_gguf_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("out", help="folder to write OUT/target.gguf and OUT/small.gguf into (replaced if there)")
+    p.add_argument("--grow", action="store_true", help="also a user-sized target grown from the shipped one "
+                   "(OUT/grown.gguf and the checkpoint OUT/grown.pt); the shipped target is its truncated draft")
+    p.add_argument("--widen", type=int, default=None, metavar="R", help="with --grow: width x R (default 4: "
+                   "128 -> 512)")
+    p.add_argument("--layers", type=int, default=None, metavar="L", help="with --grow: blocks in all, the "
+                   "shipped 3 and L - 3 added (default 8)")
+    p.add_argument("--mix", type=float, default=None, metavar="M", help="with --grow: the added blocks' "
+                   "output projections at M x GPT-2's init; larger M, lower acceptance (default 4)")
 
 
 def _build_server_args(p: argparse.ArgumentParser) -> None:

@@ -33,11 +33,12 @@ import torch
 
 from specdec.model import corpus
 from specdec.model.gpt import GPT
-from specdec.model.train import load_checkpoint, shipped_path
+from specdec.model.train import load_checkpoint, save_checkpoint, shipped_path
 from specdec.util.errors import InputError
 from specdec.util.files import atomic_path
 
 EXPORTED = ("target", "small")  # the files export_gguf writes (NAME.gguf), from the shipped checkpoints
+GROWN = "grown"  # export_grown's files: grown.gguf and grown.pt (model.grow's user-sized target)
 SPECIALS = ("<unk>", "<s>", "</s>")  # ids vocab_size.. : llama.cpp's unknown, BOS and EOS, never generated
 NEVER_LOGIT = -1.0e4  # the special tokens' logit: exp(-1e4) is 0 in float32, so they are never sampled
 SPACE = "\u2581"  # SentencePiece's spelling of " "
@@ -140,7 +141,7 @@ def check_out_dir(out_dir: str | os.PathLike) -> Path:
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise InputError(f"{str(out)!r} exists and is not a folder; give a folder to export into")
-    for name in EXPORTED:
+    for name in EXPORTED + (GROWN,):
         if (out / f"{name}.gguf").is_dir():
             raise InputError(f"{str(out / f'{name}.gguf')!r} is a folder; export-gguf writes a file there")
     return out
@@ -155,3 +156,17 @@ def export_gguf(out_dir: str | os.PathLike) -> dict[str, Path]:
         model, _meta = load_checkpoint(shipped_path(name))
         paths[name] = write_gguf(model, out / f"{name}.gguf", name=f"specdec-{name}")
     return paths
+
+
+def export_grown(out_dir: str | os.PathLike, r: int, n_layer: int, mix: float, seed: int = 0) -> dict[str, Path]:
+    """`model.grow`'s user-sized target from the shipped one, as out_dir/grown.gguf (for llama.cpp) and
+    out_dir/grown.pt (a checkpoint for specdec's own loop: `--target out_dir/grown.pt`); returns {kind: path}.
+    Its truncated draft is the shipped target itself (target.gguf, or the shipped checkpoint)."""
+    from specdec.model import grow  # the model layer's one builder of a grown target
+
+    out = check_out_dir(out_dir)
+    shipped, meta = load_checkpoint(shipped_path("target"))
+    grown, recipe = grow.grow(shipped, r, n_layer, mix=mix, seed=seed)
+    ckpt = out / f"{GROWN}.pt"
+    save_checkpoint(grown, {**meta, "grow": recipe}, ckpt)
+    return {"gguf": write_gguf(grown, out / f"{GROWN}.gguf", name="specdec-grown"), "checkpoint": ckpt}
