@@ -159,14 +159,13 @@ def test_the_work_rows_stand_beside_the_timing_rows_and_say_where_they_disagree(
 def test_work_rows_that_cannot_run_say_why_and_a_named_counter_that_cannot_is_bad_input(monkeypatch):
     from types import SimpleNamespace
 
-    from specdec.cli import ab_cmd
-    from specdec.cli.checks import UsageError
+    from specdec.cli.checks import UsageError, work_plan
 
     monkeypatch.setattr(work, "probe", lambda want="auto": work.Availability(None, "unavailable", "perf: no PMU"))
-    assert ab_cmd._work_plan(SimpleNamespace(work=True, counter="auto"), {}) == (None, "perf: no PMU")
-    assert ab_cmd._work_plan(SimpleNamespace(work=False, counter="auto"), {}) == (None, "left out (--no-work)")
+    assert work_plan(SimpleNamespace(work=True, counter="auto"), {}) == (None, "perf: no PMU")
+    assert work_plan(SimpleNamespace(work=False, counter="auto"), {}) == (None, "left out (--no-work)")
     with pytest.raises(UsageError, match=r"^--counter perf: perf: no PMU$"):
-        ab_cmd._work_plan(SimpleNamespace(work=True, counter="perf"), {})
+        work_plan(SimpleNamespace(work=True, counter="perf"), {})
     doc = ab_render.document(_fake_run({"pass 1": 0.0}), Source("A", "a", "/a", None), Source("B", "b", "/b", None),
                              cpu=1, work=ab_work.unavailable("perf: no PMU"))
     assert "work rows unavailable: perf: no PMU" in ab_render.text(doc) and not doc["work"]["worse"]

@@ -37,12 +37,28 @@ def test_time_splits_into_work_and_time_per_instruction():
     assert rows["draft bigram"] == {"term": "draft bigram", "time": 0.0, "work": 0.0, "speed": 0.0, "work_differs": False}
 
 
-def test_the_off_switch_and_a_missing_counter_are_reasons_not_errors(monkeypatch):
-    assert work_costs.plan("off") == (None, "left out (--no-work)")
-    assert work_costs.plan("auto", engine="openai")[0] is None
+def test_time_does_not_split_where_the_reports_work_cannot_be_compared():
+    a, b = _doc(), _doc(draft_k=8)
+    assert work_costs.comparable(a, b) and work_costs.split(a, b) == []
+
+
+def test_the_off_switch_off_cpu_and_a_missing_counter_are_reasons_not_errors(monkeypatch):
+    """The report's work plan (checks.work_plan, shared with ab): --no-work first, then off the CPU, then the
+    counter; auto finding none is a reason, a counter named that cannot run is bad input."""
+    from types import SimpleNamespace
+
+    from specdec.cli.checks import UsageError, work_plan
+
     monkeypatch.setattr(work.shutil, "which", lambda name: None)
-    kind, reason = work_costs.plan("callgrind")
-    assert kind is None and "apt-get install valgrind" in reason
+    monkeypatch.setattr(work, "PerfCounter", lambda *a: (_ for _ in ()).throw(work.WorkUnavailable("no PMU here")))
+    off, auto, named = (SimpleNamespace(work=w, counter=c) for w, c in ((False, "auto"), (True, "auto"),
+                                                                         (True, "callgrind")))
+    assert work_plan(off, {}, "counted on the CPU only") == (None, "left out (--no-work)")
+    assert work_plan(auto, {}, "counted on the CPU only") == (None, "counted on the CPU only")
+    kind, reason = work_plan(auto, {})
+    assert kind is None and "no PMU here" in reason and "apt-get install valgrind" in reason
+    with pytest.raises(UsageError, match=r"^--counter callgrind: callgrind: valgrind is not installed"):
+        work_plan(named, {})
 
 
 def test_the_cost_table_shows_instructions_and_time_per_instruction(report_doc):

@@ -8,7 +8,7 @@ import os
 import sys
 
 from specdec.cli import models
-from specdec.cli.checks import UsageError, at_least, temperature_arg
+from specdec.cli.checks import UsageError, at_least, temperature_arg, work_plan, work_switches
 
 DEFAULT_DRAFTS = ("bigram", "ngram")  # the shipped target's; an hf: target's default is prompt-lookup
 DEFAULT_KS = (2, 4)
@@ -40,9 +40,7 @@ def _check(args) -> tuple[dict, int]:
     at_least("--threads", args.threads, 1)
     at_least("--seed", args.seed, 0)
     temperature_arg(args.temperature)
-    if not args.work and args.counter != "auto":
-        raise UsageError(f"--counter {args.counter} names the work rows' counter and --no-work leaves them out: "
-                         "give one or the other")
+    work_switches(args, "work rows")
     ks = models.ks_arg(args.ks, DEFAULT_KS)
     if args.engine is not None:
         return _check_engine(args, ks), _cpu(args.cpu)
@@ -94,25 +92,13 @@ def _check_models(args, drafts: list[str], ks: list[int]) -> None:
     models.build_drafts(args, target, drafts)
 
 
-def _work_plan(args, config: dict) -> tuple[str | None, str]:
-    """The counter the work rows use, or None and why not (--no-work; none here; an engine in a server)."""
-    from specdec.measure import ab_work
-
-    if not args.work:
-        return None, "left out (--no-work)"
-    kind, reason = ab_work.plan(config, args.counter)
-    if kind is None and args.counter != "auto":  # a counter asked for by name that cannot run: bad input
-        raise UsageError(f"--counter {args.counter}: {reason}")
-    return kind, reason
-
-
 def cmd_ab(args) -> int:
     from specdec.measure import ab, ab_work
     from specdec.measure.ab_sources import sources
     from specdec.report import ab_render
 
     config, cpu = _check(args)
-    kind, why_not = _work_plan(args, config)
+    kind, why_not = work_plan(args, config)  # an engine in a server has none
     with sources(args.a, args.b, args.a_path, args.b_path) as (a, b):  # a bad revision or folder: InputError
         models.log(f"specdec ab: A = {a.name}, B = {b.name}; {args.pairs} worker pairs on CPU {cpu}, "
                    f"budget {args.budget:g} s; work rows: {ab_work.work.NAMES[kind] if kind else why_not}")

@@ -4,7 +4,8 @@ any training or measuring starts.
 argparse itself checks types and choices (its errors made one line by `Parser`); the rest is here: counts
 with a minimum, temperatures that must be 0 or finite numbers >= sampling.MIN_TEMPERATURE, output locations
 that must be writable directories (probed without leaving anything behind), a device that must exist,
-fractions that must be finite and >= 0, and the optional extra a Hugging Face model needs.
+fractions that must be finite and >= 0, the optional extra a Hugging Face model needs, and the work counter
+`report` and `ab` share (--no-work, --counter).
 """
 
 from __future__ import annotations
@@ -86,3 +87,28 @@ def hf_extra(what: str) -> None:
 
     if reason := versions.too_old("transformers"):
         raise UsageError(f"{what}: {reason}")
+
+
+def work_switches(args: argparse.Namespace, what: str) -> None:
+    """--counter names a counter and --no-work leaves the work out: both at once is a contradiction, refused
+    before anything loads. `what` is what the command's work is ("work columns", "work rows")."""
+    if not args.work and args.counter != "auto":
+        raise UsageError(f"--counter {args.counter} names the {what}' counter and --no-work leaves them out: "
+                         "give one or the other")
+
+
+def work_plan(args: argparse.Namespace, config: dict, not_here: str = "") -> tuple[str | None, str]:
+    """The counter a command's work uses, or None and why not: --no-work, `not_here` (a reason the command
+    knows already, as a report off the CPU), none here, or an engine in a server (`ab_work.plan`). The one
+    place that decides, for `report` and `ab` alike. A counter asked for by name that cannot run is bad input,
+    said before anything is measured; auto finding none is a reason, not an error (the timing stands)."""
+    from specdec.measure import ab_work  # here: --help and the other commands need no measuring code
+
+    if not args.work:
+        return None, "left out (--no-work)"
+    if not_here:
+        return None, not_here
+    kind, reason = ab_work.plan(config, args.counter)
+    if kind is None and args.counter != "auto":
+        raise UsageError(f"--counter {args.counter}: {reason}")
+    return kind, reason

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from specdec.cli import models
-from specdec.cli.checks import UsageError, at_least, device_arg, writable_dir
+from specdec.cli.checks import UsageError, at_least, device_arg, work_plan, work_switches, writable_dir
 from specdec.engines.registry import ENGINES
 from specdec.util.files import write_atomic
 
@@ -34,9 +34,7 @@ def cmd_report(args) -> int:
         at_least("--seed", args.seed, 0)
     if args.prompt is not None and args.workload is not None:
         raise UsageError("give --prompt (one configuration) or --workload, not both")
-    if not args.work and args.counter != "auto":
-        raise UsageError(f"--counter {args.counter} names the work columns' counter and --no-work leaves them out: "
-                         "give one or the other")
+    work_switches(args, "work columns")
 
     from specdec.measure import hygiene, machine_record
     from specdec.decoding.trees import parse_tree
@@ -55,7 +53,9 @@ def cmd_report(args) -> int:
         machine_record.load({})
     except machine_record.RecordError as exc:
         raise UsageError(str(exc)) from None
-    args.work_plan = _work_plan(args)
+    # a report's work is counted on the CPU only; a report has no engine here (engine reports returned above)
+    off_cpu = "" if args.device == "cpu" else f"counted on the CPU only (this report runs on {args.device})"
+    args.work_plan = work_plan(args, {}, off_cpu)
     if args.backend == "all":
         if args.repeat > 1:
             raise UsageError("--backend all measures one report per backend; give --repeat with one backend")
@@ -126,21 +126,6 @@ def _measure_report(args, target, drafts: list | None, ks: list[int], cpus, afte
                          batched=args.batched, log=models.log)
     _count_work(args, doc, backend)
     return doc
-
-
-def _work_plan(args) -> tuple[str | None, str]:
-    """The counter of the cost table's work columns, or None and why not (--no-work, none here, not the CPU).
-    A counter asked for by name that cannot run is bad input, said before anything is measured."""
-    from specdec.measure import work_costs
-
-    if not args.work:
-        return None, "left out (--no-work)"
-    if args.device != "cpu":
-        return None, f"counted on the CPU only (this report runs on {args.device})"
-    kind, reason = work_costs.plan(args.counter)
-    if kind is None and args.counter != "auto":
-        raise UsageError(f"--counter {args.counter}: {reason}")
-    return kind, reason
 
 
 def _count_work(args, doc: dict, backend: str | None) -> None:

@@ -36,13 +36,6 @@ def checkout() -> Path:
     return Path(specdec.__path__[0]).resolve().parent
 
 
-def plan(want: str = "auto", engine: str | None = None) -> tuple[str | None, str]:
-    """The counter a report's work figures use, or None with the reason (never an error: the report stands)."""
-    if want == "off":
-        return None, "left out (--no-work)"
-    return ab_work.plan({"engine": engine}, want)
-
-
 def measure(config: dict, kind: str, draft_k: int,
             progress: Callable[[str], None] = lambda line: None) -> dict:
     """doc["work"]: the counter, per row the Count dict (`work.Count`), `draft_k`, the seconds it took. config is
@@ -108,10 +101,12 @@ def split(a: dict, b: dict, floor: float = ab_work.FLOOR) -> list[dict]:
     """Per term both reports timed and counted: the change in time, in work and in time per instruction
     (time = work x time per instruction, so (1 + time) = (1 + work)(1 + speed)), and whether the work itself
     moved beyond `floor` (a different kernel ran, such as one chosen per CPU) or only the speed did."""
+    if comparable(a, b):  # a property of the two reports, not of a term: no term splits
+        return []
     fa, fb = figures(a), figures(b)
     out = []
     for term in fa:
-        if term not in fb or comparable(a, b):
+        if term not in fb:
             continue
         x, y = fa[term], fb[term]
         work_change = y["instructions"] / x["instructions"] - 1
