@@ -90,3 +90,16 @@ def test_export_grown_writes_a_checkpoint_specdec_loads_and_a_gguf_of_that_shape
     value = lambda key: int(fields[key].parts[fields[key].data[0]][0])  # noqa: E731
     assert (value("gpt2.block_count"), value("gpt2.embedding_length")) == (4, 256)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["grown.gguf", "grown.pt"]
+
+
+def test_the_shipped_draft_is_the_shipped_target_whatever_the_target(shipped):
+    grown, _ = grow.grow(shipped, 2, 4)
+    draft = specdec.make_draft("shipped", grown)
+    assert draft.name == "shipped"
+    assert torch.equal(_logits(draft.model, VAL), _logits(shipped, VAL))  # not a copy of the grown target
+
+
+def test_the_shipped_target_drafting_for_itself_is_accepted_whole_at_temperature_zero(shipped):
+    out = specdec.speculative_generate(shipped, specdec.make_draft("shipped", shipped), "ROMEO:", 80, k=4, seed=0,
+                                       temperature=0)
+    assert out.stats.drafted > 0 and out.stats.accepted == out.stats.drafted

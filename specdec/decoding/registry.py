@@ -57,15 +57,25 @@ def _int8_dynamic(target: GPT, **_) -> Draft:
     return ModelDraft("int8-dynamic", model, quantize.dynamic_bytes(model), cpu_only=True)
 
 
-def _small(target: GPT, checkpoint=None, **_) -> Draft:
+def _checkpoint_draft(name: str, target, checkpoint) -> Draft:
+    """A GPT checkpoint as the draft of a target that reads the corpus's characters."""
     if not getattr(target, "corpus_vocabulary", False):
-        raise UnknownDraftError(f"draft 'small' reads the corpus's characters; the {type(target).__name__} "
+        raise UnknownDraftError(f"draft {name!r} reads the corpus's characters; the {type(target).__name__} "
                                 f"target's vocabulary is another (available for it: bigram, ngram, "
                                 f"prompt-lookup, hf:PATH)")
-    model, _meta = load_checkpoint(checkpoint or shipped_path("small"))
+    model, _meta = load_checkpoint(checkpoint)
     if isinstance(target, GPT):  # not a copy of the target: give it the target's backend
         model = to_backend(model, backend_of(target))
-    return ModelDraft("small", model.to(target.device), quantize.float32_bytes(model))
+    return ModelDraft(name, model.to(target.device), quantize.float32_bytes(model))
+
+
+def _small(target: GPT, checkpoint=None, **_) -> Draft:
+    return _checkpoint_draft("small", target, checkpoint or shipped_path("small"))
+
+
+def _shipped(target: GPT, **_) -> Draft:
+    """The shipped target as a draft: the truncated draft of a target grown from it (`model.grow`)."""
+    return _checkpoint_draft("shipped", target, shipped_path("target"))
 
 
 def _bigram(target: GPT, **_) -> Draft:
@@ -106,7 +116,7 @@ DRAFTS = {
 WRITEUP_DRAFTS = ("bigram", "int8", "int4")
 CPU_ONLY = frozenset({"int8-dynamic"})  # drafts whose kernels exist on the CPU only (their `cpu_only` is True)
 # Drafts by name on request, not in a report's default set: the shipped prompt lookup, then register_draft's.
-REGISTERED: dict[str, Callable[..., Draft]] = {"prompt-lookup": _prompt_lookup}
+REGISTERED: dict[str, Callable[..., Draft]] = {"prompt-lookup": _prompt_lookup, "shipped": _shipped}
 ENTRY_POINTS = "specdec.drafts"  # an installed package's entry point here names a factory(target, **options)
 assert tuple(DRAFTS) == SHIPPED_DRAFTS and tuple(REGISTERED) == ON_REQUEST, "decoding.names must name them"
 TREE_DRAFTS = ("bigram", "ngram")  # the shipped drafts that draft token trees: the table drafts
