@@ -8,7 +8,7 @@ import pytest
 
 from specdec.engines.openai_stream import Streamed, _chunk
 from specdec.measure import load, load_stats
-from specdec.measure.load_driver import Record, gaps_of, run_window
+from specdec.measure.load_driver import Record, Window, gaps_of, run_window
 from specdec.measure.load_schedule import Level, arrival_offsets, dispatch, doubling, parse_levels
 from specdec.util.errors import InputError
 
@@ -171,6 +171,56 @@ def test_crossover_pays_everywhere_or_never():
     c = load_stats.crossover([_row(1, 1.5, 1.2, 1.8, "pays"), _row(2, 1.2, 1.05, 1.4, "pays"),
                               _row(4, 1.1, 0.95, 1.3, "not distinguishable")])
     assert c["level"] == 4 and c["estimate"] is None and c["ci_high"] is None  # beyond the levels tried
+
+
+def test_crossover_looks_only_past_the_first_paying_level():
+    # 2/s does not pay (its lower bound below 1), 6/s pays, 16/s does not: it stops at 16, and the bounds'
+    # crossings are searched from 6/s on, not at 2/s where it never paid
+    rows = [_row(2, 1.13, 0.98, 1.28, "not distinguishable"), _row(6, 1.32, 1.29, 1.35, "pays"),
+            _row(16, 1.29, 1.10, 1.47, "not distinguishable")]
+    c = load_stats.crossover(rows)
+    assert (c["level"], c["verdict"]) == (16, "not distinguishable")
+    assert c["estimate"] is None and c["ci_low"] is None and c["ci_high"] is None
+
+
+def test_the_crossover_line_says_beyond_where_the_estimate_does_not_cross():
+    from specdec.report.load_render import crossover_line
+
+    c = {"answer": "crossover", "level": 2, "verdict": "not distinguishable", "estimate": None, "ci_low": 7.36,
+         "ci_high": None}
+    assert crossover_line("concurrency", c) == (
+        "**concurrency**: speculation stops paying at 2 clients (the first level tried after a paying one that does "
+        "not pay: not distinguishable); its speedup's estimate crosses 1 beyond the levels tried, 95 % interval "
+        "7.36 to beyond the levels tried.")
+
+
+def _window(records):
+    return {"window": Window(records), "counts": {"drafted": 0, "accepted": 0}, "payloads": []}
+
+
+def test_a_rate_level_is_judged_on_tpot_and_a_concurrency_level_on_throughput():
+    # the same requests at both levels: spec-on's tokens come twice as fast after the first (TPOT halves), but
+    # the window's span is the schedule's (the last request's send plus a little), so throughput barely moves
+    def arm(tpot, jitter):
+        return [_rec(i, i * 1.0, i * 1.0 + 0.1, i * 1.0 + 0.1 + 9 * tpot * (1 + jitter * (i % 2))) for i in range(4)]
+
+    windows = {}
+    for li in range(2):
+        for v in range(3):
+            j = 0.01 * v
+            windows[(li, v, "off")] = _window(arm(0.02, j))
+            windows[(li, v, "off2")] = _window(arm(0.02, -j))
+            windows[(li, v, "on")] = _window(arm(0.01, j))
+    sweep = load.Sweep(urls={}, levels=[Level("concurrency", 1), Level("rate", 1.0)], prompts=["a"], visits=3,
+                       temperature=1.0)
+    doc = load.conclude(sweep, windows)
+    conc, rate = doc["levels"]
+    assert (conc["judged_on"], rate["judged_on"]) == ("throughput", "tpot")
+    assert rate["speedup_tpot"]["estimate"] == pytest.approx(2.0, rel=0.02)
+    assert rate["speedup"]["estimate"] < 1.05  # 3.28 s against 3.19 s of span: the schedule, not the server
+    assert rate["verdict"] == "pays" == load_stats.verdict(rate["speedup_tpot"], rate["aa_tpot"])
+    assert conc["verdict"] == load_stats.verdict(conc["speedup"], conc["aa"])
+    assert doc["crossover"]["rate"]["answer"] == "pays at every level tried"
 
 
 def test_every_visit_runs_every_arm_in_a_rotated_order():

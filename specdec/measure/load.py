@@ -177,6 +177,12 @@ def run(sweep: Sweep, now: Callable[[], float] = measured, sleep: Callable[[floa
     return doc
 
 
+def _judged(row: dict) -> dict:
+    """A level row as the crossover reads it: its value, verdict and the speedup that verdict judged."""
+    key = "speedup_tpot" if row["judged_on"] == "tpot" else "speedup"
+    return {"value": row["value"], "speedup": row[key], "verdict": row["verdict"]}
+
+
 def conclude(sweep: Sweep, windows: dict[tuple[int, int, str], dict]) -> dict:
     """Per level: each arm's summary, the paired speedups and A/A, the verdict, acceptance, busy slots and
     greedy equality; per kind of level the crossover; every request's timings."""
@@ -186,7 +192,7 @@ def conclude(sweep: Sweep, windows: dict[tuple[int, int, str], dict]) -> dict:
         if not got:
             continue
         levels.append(_level(sweep, level, got))
-    crossover = {kind: load_stats.crossover([row for row in levels if row["kind"] == kind])
+    crossover = {kind: load_stats.crossover([_judged(row) for row in levels if row["kind"] == kind])
                  for kind in dict.fromkeys(row["kind"] for row in levels)}
     return {"settings": _settings(sweep), "levels": levels, "crossover": crossover}
 
@@ -198,6 +204,7 @@ def _level(sweep: Sweep, level: Level, got: dict[tuple[int, str], dict]) -> dict
                "tpot": load_stats.paired(measured["off"], measured["on"], load_stats.mean_tpot)}
     aa = {"throughput": load_stats.paired(measured["off"], measured["off2"], load_stats.per_token_time),
           "tpot": load_stats.paired(measured["off"], measured["off2"], load_stats.mean_tpot)}
+    judged = load_stats.JUDGED_ON[level.kind]
     counts = {arm: [got[(v, arm)]["counts"] for v in visits if (v, arm) in got] for arm in ARMS}
     spec = counts["on"]
     drafted = sum(c.get("drafted", 0) for c in spec)
@@ -206,7 +213,7 @@ def _level(sweep: Sweep, level: Level, got: dict[tuple[int, str], dict]) -> dict
         "kind": level.kind, "value": level.value, "name": level.name, "visits": len(visits),
         "arms": {arm: load_stats.arm_summary(measured[arm], sweep.slos) for arm in ARMS},
         "speedup": speedup["throughput"], "speedup_tpot": speedup["tpot"], "aa": aa["throughput"],
-        "aa_tpot": aa["tpot"], "verdict": load_stats.verdict(speedup["throughput"], aa["throughput"]),
+        "aa_tpot": aa["tpot"], "judged_on": judged, "verdict": load_stats.verdict(speedup[judged], aa[judged]),
         "acceptance": {"drafted": drafted, "accepted": accepted,
                        "acceptance": accepted / drafted if drafted else None,
                        "counts_add_up": all(c.get("counts_add_up", True) for c in spec) if spec else None},

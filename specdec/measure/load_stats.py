@@ -13,11 +13,16 @@ re-run's own error), so a load figure's interval means what every other interval
   speedup is the ratio of totals of the spec-off time per token to the spec-on time per token over the visits
   (`stats.summarize_pairs`); the TPOT speedup the same over the windows' mean TPOT. The A/A is the same ratio
   between the two spec-off windows of each visit: what the machine's noise alone gives at that level.
-- A level *pays* when its throughput speedup's interval lies above 1 and above its A/A interval (the report's
-  "faster"), *costs* when it lies below both, else it is not distinguishable.
+- A level *pays* when its judged speedup's interval lies above 1 and above its A/A interval (the report's
+  "faster"), *costs* when it lies below both, else it is not distinguishable. A concurrency level is judged on
+  throughput: a closed loop's clients send the next request when one ends, so a faster server serves more. A
+  rate level is judged on TPOT: an open loop's arrivals are fixed, so below saturation both arms put out the
+  offered tokens per second and the throughput ratio measures the schedule (about 1 + the last request's
+  latency over the window), never the server; what speculation changes there is each request's latency.
 - The crossover: along the levels of one kind, in increasing load, the lowest level that does not pay after one
-  that did, with the load where the speedup crosses 1 interpolated on a log scale, and an interval from where
-  the interval's bounds cross 1 (None on a side where that is beyond the levels tried).
+  that did, with the load where the judged speedup crosses 1 past the first paying level interpolated on a log
+  scale, and an interval from where the interval's bounds cross 1 (None on a side where that is beyond the
+  levels tried).
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from specdec.measure.load_driver import Record
 from specdec.measure.stats import Summary, rerun_interval, summarize_pairs
 
 PERCENTILES = (50, 90, 99)
+JUDGED_ON = {"concurrency": "throughput", "rate": "tpot"}  # a level kind's verdict speedup (module docstring)
 LATENCIES = ("ttft", "tpot", "itl", "e2el")
 SLO_KEYS = ("ttft", "tpot", "e2el")
 
@@ -126,9 +132,10 @@ def _cross(levels: list[float], curve: list[float]) -> float | None:
 
 
 def crossover(rows: list[dict]) -> dict:
-    """rows: one kind's levels, each {"value", "speedup": {estimate, ci_low, ci_high} or None, "verdict"}.
-    Returns {"answer": "pays at every level tried" | "never pays here" | "crossover", "level", "estimate",
-    "ci_low", "ci_high"} (the last three loads, None where beyond the levels tried)."""
+    """rows: one kind's levels, each {"value", "speedup": {estimate, ci_low, ci_high} or None, "verdict"}, the
+    speedup being the one the verdict judged. Returns {"answer": "pays at every level tried" | "never pays
+    here" | "crossover", "level", "verdict" (at that level), "estimate", "ci_low", "ci_high"} (the last three
+    loads, None where beyond the levels tried)."""
     rows = sorted((r for r in rows if r.get("speedup")), key=lambda r: r["value"])
     if not rows:
         return {"answer": "no level measured"}
@@ -139,7 +146,9 @@ def crossover(rows: list[dict]) -> dict:
         return {"answer": "never pays here", "level": None}
     first_paid = verdicts.index("pays")
     stop = next(i for i in range(first_paid, len(rows)) if verdicts[i] != "pays")
-    x = [r["value"] for r in rows]
-    curve = lambda key: [r["speedup"][key] for r in rows]
-    return {"answer": "crossover", "level": rows[stop]["value"], "estimate": _cross(x, curve("estimate")),
-            "ci_low": _cross(x, curve("ci_low")), "ci_high": _cross(x, curve("ci_high"))}
+    tail = rows[first_paid:]  # a level below the first paying one that does not pay is not where it stops
+    x = [r["value"] for r in tail]
+    curve = lambda key: [r["speedup"][key] for r in tail]  # noqa: E731
+    return {"answer": "crossover", "level": rows[stop]["value"], "verdict": verdicts[stop],
+            "estimate": _cross(x, curve("estimate")), "ci_low": _cross(x, curve("ci_low")),
+            "ci_high": _cross(x, curve("ci_high"))}

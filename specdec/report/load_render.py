@@ -11,6 +11,7 @@ import os
 import tempfile
 from pathlib import Path
 
+from specdec.measure.load_stats import JUDGED_ON
 from specdec.report.figures import _pyplot, _save
 from specdec.report.markdown import table
 from specdec.util.files import swap_folder
@@ -39,9 +40,10 @@ def crossover_line(kind: str, c: dict) -> str:
         return f"**{kind}**: {c.get('answer')}."
     lo = "below the levels tried" if c.get("ci_low") is None else f"{c['ci_low']:.2f}"
     hi = "beyond the levels tried" if c.get("ci_high") is None else f"{c['ci_high']:.2f}"
-    est = "-" if c.get("estimate") is None else f"{c['estimate']:.2f}"
-    return (f"**{kind}**: speculation stops paying at {c['level']:g} {unit} (the first level tried where it does "
-            f"not); the speedup crosses 1 near {est} {unit}, 95 % interval {lo} to {hi}.")
+    est = "beyond the levels tried" if c.get("estimate") is None else f"near {c['estimate']:.2f} {unit}"
+    return (f"**{kind}**: speculation stops paying at {c['level']:g} {unit} (the first level tried after a "
+            f"paying one that does not pay: {c.get('verdict', 'not pays')}); its speedup's estimate crosses 1 "
+            f"{est}, 95 % interval {lo} to {hi}.")
 
 
 def render(doc: dict) -> str:
@@ -62,17 +64,20 @@ def render(doc: dict) -> str:
               "## Paired speedup per level" if s["order"] == "paired" else
               "## Unpaired speedup per level (each arm's windows run in a block of their own, as vllm bench sweeps)",
               "", "Speedup: spec-off time per token / spec-on time per token over the visits (ratio of totals, 95 % "
-              "re-run interval); A/A: spec-off against spec-off in the same visits.", ""]
+              "re-run interval); A/A: spec-off against spec-off in the same visits, on the speedup the verdict "
+              "judges: throughput at a concurrency level, TPOT at a rate (an open loop's throughput is the "
+              "offered rate until it saturates).", ""]
     rows = []
     for lv in doc["levels"]:
         busy = lv["busy_slots_per_decode"]
         eq = lv.get("greedy_equality") or {}
-        rows.append([lv["name"], lv["visits"], _interval(lv["speedup"]), _interval(lv["aa"]),
-                     _interval(lv["speedup_tpot"]), lv["verdict"],
+        tpot = lv.get("judged_on") == "tpot"
+        rows.append([lv["name"], lv["visits"], _interval(lv["speedup"]), _interval(lv["speedup_tpot"]),
+                     _interval(lv["aa_tpot" if tpot else "aa"]), f"{lv['verdict']} ({'TPOT' if tpot else 'throughput'})",
                      _num(lv["acceptance"]["acceptance"], "{:.3f}"),
                      f"{_num(busy.get('off'))} / {_num(busy.get('on'))}",
                      "-" if eq.get("equal") is None else ("yes" if eq["equal"] else f"NO ({eq['differ']})")])
-    lines += [table(["level", "visits", "speedup", "A/A", "TPOT speedup", "verdict", "acceptance",
+    lines += [table(["level", "visits", "speedup", "TPOT speedup", "A/A (judged)", "verdict (judged on)", "acceptance",
                      "busy slots off / on", "greedy equal"], rows), ""]
     lines += ["## Crossover", ""] + [crossover_line(k, c) for k, c in doc.get("crossover", {}).items()] + [""]
     lines += ["## Latency and throughput per arm", "", "Milliseconds, p50 / p99 with 95 % re-run intervals; "
@@ -105,16 +110,17 @@ def figure(doc: dict):
         return None
     fig, axes = plt.subplots(2, len(kinds), figsize=(5.5 * len(kinds), 7), squeeze=False)
     for col, kind in enumerate(kinds):
-        lvs = [lv for lv in doc["levels"] if lv["kind"] == kind and lv["speedup"]]
+        tpot = JUDGED_ON[kind] == "tpot"  # the speedup the verdicts judge (load_stats' docstring)
+        sp, aa_key = ("speedup_tpot", "aa_tpot") if tpot else ("speedup", "aa")
+        lvs = [lv for lv in doc["levels"] if lv["kind"] == kind and lv[sp]]
         x = [lv["value"] for lv in lvs]
         top, bottom = axes[0][col], axes[1][col]
-        top.plot(x, [lv["speedup"]["estimate"] for lv in lvs], "o-", label="spec-on / spec-off")
-        top.fill_between(x, [lv["speedup"]["ci_low"] for lv in lvs], [lv["speedup"]["ci_high"] for lv in lvs],
-                         alpha=0.25)
-        aa = [lv for lv in lvs if lv["aa"]]
-        top.plot([lv["value"] for lv in aa], [lv["aa"]["estimate"] for lv in aa], "s--", color="grey", label="A/A")
+        top.plot(x, [lv[sp]["estimate"] for lv in lvs], "o-", label="spec-on / spec-off")
+        top.fill_between(x, [lv[sp]["ci_low"] for lv in lvs], [lv[sp]["ci_high"] for lv in lvs], alpha=0.25)
+        aa = [lv for lv in lvs if lv.get(aa_key)]
+        top.plot([lv["value"] for lv in aa], [lv[aa_key]["estimate"] for lv in aa], "s--", color="grey", label="A/A")
         top.axhline(1.0, color="black", lw=0.8)
-        top.set_title(f"throughput speedup against {kind}")
+        top.set_title(f"{'TPOT' if tpot else 'throughput'} speedup against {kind}")
         top.set_ylabel("speedup")
         top.legend()
         for arm, style in (("off", "s--"), ("on", "o-")):
