@@ -188,6 +188,8 @@ def test_the_crossover_line_says_beyond_where_the_estimate_does_not_cross():
 
     c = {"answer": "crossover", "level": 2, "verdict": "not distinguishable", "estimate": None, "ci_low": 7.36,
          "ci_high": None}
+    assert crossover_line("concurrency", {**c, "ci_low": None}).endswith(
+        "95 % interval beyond the levels tried to beyond the levels tried.")  # the lower bound stays above 1 too
     assert crossover_line("concurrency", c) == (
         "**concurrency**: speculation stops paying at 2 clients (the first level tried after a paying one that does "
         "not pay: not distinguishable); its speedup's estimate crosses 1 beyond the levels tried, 95 % interval "

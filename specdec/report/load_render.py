@@ -38,7 +38,8 @@ def crossover_line(kind: str, c: dict) -> str:
     unit = "clients" if kind == "concurrency" else "requests/s"
     if c.get("answer") != "crossover":
         return f"**{kind}**: {c.get('answer')}."
-    lo = "below the levels tried" if c.get("ci_low") is None else f"{c['ci_low']:.2f}"
+    # None on either side: that bound's curve stays above 1 through the levels tried (load_stats._cross)
+    lo = "beyond the levels tried" if c.get("ci_low") is None else f"{c['ci_low']:.2f}"
     hi = "beyond the levels tried" if c.get("ci_high") is None else f"{c['ci_high']:.2f}"
     est = "beyond the levels tried" if c.get("estimate") is None else f"near {c['estimate']:.2f} {unit}"
     return (f"**{kind}**: speculation stops paying at {c['level']:g} {unit} (the first level tried after a "
