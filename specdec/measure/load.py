@@ -177,12 +177,6 @@ def run(sweep: Sweep, now: Callable[[], float] = measured, sleep: Callable[[floa
     return doc
 
 
-def _judged(row: dict) -> dict:
-    """A level row as the crossover reads it: its value, verdict and the speedup that verdict judged."""
-    key = "speedup_tpot" if row["judged_on"] == "tpot" else "speedup"
-    return {"value": row["value"], "speedup": row[key], "verdict": row["verdict"]}
-
-
 def conclude(sweep: Sweep, windows: dict[tuple[int, int, str], dict]) -> dict:
     """Per level: each arm's summary, the paired speedups and A/A, the verdict, acceptance, busy slots and
     greedy equality; per kind of level the crossover; every request's timings."""
@@ -192,7 +186,8 @@ def conclude(sweep: Sweep, windows: dict[tuple[int, int, str], dict]) -> dict:
         if not got:
             continue
         levels.append(_level(sweep, level, got))
-    crossover = {kind: load_stats.crossover([_judged(row) for row in levels if row["kind"] == kind])
+    crossover = {kind: load_stats.crossover([{"value": row["value"], "speedup": load_stats.judged(row)[1],
+                                                     "verdict": row["verdict"]} for row in levels if row["kind"] == kind])
                  for kind in dict.fromkeys(row["kind"] for row in levels)}
     return {"settings": _settings(sweep), "levels": levels, "crossover": crossover}
 

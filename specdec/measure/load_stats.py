@@ -36,6 +36,15 @@ from specdec.measure.stats import Summary, rerun_interval, summarize_pairs
 
 PERCENTILES = (50, 90, 99)
 JUDGED_ON = {"concurrency": "throughput", "rate": "tpot"}  # a level kind's verdict speedup (module docstring)
+JUDGED_KEYS = {"throughput": ("speedup", "aa"), "tpot": ("speedup_tpot", "aa_tpot")}  # a level row's keys
+
+
+def judged(row: dict) -> tuple[str, dict | None, dict | None]:
+    """A level row's judged speedup ("throughput" or "tpot"), that speedup and its A/A: what its verdict and
+    its kind's crossover read."""
+    on = row.get("judged_on") or JUDGED_ON[row["kind"]]
+    speedup, aa = JUDGED_KEYS[on]
+    return on, row.get(speedup), row.get(aa)
 LATENCIES = ("ttft", "tpot", "itl", "e2el")
 SLO_KEYS = ("ttft", "tpot", "e2el")
 

@@ -11,7 +11,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from specdec.measure.load_stats import JUDGED_ON
+from specdec.measure.load_stats import JUDGED_ON, judged
 from specdec.report.figures import _pyplot, _save
 from specdec.report.markdown import table
 from specdec.util.files import swap_folder
@@ -72,9 +72,10 @@ def render(doc: dict) -> str:
     for lv in doc["levels"]:
         busy = lv["busy_slots_per_decode"]
         eq = lv.get("greedy_equality") or {}
-        tpot = lv.get("judged_on") == "tpot"
+        on, _, aa = judged(lv)
+        tpot = on == "tpot"
         rows.append([lv["name"], lv["visits"], _interval(lv["speedup"]), _interval(lv["speedup_tpot"]),
-                     _interval(lv["aa_tpot" if tpot else "aa"]), f"{lv['verdict']} ({'TPOT' if tpot else 'throughput'})",
+                     _interval(aa), f"{lv['verdict']} ({'TPOT' if tpot else 'throughput'})",
                      _num(lv["acceptance"]["acceptance"], "{:.3f}"),
                      f"{_num(busy.get('off'))} / {_num(busy.get('on'))}",
                      "-" if eq.get("equal") is None else ("yes" if eq["equal"] else f"NO ({eq['differ']})")])
@@ -111,17 +112,16 @@ def figure(doc: dict):
         return None
     fig, axes = plt.subplots(2, len(kinds), figsize=(5.5 * len(kinds), 7), squeeze=False)
     for col, kind in enumerate(kinds):
-        tpot = JUDGED_ON[kind] == "tpot"  # the speedup the verdicts judge (load_stats' docstring)
-        sp, aa_key = ("speedup_tpot", "aa_tpot") if tpot else ("speedup", "aa")
-        lvs = [lv for lv in doc["levels"] if lv["kind"] == kind and lv[sp]]
+        lvs = [lv for lv in doc["levels"] if lv["kind"] == kind and judged(lv)[1]]
+        sp = [judged(lv)[1] for lv in lvs]  # the speedup the verdicts judge, and its A/A
+        aa = [(lv["value"], judged(lv)[2]) for lv in lvs if judged(lv)[2]]
         x = [lv["value"] for lv in lvs]
         top, bottom = axes[0][col], axes[1][col]
-        top.plot(x, [lv[sp]["estimate"] for lv in lvs], "o-", label="spec-on / spec-off")
-        top.fill_between(x, [lv[sp]["ci_low"] for lv in lvs], [lv[sp]["ci_high"] for lv in lvs], alpha=0.25)
-        aa = [lv for lv in lvs if lv.get(aa_key)]
-        top.plot([lv["value"] for lv in aa], [lv[aa_key]["estimate"] for lv in aa], "s--", color="grey", label="A/A")
+        top.plot(x, [s["estimate"] for s in sp], "o-", label="spec-on / spec-off")
+        top.fill_between(x, [s["ci_low"] for s in sp], [s["ci_high"] for s in sp], alpha=0.25)
+        top.plot([v for v, _ in aa], [a["estimate"] for _, a in aa], "s--", color="grey", label="A/A")
         top.axhline(1.0, color="black", lw=0.8)
-        top.set_title(f"{'TPOT' if tpot else 'throughput'} speedup against {kind}")
+        top.set_title(f"{'TPOT' if JUDGED_ON[kind] == 'tpot' else 'throughput'} speedup against {kind}")
         top.set_ylabel("speedup")
         top.legend()
         for arm, style in (("off", "s--"), ("on", "o-")):
