@@ -317,3 +317,10 @@ def test_window_counts_read_vllms_counters_too():
     c = load.window_counts(before, after, [_rec(0, 0, 0.1, 1)])
     assert (c["counters"], c["drafted"], c["accepted"]) == ("vllm", 4, 3)  # k=1: 4 rounds, 3 accepted
     assert c["rounds_by_accepted"] == [1, 3] and "busy_slots_per_decode" not in c and "counts_add_up" not in c
+
+
+def test_a_row_is_read_by_the_speedup_it_was_judged_on_and_old_rows_by_throughput():
+    row = {"kind": "rate", "speedup": "thr", "aa": "thr-aa", "speedup_tpot": "tpot", "aa_tpot": "tpot-aa"}
+    assert load_stats.judged({**row, "judged_on": "tpot"}) == ("tpot", "tpot", "tpot-aa")
+    assert load_stats.judged({**row, "judged_on": "throughput"}) == ("throughput", "thr", "thr-aa")
+    assert load_stats.judged(row) == ("throughput", "thr", "thr-aa")  # a load.json from before judged_on

@@ -11,7 +11,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from specdec.measure.load_stats import JUDGED_ON, judged
+from specdec.measure.load_stats import judged
 from specdec.report.figures import _pyplot, _save
 from specdec.report.markdown import table
 from specdec.util.files import swap_folder
@@ -121,7 +121,8 @@ def figure(doc: dict):
         top.fill_between(x, [s["ci_low"] for s in sp], [s["ci_high"] for s in sp], alpha=0.25)
         top.plot([v for v, _ in aa], [a["estimate"] for _, a in aa], "s--", color="grey", label="A/A")
         top.axhline(1.0, color="black", lw=0.8)
-        top.set_title(f"{'TPOT' if JUDGED_ON[kind] == 'tpot' else 'throughput'} speedup against {kind}")
+        on = judged(lvs[0])[0] if lvs else "throughput"
+        top.set_title(f"{'TPOT' if on == 'tpot' else 'throughput'} speedup against {kind}")
         top.set_ylabel("speedup")
         top.legend()
         for arm, style in (("off", "s--"), ("on", "o-")):
