@@ -342,11 +342,12 @@ def _timed(call, number: int) -> float:
         gc.enable()
 
 
-COUNTER = None  # the work counter, opened on the first "count" (a worker started by `work.popen`)
+COUNTER = None  # the work counter, opened on the first count (a worker started by `work.popen`)
 
 
-def _count(call) -> dict:
-    global COUNTER
+def _work():
+    """The counting method, `work.py` beside this file, loaded by path: every revision counted by the running
+    specdec's method."""
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("specdec_work_method", os.path.join(
@@ -354,12 +355,92 @@ def _count(call) -> dict:
     work = sys.modules.get(spec.name)
     if work is None:
         work = importlib.util.module_from_spec(spec)
-        sys.modules[spec.name] = work
+        sys.modules[spec.name] = work  # registered before it runs: its dataclasses look their module up
         spec.loader.exec_module(work)
+    return work
+
+
+def _count(call, warmup: int | None = None, calls: int | None = None) -> dict:
+    global COUNTER
+    work = _work()
     if COUNTER is None:
         COUNTER = work.open_counter()
-    warmup = int(os.environ.get("SPECDEC_WORK_WARMUP", work.WARMUP))  # tools/work_study.py's no-warm-up variant
-    return work.count_calls(call, COUNTER, warmup=warmup).as_dict()
+    warmup = int(os.environ.get("SPECDEC_WORK_WARMUP", work.WARMUP if warmup is None else warmup))
+    return work.count_calls(call, COUNTER, warmup=warmup, calls=work.CALLS if calls is None else calls).as_dict()
+
+
+# ---- the counting zygote: one process under the counter, a forked child per (revision, layout) ----------------
+
+def _preload(cfg: dict) -> dict:
+    """What every revision imports from the environment, imported once here before any child is forked (under
+    callgrind a fresh interpreter's imports of torch and ONNX Runtime take most of a minute): torch, numpy,
+    threadpoolctl, and ONNX Runtime and scipy where installed. Nothing of specdec or of a revision."""
+    import importlib
+
+    threads = _threads(cfg.get("threads", 1))
+    loaded = []
+    for name in ("numpy", "torch", "threadpoolctl", "onnxruntime", "onnx", "scipy.stats"):
+        try:
+            importlib.import_module(name)
+            loaded.append(name)
+        except ImportError:
+            pass
+    work = _work()
+    work.preload_counter()
+    return {"preloaded": loaded, "threads": threads, "pid": os.getpid()}
+
+
+def _child(req: dict) -> int:
+    """A forked child: its own layout (`work.perturb`), then the revision's code imported from its tree, its rows
+    built, and each asked-for row counted; the answer written to req["out"] (atomically). Returns the exit code."""
+    global COUNTER
+    out = req["out"]
+    try:
+        work = _work()
+        keep = work.perturb(req["layout"])  # noqa: F841 -- held for the child's life: the layout it set
+        cfg = req["config"]
+        sys.path.insert(0, os.path.abspath(cfg["source"]))
+        t0 = time.monotonic()
+        calls, answer = _setup(cfg)
+        seconds = {"setup": round(time.monotonic() - t0, 1)}
+        COUNTER = work.open_counter()
+        counts = {}
+        for row in req["rows"]:
+            if row in calls:
+                t0 = time.monotonic()
+                counts[row] = _count(calls[row], req.get("warmup"), req.get("calls"))
+                seconds[row] = round(time.monotonic() - t0, 1)
+        result = {"rows": answer["rows"], "counts": counts, "layout": req["layout"], "pid": os.getpid(),
+                  "threads": answer["threads"], "seconds": seconds}
+        code = 0
+    except BaseException:  # noqa: BLE001 -- the parent reads why and says it
+        result, code = {"error": traceback.format_exc(), "layout": req.get("layout"), "pid": os.getpid()}, 1
+    tmp = f"{out}.{os.getpid()}.tmp"
+    with open(tmp, "w") as f:
+        json.dump(result, f)
+    os.replace(tmp, out)
+    return code
+
+
+def _fork(req: dict) -> dict:
+    """{"pid"}: a child forked to count one revision in one layout (`_child`); the zygote answers at once."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns into the zygote's loop, never touches its pipes
+        code = 1
+        try:
+            os.close(0)
+            code = _child(req)
+        finally:
+            os._exit(code)
+    return {"pid": pid}
+
+
+def _wait() -> dict:
+    """{"pid", "status"}: the next child to end (its exit status as os.waitstatus_to_exitcode gives it)."""
+    pid, status = os.wait()
+    return {"pid": pid, "status": os.waitstatus_to_exitcode(status)}
 
 
 def _setup(cfg: dict) -> tuple[dict, dict]:
@@ -404,6 +485,12 @@ def serve(stdin=sys.stdin, stdout=sys.stdout) -> None:
                 answer = {"t": _timed(calls[req["row"]], req["number"])}
             elif op == "count":
                 answer = {"count": _count(calls[req["row"]])}
+            elif op == "preload":
+                answer = _preload(req.get("config", {}))
+            elif op == "fork":
+                answer = _fork(req)
+            elif op == "wait":
+                answer = _wait()
             else:
                 answer = {"error": f"unknown op {op!r}"}
         except Exception:  # noqa: BLE001 -- the parent shows the revision's traceback and stops

@@ -129,6 +129,109 @@ class PerfCounter:
 
 _TOTALS = re.compile(rb"^totals:\s+(\d+)", re.M)
 
+# The allocators' own functions: their work follows the heap's history (glibc's bins and top chunk, pymalloc's
+# pools and arenas), not the code that calls them, so two processes of one commit differ there and nowhere else
+# (docs/work.md). A call's verdict figure leaves them out and they are shown apart. A change that allocates more
+# still moves the verdict figure: the caller's own instructions, the object's initialisation and the
+# deallocation's bookkeeping stay in it. One list, used by every count (`split_dump`).
+GLIBC_ALLOCATOR = ("malloc", "free", "calloc", "realloc", "cfree", "__libc_malloc", "__libc_free", "__libc_calloc",
+                   "__libc_realloc", "_int_malloc", "_int_free", "_int_realloc", "_int_memalign", "_mid_memalign",
+                   "memalign", "__libc_memalign", "posix_memalign", "__posix_memalign", "aligned_alloc", "valloc",
+                   "pvalloc", "sysmalloc", "systrim", "malloc_consolidate", "unlink_chunk", "tcache_init",
+                   "tcache_get", "tcache_put", "alloc_perturb", "free_perturb", "munmap_chunk", "mremap_chunk",
+                   "arena_get2", "_int_new_arena", "get_free_list", "malloc_trim", "__malloc_trim", "mtrim",
+                   "__default_morecore", "sbrk", "__sbrk", "brk", "__brk", "mmap", "mmap64", "__mmap", "munmap",
+                   "__munmap", "mremap", "__mremap", "madvise", "__madvise")
+PYMALLOC = ("_PyObject_Malloc", "_PyObject_Calloc", "_PyObject_Realloc", "_PyObject_Free", "pymalloc_alloc",
+            "pymalloc_free", "pymalloc_realloc", "allocate_from_new_pool", "insert_to_usedpool", "insert_to_freepool",
+            "new_arena", "_PyObject_ArenaMmap", "_PyObject_ArenaMunmap", "arena_map_get", "arena_map_mark_used",
+            "address_in_range", "PyObject_Malloc", "PyObject_Calloc", "PyObject_Realloc", "PyObject_Free",
+            "PyMem_Malloc", "PyMem_Calloc", "PyMem_Realloc", "PyMem_Free", "PyMem_RawMalloc", "PyMem_RawCalloc",
+            "PyMem_RawRealloc", "PyMem_RawFree", "_PyMem_RawMalloc", "_PyMem_RawCalloc", "_PyMem_RawRealloc",
+            "_PyMem_RawFree")
+_GLIBC_OBJECT = re.compile(r"(^|/)libc[.-]")  # libc.so.6, libc-2.36.so
+
+
+def allocator_function(obj: str, fn: str) -> bool:
+    """Whether a function of a dump (its object file and name) is one of the allocators' own. A compiler's
+    clone suffix (`unlink_chunk.constprop.0`, `_int_free.isra.0`) is the same function."""
+    base = fn.split(".", 1)[0] if not fn.startswith(".") else fn
+    if base in PYMALLOC:
+        return True
+    return base in GLIBC_ALLOCATOR and bool(_GLIBC_OBJECT.search(obj))
+
+
+def _name(line: str, table: dict) -> str:
+    """A name line's value with callgrind's string compression undone: `(12) name` defines 12, `(12)` uses it."""
+    if line.startswith("("):
+        ref, _, rest = line.partition(")")
+        rest = rest.strip()
+        if rest:
+            table[ref] = rest
+            return rest
+        return table.get(ref, ref)
+    return line
+
+
+# The type-attribute cache's misses: `_PyType_Lookup` looks a name up in a 4096-slot cache indexed by the type's
+# version tag XOR the name's address, and on a miss walks the MRO (`find_name_in_mro`, with its dict lookups)
+# and tags the type (`assign_version_tag`). Which lookups collide follows the layout (code loaded, objects
+# allocated before), not the code a call runs: code added anywhere moves a call's misses (docs/work.md). The
+# misses' whole cost (inclusive: the walk's dict lookups too) is counted apart, like the allocators'.
+LOOKUP_MISS = ("find_name_in_mro", "assign_version_tag")
+
+
+def split_dump(path: str) -> dict:
+    """One callgrind dump's instructions (Ir): {"total", "alloc", "lookup", "work"}. alloc: the allocators' own
+    functions (`allocator_function`, exclusive cost); lookup: the type cache's misses (`LOOKUP_MISS`, inclusive
+    cost of every call to them); work = total - alloc - lookup, the call's verdict figure. A cost line right
+    after `calls=` is a callee's inclusive cost, not the caller's own; the functions' own costs are checked
+    against the dump's `totals:` line."""
+    if not os.path.exists(path):
+        raise RuntimeError(f"no callgrind dump {path}: is the process running under callgrind?")
+    total = alloc = lookup = 0
+    positions, obj, fn, cfn, mine = 1, "", "", "", False
+    after_calls = False
+    objects: dict = {}
+    functions: dict = {}
+    stated = None
+    with open(path, errors="replace") as f:
+        for line in f:
+            c = line[:1]
+            if c.isdigit() or c in "+-*":
+                parts = line.split()
+                if len(parts) <= positions:
+                    continue
+                n = int(parts[positions])
+                if after_calls:  # the callee's inclusive cost at this call
+                    after_calls = False
+                    if cfn.split(".", 1)[0] in LOOKUP_MISS and fn.split(".", 1)[0] not in LOOKUP_MISS:
+                        lookup += n
+                    continue
+                total += n
+                if mine:
+                    alloc += n
+            elif line.startswith("fn="):
+                fn = _name(line[3:].strip(), functions)
+                mine = allocator_function(obj, fn)
+            elif line.startswith("ob="):
+                obj = _name(line[3:].strip(), objects)
+            elif line.startswith("calls="):
+                after_calls = True
+            elif line.startswith("cfn="):
+                cfn = _name(line[4:].strip(), functions)
+            elif line.startswith("cob="):
+                _name(line[4:].strip(), objects)
+            elif line.startswith("positions:"):
+                positions = len(line.split()) - 1
+            elif line.startswith("totals:"):
+                stated = int(line.split()[1])
+    if stated is None:
+        raise RuntimeError(f"{path}: no 'totals:' line in the callgrind dump")
+    if stated != total:
+        raise RuntimeError(f"{path}: its functions' costs add up to {total}, its totals line says {stated}")
+    return {"total": total, "alloc": alloc, "lookup": lookup, "work": total - alloc - lookup}
+
 
 def dump_count(path: str) -> int:
     """The instruction count of one callgrind dump (its `totals:` line: the first event, Ir)."""
@@ -144,8 +247,13 @@ def dump_count(path: str) -> int:
 class CallgrindCounter:
     """Ir of a region, in a process running under `valgrind --tool=callgrind --instr-atstart=no`: instrumenting
     from `begin` to `end` (starting and stopping it flushes valgrind's translations, which then run
-    instrumented: slow, so once per run of calls, never per call); the counts zeroed at `start`, dumped and
-    read at `stop`. What runs between a `stop` and the next `start` is instrumented but not counted."""
+    instrumented: slow, so once per run of calls, never per call); the counts zeroed at `start`, dumped at
+    `stop` and read (split by function, `split_dump`) after the run. What runs between a `stop` and the next
+    `start` is instrumented but not counted.
+
+    Callgrind numbers a process's dumps once for the whole process (OUT.<pid>.1, .2, ...), whatever object asked
+    for them, so the number a dump gets is not this object's: each region is named with a tag of its own, and
+    `read` finds the dump that carries it."""
 
     kind = "callgrind"
 
@@ -160,7 +268,8 @@ class CallgrindCounter:
                 raise WorkUnavailable(f"callgrind needs pytest-codspeed's instrument hooks ({exc}): "
                                       "pip install 'pytest-codspeed>=5.0.4'") from None
         self.hooks, self.instance = hooks, hooks.instrument_hooks_init()
-        self.dumps = 0
+        self.regions = 0
+        self.tag = f"specdec-{os.getpid()}-{id(self):x}"
 
     def begin(self) -> None:
         self.hooks.callgrind_start_instrumentation()
@@ -169,17 +278,74 @@ class CallgrindCounter:
         # CALLGRIND_ZERO_STATS, then START_INSTRUMENTATION (on since `begin`: a no-op)
         self.hooks.instrument_hooks_start_benchmark(self.instance)
 
-    def stop(self) -> str:
-        self.dumps += 1  # CALLGRIND_DUMP_STATS_AT: the events since the zero, written now as OUT.<pid>.<n>
-        self.hooks.instrument_hooks_set_executed_benchmark(self.instance, os.getpid(),
-                                                           f"specdec-region-{self.dumps}".encode())
-        return f"{self.out.replace('%p', str(os.getpid()))}.{self.dumps}"
+    def stop(self) -> tuple[str, str]:
+        self.regions += 1  # CALLGRIND_DUMP_STATS_AT: the events since the zero, written now as OUT.<pid>.<n>
+        name = f"{self.tag}-{self.regions}"
+        self.hooks.instrument_hooks_set_executed_benchmark(self.instance, os.getpid(), name.encode())
+        return self.out.replace("%p", str(os.getpid())), name
 
-    def read(self, token: str) -> int:
-        return dump_count(token)
+    def read(self, token: tuple[str, str]) -> dict:
+        return split_dump(find_dump(*token))
 
     def end(self) -> None:
         self.hooks.callgrind_stop_instrumentation()
+
+
+def find_dump(prefix: str, name: str) -> str:
+    """The dump among PREFIX.<n> whose trigger names the region `name` (callgrind writes the client request's
+    string on its `desc: Trigger:` line)."""
+    folder, base = os.path.split(prefix)
+    want = f"{name}".encode()
+    found = []
+    for entry in os.listdir(folder or "."):
+        if entry.startswith(base + ".") and entry[len(base) + 1:].isdigit():
+            path = os.path.join(folder, entry)
+            with open(path, "rb") as f:
+                head = f.read(4096)
+            for line in head.splitlines():
+                if line.startswith(b"desc: Trigger:") and line.rstrip().endswith(want):
+                    found.append(path)
+    if len(found) != 1:
+        raise RuntimeError(f"{len(found)} callgrind dumps of {prefix}.* name the region {name!r} (expected one): "
+                           "is the process running under callgrind?")
+    return found[0]
+
+
+def preload_counter() -> None:
+    """Import the counter's own modules now (a zygote, before it forks children that count)."""
+    try:
+        import pytest_codspeed.instruments.hooks  # noqa: F401
+    except ImportError:
+        pass
+
+
+# The layout a process's code lands in moves the interpreter's lookup caches: the type-attribute cache indexes
+# its 4096 slots by a type's version tag XOR the attribute name's address, and both follow everything created
+# before (code loaded, objects allocated), so code added anywhere changes which lookups collide in a call that
+# never runs it: a bias fixed per build, not noise (docs/work.md). `perturb` gives each counting process a
+# layout of its own, drawn from its seed, before the revision's code is imported: the bias becomes noise that
+# the mean over several processes averages away, and both revisions are counted in the same draws.
+PERTURB_TYPES = 4096  # version tags to skip: any of the type cache's 4096 slots
+PERTURB_OBJECTS = 4096  # small objects: shift every pymalloc size class's next free block
+
+
+def perturb(seed: int) -> list:
+    """Shift this process's layout by an amount drawn from `seed` (0: no shift): version tags skipped by
+    classes that each take one, small strings of random sizes and one block of random size kept alive. Returns
+    what must be kept alive for the layout to hold."""
+    import random
+
+    if not seed:
+        return []
+    rng = random.Random(seed)
+    keep: list = []
+    for _ in range(rng.randrange(PERTURB_TYPES)):
+        t = type("_Layout", (), {})
+        getattr(t, "_tag", None)  # a lookup assigns the class its version tag
+        keep.append(t)
+    keep.extend("x" * rng.randrange(1, 512) for _ in range(rng.randrange(PERTURB_OBJECTS)))
+    keep.append(bytearray(rng.randrange(1, 1 << 16)))
+    return keep
 
 
 def open_counter(kind: str | None = None) -> Counter:
@@ -197,29 +363,38 @@ def open_counter(kind: str | None = None) -> Counter:
 
 @dataclass
 class Count:
-    per_call: int  # the fewest instructions any counted call took (see `count_calls`)
-    counts: list[int] = field(default_factory=list)  # every counted call, in order
+    fewest: int  # the verdict figure: the fewest instructions outside the allocators among the counted calls
+    alloc: int | None  # the allocators' own instructions, the fewest among the calls (None: perf cannot split)
+    counts: list[dict] = field(default_factory=list)  # every counted call, in order: {"total", "alloc", "work"}
     warmup: int = 0  # uncounted calls before them
-    spread: float = 0.0  # (second fewest - fewest) / fewest: how far the figure could have moved
+    spread: float = 0.0  # (second fewest - fewest) / fewest of the verdict figure: how far it could have moved
 
     def as_dict(self) -> dict:
-        return {"per_call": self.per_call, "counts": self.counts, "warmup": self.warmup, "spread": self.spread}
+        return {"fewest": self.fewest, "alloc": self.alloc, "counts": self.counts, "warmup": self.warmup,
+                "spread": self.spread}
 
 
 def summarise(counts: list[int]) -> tuple[int, float]:
     """The figure of a row's counted calls, and its spread: the fewest instructions, and how far the second
-    fewest lies above it. Like a timing's fastest sample: the allocator's state makes some calls do extra
-    work (glibc's malloc consolidating, a fresh block zeroed), never less, and the fewest is the call without
-    it -- in a study of one pass, process to process, the fewest moved by 0.05 % where the median moved by
-    0.2 % (docs/work.md)."""
+    fewest lies above it. Like a timing's fastest sample: an event inside a call (a dict resized, a cache
+    entry evicted) adds work to that call, never takes it away, and the fewest is the call without it."""
     xs = sorted(counts)
     return xs[0], ((xs[1] - xs[0]) / xs[0] if len(xs) > 1 and xs[0] else 0.0)
+
+
+def as_split(token_value) -> dict:
+    """A counter's reading as {"total", "alloc", "work"}: callgrind's dumps split by function; the hardware
+    counter's single figure is all work (alloc None: it cannot tell the allocator apart)."""
+    if isinstance(token_value, dict):
+        return token_value
+    return {"total": int(token_value), "alloc": None, "lookup": None, "work": int(token_value)}
 
 
 def count_calls(call: Callable[[], object], counter: Counter, warmup: int = WARMUP, calls: int = CALLS,
                 prepare: bool = True) -> Count:
     """Instructions per call: `warmup` uncounted calls (the interpreter's adaptive specialisation changes the
-    work of the first few), then `calls` counted ones, the figure `summarise`'s.
+    work of the first few), then `calls` counted ones, each split into the allocators' instructions and the
+    rest (`split_dump`); the figure is the fewest of the rest (`summarise`).
 
     The call's untimed `prepare` (where it has one and `prepare` is true) runs first, then its cheaper `again`
     before every later call where it has one (the calls of one row follow each other here, so undoing the last
@@ -227,10 +402,11 @@ def count_calls(call: Callable[[], object], counter: Counter, warmup: int = WARM
     collection before the counted calls, then the collector stays off until they are done: none runs inside a
     counted call, and none needs to run instrumented (under callgrind a collection costs seconds). The counter
     is begun once for all the counted calls (callgrind instruments from there: starting it flushes valgrind's
-    translations, so once per row, not per call)."""
+    translations, so once per row, not per call). The dumps are read after the last call: reading a file
+    between calls would allocate where the next call allocates."""
     first = getattr(call, "prepare", None) if prepare else None
     before = getattr(call, "again", first)
-    counts: list[int] = []
+    tokens: list = []
     if first is not None:
         first()
     for _ in range(warmup):
@@ -248,15 +424,16 @@ def count_calls(call: Callable[[], object], counter: Counter, warmup: int = WARM
                     before()
                 counter.start()
                 call()
-                counts.append(counter.stop())
+                tokens.append(counter.stop())
         finally:
             counter.end()
     finally:
         if was:
             gc.enable()
-    counts = [counter.read(token) for token in counts]
-    fewest, spread = summarise(counts)
-    return Count(fewest, counts, warmup, spread)
+    counts = [as_split(counter.read(token)) for token in tokens]
+    fewest, spread = summarise([c["work"] for c in counts])
+    allocs = [c["alloc"] for c in counts if c["alloc"] is not None]
+    return Count(fewest, min(allocs) if allocs else None, counts, warmup, spread)
 
 
 # ---- the parent's side: which counter, and how to start a counted process -----------------------------------

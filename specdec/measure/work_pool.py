@@ -1,0 +1,169 @@
+"""Counting several revisions in several layouts: one zygote process under the counter, a forked child per
+(revision, layout).
+
+The zygote is `ab_worker.py` started by `work.popen` (under callgrind where there is no hardware counter; the
+address-space layout fixed, hash seed 0, a fixed environment). It imports what every revision takes from the
+environment (torch, numpy, ONNX Runtime: most of a minute under callgrind) once, then forks a child per job. A
+child shifts its layout by its seed (`work.perturb`), imports the revision's code from that revision's tree,
+builds the rows and counts each (`work.count_calls`), and writes its answer to a file; `jobs` children run at
+once (one per CPU). The same layout seeds are used for every revision, so layout i of A and layout i of B differ
+only in the revision's code.
+
+Every tree is seen through a link of the same length in one temporary folder (`.../A`, `.../B`): a path's length
+moves a process's work (module paths, the strings built from them, where later objects land).
+
+Like `work.py` and `ab_worker.py`, this file is the method: it imports only the standard library and `work.py`
+beside it (loaded by path), so the asv harness loads it by path and counts every commit the same way.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+WORKER = HERE / "ab_worker.py"
+PRELOAD_TIMEOUT = 900.0  # seconds the zygote may take to import torch and the rest under simulation
+JOB_TIMEOUT = 1800.0  # seconds one child may take: import, build, count every row
+
+
+def _work():
+    spec = importlib.util.spec_from_file_location("specdec_work_method", HERE / "work.py")
+    mod = sys.modules.get(spec.name)
+    if mod is None:
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = mod  # registered before it runs: its dataclasses look their module up
+        spec.loader.exec_module(mod)
+    return mod
+
+
+class CountError(RuntimeError):
+    """The counting zygote or one of its children failed; the message has its traceback or log's tail."""
+
+
+class Zygote:
+    """The counted process that forks the children, spoken to in JSON lines."""
+
+    def __init__(self, kind: str, folder: str, env: dict | None = None):
+        self.log = Path(folder) / "zygote.log"
+        self.out = str(Path(folder) / "cg.%p")
+        with open(self.log, "w") as err:
+            self.proc = _work().popen([sys.executable, str(WORKER)], kind, self.out, env or {}, cwd=folder,
+                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, text=True)
+
+    def ask(self, req: dict, timeout: float) -> dict:
+        try:
+            self.proc.stdin.write(json.dumps(req) + "\n")
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError):
+            raise CountError(self._died()) from None
+        ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
+        if not ready:
+            raise CountError(f"the counting process gave no answer to {req['op']!r} in {timeout:.0f} s")
+        line = self.proc.stdout.readline()
+        if not line:
+            raise CountError(self._died())
+        answer = json.loads(line)
+        if "error" in answer:
+            raise CountError(f"the counting process failed:\n{answer['error']}")
+        return answer
+
+    def _died(self) -> str:
+        self.proc.poll()
+        tail = self.log.read_text()[-2000:] if self.log.exists() else ""
+        return f"the counting process exited ({self.proc.returncode}):\n{tail}"
+
+    def close(self) -> None:
+        """End the zygote and every child it forked (they share its process group)."""
+        if self.proc.poll() is None:
+            try:
+                self.proc.stdin.write(json.dumps({"op": "exit"}) + "\n")
+                self.proc.stdin.flush()
+                self.proc.wait(timeout=10)
+            except (OSError, subprocess.TimeoutExpired):
+                pass
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        self.proc.wait()
+        for stream in (self.proc.stdin, self.proc.stdout):
+            stream.close()
+
+
+def count_trees(trees: dict[str, str], config: dict, rows: list[str], kind: str, layouts: list[int],
+                jobs: int = 1, warmup: int | None = None, calls: int | None = None,
+                progress: Callable[[str], None] = lambda line: None, keep: str | None = None) -> dict:
+    """Count `rows` of every tree (label -> folder holding the revision's code) in every layout.
+
+    Returns {"rows": {row: {label: [Count dict per layout, in `layouts` order]}}, "answers": {label: the rows'
+    setup answer (ok, reason, facts)}, "seconds", "layouts", "preloaded"}. A row some tree cannot build is left
+    out of "rows" (its answer says why). With `keep` (a folder), every child's dumps and answers are kept there
+    (the determinism study reads them per function)."""
+    work = _work()
+    t0 = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="specdec-work-") as tmp:
+        links = {}
+        for label, path in trees.items():
+            links[label] = Path(tmp) / label
+            links[label].symlink_to(os.path.abspath(path), target_is_directory=True)
+        zygote = Zygote(kind, tmp)
+        try:
+            pre = zygote.ask({"op": "preload", "config": {"threads": config.get("threads", 1)}}, PRELOAD_TIMEOUT)
+            progress(f"work: counting process ready ({time.monotonic() - t0:.0f} s; {work.NAMES[kind]})")
+            queue = [(label, layout) for layout in layouts for label in trees]  # A0 B0 A1 B1 ...: like with like
+            answers: dict = {label: {} for label in trees}
+            running: dict = {}
+            done = 0
+            while queue or running:
+                while queue and len(running) < max(1, jobs):
+                    label, layout = queue.pop(0)
+                    out = str(Path(tmp) / f"answer-{label}-{layout}.json")
+                    req = {"op": "fork", "out": out, "layout": layout, "rows": rows, "warmup": warmup,
+                           "calls": calls, "config": {**config, "source": str(links[label])}}
+                    running[zygote.ask(req, 60.0)["pid"]] = (label, layout, out)
+                ended = zygote.ask({"op": "wait"}, JOB_TIMEOUT)
+                label, layout, out = running.pop(ended["pid"])
+                answer = _answer(out, label, layout, ended["status"])
+                answers[label][layout] = answer
+                done += 1
+                progress(f"work {done}/{len(trees) * len(layouts)}: {label} layout {layout} counted "
+                         f"({time.monotonic() - t0:.0f} s)")
+            if keep:
+                _keep(tmp, keep)
+        finally:
+            zygote.close()
+    first = {label: answers[label][layouts[0]]["rows"] for label in trees}
+    names = [r for r in rows if all(r in answers[label][layouts[0]]["counts"] for label in trees)]
+    out = {r: {label: [answers[label][i]["counts"][r] for i in layouts] for label in trees} for r in names}
+    return {"rows": out, "answers": first, "seconds": round(time.monotonic() - t0, 1), "layouts": list(layouts),
+            "preloaded": pre.get("preloaded"), "threads": pre.get("threads")}
+
+
+def _answer(out: str, label: str, layout: int, status: int) -> dict:
+    if not os.path.exists(out):
+        raise CountError(f"the counting child of {label} (layout {layout}) exited ({status}) without an answer")
+    with open(out) as f:
+        answer = json.load(f)
+    if "error" in answer:
+        raise CountError(f"counting {label} (layout {layout}) failed:\n{answer['error']}")
+    return answer
+
+
+def _keep(tmp: str, keep: str) -> None:
+    import shutil
+
+    os.makedirs(keep, exist_ok=True)
+    for entry in os.listdir(tmp):
+        path = os.path.join(tmp, entry)
+        if os.path.isfile(path) and not os.path.islink(path):
+            shutil.copy2(path, os.path.join(keep, entry))
