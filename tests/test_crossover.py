@@ -222,6 +222,8 @@ def test_batch_and_load_decide_by_the_same_rule(verdicts):
             for i, (m, lo, hi, n) in enumerate(INTERVAL[v] for v in verdicts)]
     c = batch_section.crossover(rows, FLOOR)
     assert c["verdicts"] == {str(2 ** i): v for i, v in enumerate(verdicts)}
+    assert [load_stats.verdict({"ci_low": r["ci_low"], "ci_high": r["ci_high"], "n": r["pairs"]}, FLOOR)
+            for r in rows] == verdicts  # what `specdec load` would say of the same intervals
     f = xo.find(verdicts)
     assert c["answer"] == f["answer"]
     judged = [i for i, v in enumerate(verdicts) if v in xo.JUDGED]
