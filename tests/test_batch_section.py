@@ -13,25 +13,43 @@ from specdec.measure import workload as wl
 from specdec.report import figures, batch_render, batch_section, sections
 
 
-def _row(batch, measured, lo, hi, draft="int8"):
-    return {"draft": draft, "batch": batch, "k": 4, "measured": measured, "ci_low": lo, "ci_high": hi}
+def _row(batch, measured, lo, hi, draft="int8", pairs=5):
+    return {"draft": draft, "batch": batch, "k": 4, "measured": measured, "ci_low": lo, "ci_high": hi, "pairs": pairs}
 
 
-@pytest.mark.parametrize("rows,batch,after,slower", [
-    ([_row(1, 1.5, 1.3, 1.7), _row(2, 1.2, 1.05, 1.3), _row(4, 1.0, 0.9, 1.1), _row(8, 0.8, 0.7, 0.9)], 4, 2, False),
-    ([_row(1, 1.5, 1.3, 1.7), _row(2, 0.8, 0.7, 0.95)], 2, 1, True),
-    ([_row(1, 0.9, 0.8, 1.05)], 1, None, False),
-    ([_row(4, 1.1, 1.01, 1.2), _row(1, 0.9, 0.8, 0.95)], 1, None, True),  # sorted by B first
+FLOOR = {"measured": 1.0, "ci_low": 0.97, "ci_high": 1.03, "pairs": 6}  # the A/A every B is judged against
+
+
+@pytest.mark.parametrize("rows,answer,batch,after,slower,text", [
+    ([_row(1, 1.5, 1.3, 1.7), _row(2, 1.2, 1.05, 1.3), _row(4, 1.0, 0.9, 1.1), _row(8, 0.8, 0.7, 0.9)],
+     "crossover", 4, 2, False, "stops paying at B = 4 (pays at B = 2): 1.00x [0.90, 1.10]"),
+    ([_row(1, 1.5, 1.3, 1.7), _row(2, 0.8, 0.7, 0.95)], "crossover", 2, 1, True,
+     "stops paying at B = 2 (pays at B = 1): 0.80x [0.70, 0.95]"),
+    # above 1 but not above the A/A's interval (1.01 < 1.03): not faster beyond the noise, as `specdec load` judges
+    ([_row(1, 1.5, 1.3, 1.7), _row(2, 1.1, 1.01, 1.2)], "crossover", 2, 1, False,
+     "stops paying at B = 2 (pays at B = 1): 1.10x [1.01, 1.20]"),
+    ([_row(1, 1.5, 1.3, 1.7), _row(2, 0.5, 0.1, 0.9, pairs=2), _row(4, 0.9, 0.8, 1.0)], "crossover", 4, 1, False,
+     "stops paying at B = 4 (pays at B = 1): 0.90x [0.80, 1.00]"),  # two pairs: no verdict, skipped
+    ([_row(1, 0.9, 0.8, 1.05)], "never pays here", 1, None, False,
+     "never pays here (not faster beyond the noise even at B = 1): 0.90x [0.80, 1.05]"),
+    ([_row(4, 1.1, 1.01, 1.2), _row(1, 0.9, 0.8, 0.95)], "never pays here", 1, None, True,  # sorted by B first
+     "never pays here (not faster beyond the noise even at B = 1): 0.90x [0.80, 0.95]"),
 ])
-def test_the_crossover_is_the_smallest_batch_whose_interval_reaches_one(rows, batch, after, slower):
-    c = batch_section.crossover(rows)
-    assert (c["batch"], c["after"], c["slower"]) == (batch, after, slower)
-    assert c["text"].startswith(f"stops paying at B = {batch}")
+def test_the_crossover_is_the_first_batch_that_stops_paying(rows, answer, batch, after, slower, text):
+    c = batch_section.crossover(rows, FLOOR)
+    assert (c["answer"], c["batch"], c["after"], c["slower"], c["text"]) == (answer, batch, after, slower, text)
 
 
-def test_a_draft_that_pays_everywhere_says_so():
-    c = batch_section.crossover([_row(1, 2.0, 1.8, 2.2), _row(32, 1.1, 1.02, 1.2)])
-    assert c == {"batch": None, "after": 32, "text": "pays at every B tried (up to B = 32)"}
+def test_a_draft_that_pays_everywhere_or_from_a_batch_on_says_so():
+    c = batch_section.crossover([_row(1, 2.0, 1.8, 2.2), _row(32, 1.1, 1.04, 1.2)], FLOOR)
+    assert c == {"answer": "pays at every level tried", "verdicts": {"1": "pays", "32": "pays"}, "batch": None,
+                 "after": 32, "text": "pays at every B tried (up to B = 32)"}
+    c = batch_section.crossover([_row(1, 1.0, 0.9, 1.1), _row(2, 1.3, 1.1, 1.5), _row(4, 1.2, 1.1, 1.3)], FLOOR)
+    assert c == {"answer": "pays from a level on", "from": 2, "batch": None, "after": 4,
+                 "verdicts": {"1": "not distinguishable", "2": "pays", "4": "pays"},
+                 "text": "pays from B = 2 on (up to B = 4; it does not pay below B = 2)"}
+    assert batch_section.crossover([_row(1, 1.5, 1.3, 1.7, pairs=2)], FLOOR)["text"] == \
+        "too few pairs at every B to judge"
 
 
 def test_the_pass_model_fits_a_line_and_predicts_r_at_b():
@@ -62,7 +80,7 @@ def _doc():
             for d in ("int8", "bigram") for B, m in ((1, 1.4), (4, 1.15), (16, 0.8))]
     load = {"batches": [1, 4, 16], "dropped_batches": [32], "chars": 100, "ks": {"int8": 4, "bigram": 4},
             "noise_floor": {"measured": 1.0, "ci_low": 0.97, "ci_high": 1.03, "pairs": 6, "batch": 8, "width": 0.06},
-            "rows": rows, "crossover": {d: batch_section.crossover([r for r in rows if r["draft"] == d])
+            "rows": rows, "crossover": {d: batch_section.crossover([r for r in rows if r["draft"] == d], FLOOR)
                                         for d in ("int8", "bigram")}, "unavailable_drafts": {}}
     return {"machine": {"backend": "eager"}, "batch": load}
 

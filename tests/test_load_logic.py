@@ -1,7 +1,5 @@
 """The load driver's pure parts, without a server: levels, open-loop send times on a fake clock (latency from the
-scheduled send), inter-token gaps, percentiles, pairing, verdicts, the crossover, the window's counts."""
-
-import math
+scheduled send), inter-token gaps, percentiles, pairing, verdicts, the window's counts."""
 
 import numpy as np
 import pytest
@@ -148,52 +146,6 @@ def test_goodput_counts_the_requests_meeting_every_slo():
     recs = [_rec(0, 0, 0.1, 1.0), _rec(1, 0, 0.6, 1.0), _rec(2, 0, 0.1, 3.0)]
     g = load_stats.arm_summary([recs], {"ttft": 0.5, "e2el": 2.0})["goodput"]
     assert g["requests_meeting"] == 1 and g["fraction"] == pytest.approx(1 / 3)
-
-
-def _row(value, est, lo, hi, verdict):
-    return {"value": value, "speedup": {"estimate": est, "ci_low": lo, "ci_high": hi}, "verdict": verdict}
-
-
-def test_crossover_is_interpolated_with_its_interval():
-    rows = [_row(1, 1.6, 1.4, 1.8, "pays"), _row(2, 1.3, 1.1, 1.5, "pays"), _row(4, 0.9, 0.7, 1.1, "not distinguishable"),
-            _row(8, 0.7, 0.6, 0.8, "costs")]
-    c = load_stats.crossover(rows)
-    assert c["answer"] == "crossover" and c["level"] == 4
-    assert 2 < c["estimate"] < 4 and c["ci_low"] <= c["estimate"] <= c["ci_high"]
-    assert 4 < c["ci_high"] < 8  # the upper bound's curve crosses 1 between 4 and 8
-    assert math.isclose(c["estimate"], math.exp(math.log(2) + math.log(2) * 0.3 / 0.4))
-
-
-def test_crossover_pays_everywhere_or_never():
-    assert load_stats.crossover([_row(1, 2, 1.5, 2.5, "pays"), _row(2, 1.5, 1.2, 1.8, "pays")])["answer"] == \
-        "pays at every level tried"
-    assert load_stats.crossover([_row(1, 0.9, 0.8, 1.0, "costs")])["answer"] == "never pays here"
-    c = load_stats.crossover([_row(1, 1.5, 1.2, 1.8, "pays"), _row(2, 1.2, 1.05, 1.4, "pays"),
-                              _row(4, 1.1, 0.95, 1.3, "not distinguishable")])
-    assert c["level"] == 4 and c["estimate"] is None and c["ci_high"] is None  # beyond the levels tried
-
-
-def test_crossover_looks_only_past_the_first_paying_level():
-    # 2/s does not pay (its lower bound below 1), 6/s pays, 16/s does not: it stops at 16, and the bounds'
-    # crossings are searched from 6/s on, not at 2/s where it never paid
-    rows = [_row(2, 1.13, 0.98, 1.28, "not distinguishable"), _row(6, 1.32, 1.29, 1.35, "pays"),
-            _row(16, 1.29, 1.10, 1.47, "not distinguishable")]
-    c = load_stats.crossover(rows)
-    assert (c["level"], c["verdict"]) == (16, "not distinguishable")
-    assert c["estimate"] is None and c["ci_low"] is None and c["ci_high"] is None
-
-
-def test_the_crossover_line_says_beyond_where_the_estimate_does_not_cross():
-    from specdec.report.load_render import crossover_line
-
-    c = {"answer": "crossover", "level": 2, "verdict": "not distinguishable", "estimate": None, "ci_low": 7.36,
-         "ci_high": None}
-    assert crossover_line("concurrency", {**c, "ci_low": None}).endswith(
-        "95 % interval beyond the levels tried to beyond the levels tried.")  # the lower bound stays above 1 too
-    assert crossover_line("concurrency", c) == (
-        "**concurrency**: speculation stops paying at 2 clients (the first level tried after a paying one that does "
-        "not pay: not distinguishable); its speedup's estimate crosses 1 beyond the levels tried, 95 % interval "
-        "7.36 to beyond the levels tried.")
 
 
 def _window(records):

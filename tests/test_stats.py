@@ -26,6 +26,17 @@ def test_summarize_tight_few_and_empty():
         stats.summarize([])
 
 
+def test_a_rerun_interval_is_a_95_percent_interval_from_three_values_on():
+    # below MIN_INTERVAL the bounds are a range widened by √2 (no confidence: no verdict rests on them, see
+    # test_crossover.py); from it on, a bootstrap: the same three values give another, finite-width interval
+    assert stats.MIN_INTERVAL == 3
+    r = math.sqrt(2)
+    assert stats.rerun_interval([1.0, 2.0]) == pytest.approx((1.5 - 0.5 * r, 1.5 + 0.5 * r))
+    three = stats.summarize([1.0, 2.0, 1.5])
+    assert math.isfinite(three.width) and (three.ci_low, three.ci_high) != pytest.approx((1.5 - 0.5 * r, 1.5 + 0.5 * r))
+    assert stats.summarize([1.0, 2.0]).width == math.inf
+
+
 @pytest.mark.parametrize("n,b", [(1, 1), (7, 1), (8, 2), (26, 2), (27, 3), (64, 4)])
 def test_block_length_is_the_cube_root_rounded_down(n, b):
     assert stats._block_length(n) == b

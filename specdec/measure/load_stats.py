@@ -13,16 +13,19 @@ re-run's own error), so a load figure's interval means what every other interval
   speedup is the ratio of totals of the spec-off time per token to the spec-on time per token over the visits
   (`stats.summarize_pairs`); the TPOT speedup the same over the windows' mean TPOT. The A/A is the same ratio
   between the two spec-off windows of each visit: what the machine's noise alone gives at that level.
-- A level *pays* when its judged speedup's interval lies above 1 and above its A/A interval (the report's
-  "faster"), *costs* when it lies below both, else it is not distinguishable. A concurrency level is judged on
-  throughput: a closed loop's clients send the next request when one ends, so a faster server serves more. A
-  rate level is judged on TPOT: an open loop's arrivals are fixed, so below saturation both arms put out the
-  offered tokens per second and the throughput ratio measures the schedule (about 1 + the last request's
+- The verdict and the crossover are `measure.crossover`'s, the one rule `specdec batch` decides by too. A level
+  *pays* when its judged speedup's interval lies above 1 and above its A/A interval (the report's "faster"),
+  *costs* when it lies below both, else it is not distinguishable; below 3 visits it gets no verdict (*too few
+  pairs*: its interval is then the visits' range widened by √2, not a 95 % interval). A concurrency level is
+  judged on throughput: a closed loop's clients send the next request when one ends, so a faster server serves
+  more. A rate level is judged on TPOT: an open loop's arrivals are fixed, so below saturation both arms put out
+  the offered tokens per second and the throughput ratio measures the schedule (about 1 + the last request's
   latency over the window), never the server; what speculation changes there is each request's latency.
 - The crossover: along the levels of one kind, in increasing load, the lowest level that does not pay after one
-  that did, with the load where the judged speedup crosses 1 past the first paying level interpolated on a log
-  scale, and an interval from where the interval's bounds cross 1 (None on a side where that is beyond the
-  levels tried).
+  that did (or: pays at every level tried, never pays here, pays from a level on), with the load where the
+  judged speedup crosses 1 past the first paying level, interpolated on a log scale, and the re-run interval of
+  that crossing from a bootstrap over each level's visits that recomputes it (`crossover.crossing_interval`;
+  None on a side where it lies beyond the levels tried).
 """
 
 from __future__ import annotations
@@ -31,6 +34,8 @@ import math
 
 import numpy as np
 
+from specdec.measure.crossover import JUDGED, crossing, crossing_interval, find
+from specdec.measure.crossover import verdict as verdict  # the rule is measure.crossover's; load.py reads it here
 from specdec.measure.load_driver import Record
 from specdec.measure.stats import Summary, rerun_interval, summarize_pairs
 
@@ -107,7 +112,8 @@ def paired(off: list[list[Record]], on: list[list[Record]], of) -> dict | None:
     pairs = [(a, b) for a, b in pairs if math.isfinite(a) and math.isfinite(b) and b > 0]
     if not pairs:
         return None
-    return _summary(summarize_pairs([a for a, _ in pairs], [b for _, b in pairs]))
+    # the visits' own pairs are kept: the crossover's interval resamples them
+    return {**_summary(summarize_pairs([a for a, _ in pairs], [b for _, b in pairs])), "pairs": pairs}
 
 
 def _summary(s: Summary) -> dict:
@@ -117,47 +123,23 @@ def _summary(s: Summary) -> dict:
             "n": s.n}
 
 
-def verdict(speedup: dict | None, aa: dict | None) -> str:
-    """pays / costs / not distinguishable / too few pairs (module docstring)."""
-    if speedup is None or speedup["n"] < 2:
-        return "too few pairs"
-    aa_lo, aa_hi = (aa["ci_low"], aa["ci_high"]) if aa else (1.0, 1.0)
-    if speedup["ci_low"] > max(1.0, aa_hi):
-        return "pays"
-    if speedup["ci_high"] < min(1.0, aa_lo):
-        return "costs"
-    return "not distinguishable"
-
-
-def _cross(levels: list[float], curve: list[float]) -> float | None:
-    """The load where `curve` first falls to 1 or below, interpolated on log(load); None if it never does."""
-    for i, y in enumerate(curve):
-        if y <= 1.0:
-            if i == 0:
-                return levels[0]
-            x0, x1, y0 = math.log(levels[i - 1]), math.log(levels[i]), curve[i - 1]
-            return math.exp(x0 + (x1 - x0) * (y0 - 1.0) / (y0 - y)) if y0 != y else levels[i]
-    return None
-
-
 def crossover(rows: list[dict]) -> dict:
-    """rows: one kind's levels, each {"value", "speedup": {estimate, ci_low, ci_high} or None, "verdict"}, the
-    speedup being the one the verdict judged. Returns {"answer": "pays at every level tried" | "never pays
-    here" | "crossover", "level", "verdict" (at that level), "estimate", "ci_low", "ci_high"} (the last three
-    loads, None where beyond the levels tried)."""
+    """rows: one kind's levels, each {"value", "speedup": `paired`'s dict (its "pairs" included) or None,
+    "verdict"}, the speedup being the one the verdict judged. Returns {"answer" (`crossover.ANSWERS`), "level"
+    (the crossover level; for "pays from a level on" the lowest paying level; else None), and for a crossover
+    "verdict" (at that level), "estimate" (the load where the judged speedup crosses 1 past the first paying
+    level), "ci_low", "ci_high" (its re-run interval)}: the three loads None where beyond the levels tried."""
     rows = sorted((r for r in rows if r.get("speedup")), key=lambda r: r["value"])
-    if not rows:
-        return {"answer": "no level measured"}
-    verdicts = [r["verdict"] for r in rows]
-    if all(v == "pays" for v in verdicts):
-        return {"answer": "pays at every level tried", "level": None}
-    if "pays" not in verdicts:
-        return {"answer": "never pays here", "level": None}
-    first_paid = verdicts.index("pays")
-    stop = next(i for i in range(first_paid, len(rows)) if verdicts[i] != "pays")
-    tail = rows[first_paid:]  # a level below the first paying one that does not pay is not where it stops
+    found = find([r["verdict"] for r in rows])
+    answer, first, stop = found["answer"], found["first_paid"], found["stop"]
+    if answer == "pays from a level on":
+        return {"answer": answer, "level": rows[first]["value"]}
+    if answer != "crossover":
+        return {"answer": answer, "level": None}
+    # a level below the first paying one that does not pay is not where it stops; a level without a verdict
+    # (too few pairs) is not on the curve
+    tail = [r for r in rows[first:] if r["verdict"] in JUDGED]
     x = [r["value"] for r in tail]
-    curve = lambda key: [r["speedup"][key] for r in tail]  # noqa: E731
-    return {"answer": "crossover", "level": rows[stop]["value"], "verdict": verdicts[stop],
-            "estimate": _cross(x, curve("estimate")), "ci_low": _cross(x, curve("ci_low")),
-            "ci_high": _cross(x, curve("ci_high"))}
+    lo, hi = crossing_interval(x, [r["speedup"]["pairs"] for r in tail])
+    return {"answer": answer, "level": rows[stop]["value"], "verdict": rows[stop]["verdict"],
+            "estimate": crossing(x, [r["speedup"]["estimate"] for r in tail]), "ci_low": lo, "ci_high": hi}

@@ -24,6 +24,9 @@ from dataclasses import dataclass
 import numpy as np
 
 RESAMPLES = 2000  # bootstrap resamples behind every interval
+# the fewest values a re-run interval is a 95 % interval for: below it there is nothing to resample, and what
+# `rerun_interval` gives is the values' range widened by √2, with no stated confidence (no verdict rests on it)
+MIN_INTERVAL = 3
 
 
 @dataclass(frozen=True)
@@ -39,8 +42,8 @@ class Summary:
     @property
     def width(self) -> float:
         """(ci_high − ci_low) / median: the interval's relative width (what "noisy" is judged by); infinite
-        below three values, where there is nothing to resample."""
-        if self.n < 3 or not self.estimate:
+        below MIN_INTERVAL values, where there is nothing to resample."""
+        if self.n < MIN_INTERVAL or not self.estimate:
             return float("inf")
         return (self.ci_high - self.ci_low) / self.estimate
 
@@ -80,8 +83,9 @@ def rerun_interval(values, confidence: float = 0.95, seed: int = 0, statistic=_m
     The interval is estimate ± t · √2 · SE: SE is the standard deviation of the statistic over moving-block
     bootstrap resamples (blocks keep neighbouring pairs' correlation); √2 because a re-run's figure has an
     error of its own, as large as ours; t is Student's quantile with (blocks − 1) degrees of freedom, which
-    widens the interval where a few blocks give a rough SE. With fewer than 3 values there is nothing to
-    resample: the statistic's range over the single values, widened by √2 about the estimate.
+    widens the interval where a few blocks give a rough SE. With fewer than MIN_INTERVAL values there is
+    nothing to resample: the statistic's range over the single values, widened by √2 about the estimate. That
+    is a range, not a 95 % interval: show it as one only with that said, and decide nothing on it.
     """
     cols = tuple(np.asarray(v, dtype=float) for v in (values if isinstance(values, tuple) else (values,)))
     n = cols[0].size
@@ -89,7 +93,7 @@ def rerun_interval(values, confidence: float = 0.95, seed: int = 0, statistic=_m
         raise ValueError("an interval needs at least one value")
     est = float(statistic(*cols))
     r = math.sqrt(2)
-    if n < 3:
+    if n < MIN_INTERVAL:
         each = statistic(*(c[:, None] for c in cols))  # the statistic of each value alone
         return est - r * (est - float(np.min(each))), est + r * (float(np.max(each)) - est)
     idx = _block_indices(n, np.random.default_rng(seed), RESAMPLES)

@@ -27,7 +27,8 @@ def batch_lines(doc: dict) -> list[str]:
             for r in sorted(load["rows"], key=lambda r: (r["draft"], r["batch"]))]
     out.append(table(["draft", "k", "B", "chars/pass", "predicted", "measured [interval]", "pairs",
                       "r_B predicted", "r_B measured", "c_B"], rows))
-    out.append("\nCrossover (the smallest B whose interval reaches 1):\n")
+    out.append("\nCrossover (the smallest B that does not pay after one that did; a B pays when its interval lies "
+               "above 1 and above the noise floor's):\n")
     out += [f"- {name} k={load['ks'][name]}: {c['text']}" for name, c in load["crossover"].items()]
     if load.get("dropped_batches"):
         out.append(f"\nNot measured within the budget: B = {', '.join(map(str, load['dropped_batches']))}.")

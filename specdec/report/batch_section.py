@@ -8,10 +8,11 @@ runner (`schedule.interleave`, `sections.paired_figures`) beside an A/A row of t
 the noise floor. Before any pair, `batch_costs.measure` takes T_B(1), T_B(k+1) and each draft's step at every B;
 from those and the batch's deterministic chars per pass comes the prediction at each B, made before its pairs.
 
-The crossover of a draft is the smallest B whose speedup interval reaches 1 (no longer faster beyond the noise
-floor: the interval is at least the floor's width), reported with the B before it, between which it lies, and
-that B's interval -- or "pays at every B tried". docs/batch.md describes the keys (docs/report-json.md lists
-them).
+The crossover of a draft is decided by `measure.crossover`'s rule, the one `specdec load` uses: a B pays when its
+speedup's interval (at least the floor's width) lies above 1 and above the A/A's interval; the crossover is the
+smallest B that does not pay after one that did, reported with the paying B before it, between which it lies,
+and that B's interval -- or "pays at every B tried", "pays from B = X on", "never pays here". docs/batch.md
+describes the keys (docs/report-json.md lists them).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from __future__ import annotations
 from specdec.decoding import batch as bt
 from specdec.decoding.generate import generate, speculative_generate
 from specdec.measure import batch_costs
+from specdec.measure import crossover as xo
 from specdec.measure.schedule import Runs, interleave
 from specdec.model.backends import backend_of
 from specdec.report import sections
@@ -80,7 +82,8 @@ def measure(run: sections.ReportRun, seconds: float) -> dict:
         # what ran: B = 1 the backend's own single-sequence kernels (the loop's B = 1 path), B > 1 `model.rows`
         "kernels": {"single": backend_of(run.target), "batched": BATCHED_KERNEL},
         "batches": batches, "dropped_batches": dropped, "chars": chars, "ks": ks, "noise_floor": _slim(noise),
-        "costs": costs, "rows": docs, "crossover": {n: crossover([d for d in docs if d["draft"] == n]) for n in names},
+        "costs": costs, "rows": docs,
+        "crossover": {n: crossover([d for d in docs if d["draft"] == n], noise) for n in names},
         "unavailable_drafts": unavailable,
     }}
 
@@ -138,17 +141,34 @@ def _slim(noise: dict) -> dict:
     return {key: noise[key] for key in ("measured", "ci_low", "ci_high", "width", "pairs", "batch")}
 
 
-def crossover(rows: list[dict]) -> dict:
-    """The smallest B whose interval reaches 1 (`ci_low <= 1`: not faster beyond the noise), between the B before
-    it (which paid) and itself; "pays at every B tried" when none does."""
+def crossover(rows: list[dict], floor: dict) -> dict:
+    """A draft's crossover by `measure.crossover`'s rule, the one `specdec load` uses: each B's verdict against 1
+    and the A/A `floor` (pays / costs / not distinguishable; too few pairs below 3), then along B the lowest B
+    that does not pay after one that did (module docstring). Returns {"answer", "batch" (that B; for "never
+    pays here" the smallest B judged; else None), "after" (the paying B judged below it; for the answers where
+    it pays at the top, the largest B), "speedup", "ci_low", "ci_high", "slower" (its verdict is "costs") at
+    "batch", "from" (for "pays from a level on": the smallest paying B), "verdicts" (B → verdict), "text"}."""
     rows = sorted(rows, key=lambda r: r["batch"])
-    for i, r in enumerate(rows):
-        if r["ci_low"] <= 1.0:
-            return {"batch": r["batch"], "after": rows[i - 1]["batch"] if i else None,
-                    "speedup": r["measured"], "ci_low": r["ci_low"], "ci_high": r["ci_high"],
-                    "slower": bool(r["ci_high"] < 1.0),
-                    "text": (f"stops paying at B = {r['batch']}" + (f" (pays at B = {rows[i - 1]['batch']})" if i
-                             else " (not faster beyond the noise even at B = 1)") + f": {r['measured']:.2f}x "
-                             f"[{r['ci_low']:.2f}, {r['ci_high']:.2f}]")}
-    return {"batch": None, "after": rows[-1]["batch"] if rows else None, "text": "pays at every B tried"
-            + (f" (up to B = {rows[-1]['batch']})" if rows else "")}
+    verdicts = [xo.verdict({"ci_low": r["ci_low"], "ci_high": r["ci_high"], "n": r["pairs"]}, floor) for r in rows]
+    found = xo.find(verdicts)
+    answer = found["answer"]
+    out = {"answer": answer, "verdicts": {str(r["batch"]): v for r, v in zip(rows, verdicts)}}
+    judged = [r for r, v in zip(rows, verdicts) if v in xo.JUDGED]
+    if answer in ("pays at every level tried", "pays from a level on"):
+        top = judged[-1]["batch"]
+        if answer == "pays at every level tried":
+            return {**out, "batch": None, "after": top, "text": f"pays at every B tried (up to B = {top})"}
+        low = rows[found["first_paid"]]["batch"]
+        return {**out, "batch": None, "after": top, "from": low,
+                "text": f"pays from B = {low} on (up to B = {top}; it does not pay below B = {low})"}
+    if answer == "no level judged":
+        return {**out, "batch": None, "after": None, "text": "too few pairs at every B to judge"}
+    if answer == "crossover":
+        at, after = rows[found["stop"]], rows[found["before"]]["batch"]
+        head = f"stops paying at B = {at['batch']} (pays at B = {after})"
+    else:  # never pays here
+        at, after = judged[0], None
+        head = f"never pays here (not faster beyond the noise even at B = {at['batch']})"
+    return {**out, "batch": at["batch"], "after": after, "speedup": at["measured"], "ci_low": at["ci_low"],
+            "ci_high": at["ci_high"], "slower": verdicts[rows.index(at)] == xo.COSTS,
+            "text": f"{head}: {at['measured']:.2f}x [{at['ci_low']:.2f}, {at['ci_high']:.2f}]"}

@@ -36,15 +36,17 @@ def _num(x, fmt: str = "{:.2f}") -> str:
 def crossover_line(kind: str, c: dict) -> str:
     """One sentence per kind of level: where speculation stops paying, with its interval."""
     unit = "clients" if kind == "concurrency" else "requests/s"
+    if c.get("answer") == "pays from a level on":
+        return f"**{kind}**: pays from {c['level']:g} {unit} on (it does not pay below that)."
     if c.get("answer") != "crossover":
         return f"**{kind}**: {c.get('answer')}."
-    # None on either side: that bound's curve stays above 1 through the levels tried (load_stats._cross)
+    # None on either side: a re-run's crossing lies beyond the levels tried (crossover.crossing_interval)
     lo = "beyond the levels tried" if c.get("ci_low") is None else f"{c['ci_low']:.2f}"
     hi = "beyond the levels tried" if c.get("ci_high") is None else f"{c['ci_high']:.2f}"
     est = "beyond the levels tried" if c.get("estimate") is None else f"near {c['estimate']:.2f} {unit}"
     return (f"**{kind}**: speculation stops paying at {c['level']:g} {unit} (the first level tried after a "
             f"paying one that does not pay: {c.get('verdict', 'not pays')}); its speedup's estimate crosses 1 "
-            f"{est}, 95 % interval {lo} to {hi}.")
+            f"{est}, 95 % re-run interval of that crossing {lo} to {hi}.")
 
 
 def render(doc: dict) -> str:
@@ -65,9 +67,9 @@ def render(doc: dict) -> str:
               "## Paired speedup per level" if s["order"] == "paired" else
               "## Unpaired speedup per level (each arm's windows run in a block of their own, as vllm bench sweeps)",
               "", "Speedup: spec-off time per token / spec-on time per token over the visits (ratio of totals, 95 % "
-              "re-run interval); A/A: spec-off against spec-off in the same visits, on the speedup the verdict "
-              "judges: throughput at a concurrency level, TPOT at a rate (an open loop's throughput is the "
-              "offered rate until it saturates).", ""]
+              "re-run interval; below 3 visits the visits' range widened by √2, and no verdict); A/A: spec-off "
+              "against spec-off in the same visits, on the speedup the verdict judges: throughput at a concurrency "
+              "level, TPOT at a rate (an open loop's throughput is the offered rate until it saturates).", ""]
     rows = []
     for lv in doc["levels"]:
         busy = lv["busy_slots_per_decode"]
