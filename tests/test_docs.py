@@ -96,17 +96,22 @@ def _logical_lines(block: str) -> list[str]:
 
 def command_lines(text: str) -> list[str]:
     """Every line of a shell block (bash, sh or untagged) and every inline code span that invokes `specdec` with
-    arguments, continuation lines joined. Synopses (`[--flag]`, `...`, `<command>`) are not command lines."""
+    arguments, continuation lines joined."""
     lines = [line for lang, body in FENCE.findall(text) if lang in ("", "bash", "sh", "console")
              for line in _logical_lines(body)]
     # inline: `specdec NAME` alone names a command in prose; with arguments it is a command line
     lines += [span for span in INLINE.findall(_prose(text)) if not re.fullmatch(r"specdec [\w-]+", span.strip())]
-    return [line for line in lines if re.search(r"(^|[\s;&|])specdec\s", line + " ")
-            and not re.search(r"\[|\.\.\.|<\w", line)]
+    return [line for line in lines if re.search(r"(^|[\s;&|])specdec\s", line + " ")]
+
+
+def _synopsis(argv: list[str]) -> bool:
+    """`[--flag]`, `...` and `<command>` mark a synopsis, which shows a command's shape, not a command line."""
+    return any("[" in word or word == "..." or word.startswith("<") for word in argv)
 
 
 def invocations(line: str) -> list[list[str]]:
-    """The argument lists of every `specdec` the line runs (after `&&`, `;`, `|`, a wrapper or VAR=value)."""
+    """The argument lists of every `specdec` the line runs (after `&&`, `;`, `|`, a wrapper or VAR=value);
+    synopses left out."""
     try:
         words = shlex.split(line, comments=True)
     except ValueError:  # an unbalanced quote: not a shell line
@@ -121,7 +126,7 @@ def invocations(line: str) -> list[list[str]]:
         for wrapper in WRAPPERS:
             if tuple(segment[:len(wrapper)]) == wrapper:
                 segment = segment[len(wrapper):]
-        if segment[:1] == ["specdec"] and len(segment) > 1:
+        if segment[:1] == ["specdec"] and len(segment) > 1 and not _synopsis(segment):
             out.append(segment[1:])
         segment = []
     return out
@@ -187,6 +192,8 @@ def test_every_specdec_command_line_in_readme_and_docs_parses():
     ("git bisect run specdec ab GOOD HEAD", [["ab", "GOOD", "HEAD"]]),
     ("/usr/bin/time -f %e specdec load --slots 8", [["load", "--slots", "8"]]),
     ("pip install -e '.[bench]'", []),
+    ('pip install -e ".[plot,onnx,work]" && specdec report', [["report"]]),
+    ("specdec verify [--draft NAME ...] [-k K]", []),
 ])
 def test_invocations_reads_a_shell_line(line, argvs):
     assert invocations(line) == argvs
@@ -194,8 +201,11 @@ def test_invocations_reads_a_shell_line(line, argvs):
 
 def test_command_lines_joins_continuations_and_skips_synopses():
     text = ("```\nspecdec load --slots 8 \\\n    --rates 2,6\n```\n\n```\nspecdec report [--quick]\n```\n\n"
-            "Run `specdec <command> --help`, or `specdec ab A B --engine NAME`.\n\n```python\nspecdec.generate(t)\n```\n")
-    assert command_lines(text) == ["specdec load --slots 8      --rates 2,6", "specdec ab A B --engine NAME"]
+            "Run `specdec <command> --help`, or `specdec ab A B --engine NAME`; `specdec load` names it.\n\n"
+            "```python\nspecdec.generate(t)\n```\n")
+    lines = command_lines(text)
+    assert [argv for line in lines for argv in invocations(line)] == [
+        ["load", "--slots", "8", "--rates", "2,6"], ["ab", "A", "B", "--engine", "NAME"]]
 
 
 @pytest.mark.parametrize("argv, refused", [

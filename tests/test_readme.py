@@ -39,6 +39,27 @@ def test_readme_opens_with_main_job_and_test_commands():
     assert tests.endswith(" && ruff check . && pytest --benchmark-disable -n 2 --dist loadfile")
 
 
+def _extras(command: str) -> set[str]:
+    return {e for group in re.findall(r'pip install -e "\.\[([\w,-]+)\]"', command) for e in group.split(",")}
+
+
+def test_main_job_installs_the_work_counter_and_says_where_valgrind_comes_from():
+    """The main job's report counts instructions wherever valgrind or a PMU is present: it installs the `work`
+    extra, and README says how to get valgrind where it is missing."""
+    main = _commands()[0]
+    assert {"plot", "onnx", "work"} <= _extras(main)
+    setup = README.read_text().split("## What it answers", 1)[0]
+    assert "apt-get install valgrind" in setup
+    assert "python specdec/measure/work.py" in setup
+
+
+def test_the_extras_readme_installs_are_pyprojects():
+    declared = set(re.findall(r"^(\w+) = \[", (ROOT / "pyproject.toml").read_text().split(
+        "[project.optional-dependencies]", 1)[1].split("\n[", 1)[0], re.M))
+    named = set().union(*(_extras(c) for c in re.findall(r"```bash\n(.+?)```", README.read_text(), re.S)))
+    assert "work" in declared and named and named <= declared, f"extras pyproject lacks: {named - declared}"
+
+
 def test_ci_runs_the_readme_test_command_verbatim_and_removes_only_its_venv():
     ci = (ROOT / ".ci" / "run").read_text().splitlines()
     assert ci[-1] == _commands()[1]
