@@ -15,15 +15,16 @@ from specdec.cli.commands import build_parser
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
-FENCE = re.compile(r"^```([\w-]*)\n(.*?)^```", re.S | re.M)
+FENCE = re.compile(r"^ *```([\w-]*)\n(.*?)^ *```", re.S | re.M)  # indented too: a block inside a list item
 INLINE = re.compile(r"`([^`\n]+)`")
 LINK = re.compile(r"\[[^\]\n]*\]\(([^)\s]+)\)")  # [text](target) and ![alt](target)
 # A shell word that stands for a value the reader chooses (NAME, K, DIR, SECONDS): replaced by a valid value of
 # the option it follows before parsing, so the line's options and arity are still checked.
 PLACEHOLDER = re.compile(r"[A-Z][A-Z0-9_]*")
 # What may come before `specdec` on a line that runs it
-WRAPPERS = (("git", "bisect", "run"), ("/usr/bin/time", "-f", "%e"), ("time",), ("nice", "-n", "19"))
-SHELL_OPS = {"&&", "||", ";", "|", "&"}
+WRAPPERS = (("git", "bisect", "run"), ("/usr/bin/time", "-f", "%e"), ("nice", "-n", "19"))
+SHELL_OPS = re.compile(r"[();&|]+")  # what shlex's punctuation_chars splits out: `&&`, `;`, `|`, `);`
+KEYWORDS = {"do", "then", "else", "time"}  # `for ...; do specdec ...; done`
 
 
 def _prose(text: str) -> str:
@@ -112,16 +113,18 @@ def _synopsis(argv: list[str]) -> bool:
 def invocations(line: str) -> list[list[str]]:
     """The argument lists of every `specdec` the line runs (after `&&`, `;`, `|`, a wrapper or VAR=value);
     synopses left out."""
+    lexer = shlex.shlex(line, posix=True, punctuation_chars=True)
+    lexer.whitespace_split = True
     try:
-        words = shlex.split(line, comments=True)
+        words = list(lexer)
     except ValueError:  # an unbalanced quote: not a shell line
         return []
     out, segment = [], []
     for word in [*words, ";"]:
-        if word not in SHELL_OPS:
+        if not SHELL_OPS.fullmatch(word):
             segment.append(word)
             continue
-        while segment and re.fullmatch(r"[A-Z_][A-Z0-9_]*=.*", segment[0]):
+        while segment and (segment[0] in KEYWORDS or re.fullmatch(r"[A-Z_][A-Z0-9_]*=.*", segment[0])):
             segment = segment[1:]
         for wrapper in WRAPPERS:
             if tuple(segment[:len(wrapper)]) == wrapper:
@@ -192,6 +195,7 @@ def test_every_specdec_command_line_in_readme_and_docs_parses():
     ("git bisect run specdec ab GOOD HEAD", [["ab", "GOOD", "HEAD"]]),
     ("/usr/bin/time -f %e specdec load --slots 8", [["load", "--slots", "8"]]),
     ("pip install -e '.[bench]'", []),
+    ("for i in $(seq 3); do specdec report --out aa/$i; done", [["report", "--out", "aa/$i"]]),
     ('pip install -e ".[plot,onnx,work]" && specdec report', [["report"]]),
     ("specdec verify [--draft NAME ...] [-k K]", []),
 ])
