@@ -232,3 +232,43 @@ def test_placeholders_become_values_the_option_takes():
 def test_verify_takes_drafts_one_option_each():
     """`--draft a --draft b` is the form every page shows (`--draft a b` only where the parser takes it)."""
     assert parse_error(["verify", "--draft", "bigram", "--draft", "ngram"]) is None
+
+
+def _section(text: str, heading: str) -> str:
+    return text.split(heading, 1)[1].split("\n#", 1)[0]
+
+
+def test_costs_are_stated_with_the_command_that_measures_them():
+    """README's table of commands names what each costs beyond its budget, and every page that gives a cost
+    gives the command that measures it (the figures themselves are measured, not asserted here)."""
+    readme = (ROOT / "README.md").read_text()
+    table = _section(readme, "## What it answers")
+    assert "/usr/bin/time -f %e specdec ab main HEAD" in table
+    for command in ("`specdec report`", "`specdec ab main HEAD`", "`asv run`", "`specdec load`"):
+        row = next(line for line in table.splitlines() if line.startswith("|") and command in line)
+        assert re.search(r"\d|<<COST:", row.split(command, 1)[1]), f"no cost for {command}: {row}"
+    assert "outside `--budget`" in _section(readme, "## Reading a report")
+    for page in ("ab.md", "asv.md", "load.md"):
+        assert "/usr/bin/time -f %e" in (ROOT / "docs" / page).read_text(), page
+
+
+def test_ab_exit_1_on_a_work_regression_or_a_failed_count_is_in_readme_and_ab_md():
+    readme = _section((ROOT / "README.md").read_text(), "### specdec ab: one commit against another")
+    assert "**Exit 1** when a row got worse in time *or* in\nwork, or a timing or counting worker failed" in readme
+    row = next(line for line in (ROOT / "docs" / "ab.md").read_text().splitlines() if line.startswith("| 1 |"))
+    assert "in work" in row and "a counting worker failed" in row
+
+
+@pytest.mark.parametrize("drafts, ks", [(["bigram", "ngram"], [2, 4]), (["ngram"], [1, 2, 3])])
+def test_ab_md_counts_the_rows_ab_worker_builds(drafts, ks):
+    """docs/ab.md's row count for n drafts and m ks, 2 + m + n(2m + 2), is what `ab_worker._rows` builds."""
+    import specdec
+    from specdec.measure import ab_worker
+
+    assert "2 + m + n·(2m + 2) rows: 16 at the defaults" in (ROOT / "docs" / "ab.md").read_text()
+    cfg = {"target": None, "backend": "numpy", "dtype": None, "drafts": drafts, "ks": ks, "chars": 12,
+           "prompt": "ROMEO:", "seed": 0, "temperature": 1.0, "threads": 1}
+    rows = ab_worker._rows(specdec, cfg)
+    n, m = len(drafts), len(ks)
+    assert len(rows) == 2 + m + n * (2 * m + 2)
+    assert all(call is not None for call, _ in rows.values())  # every row built, none unavailable
