@@ -367,7 +367,20 @@ def tree_generations(drafts: list[str], shapes: list[str]) -> dict:
     return _timed_rows(rows, pairs_per_run=common.scaled(3, 1))
 
 
-BATCH = 8  # sequences at once in the batched rows (bench_batch)
+def _worker_constant(name: str):
+    """A constant of `specdec ab`'s worker (the running checkout's specdec/measure/ab_worker.py, read by path as
+    `work_counts` reads the method: never the commit's package), so that both methods batch alike."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "specdec" / "measure" / "ab_worker.py"
+    spec = importlib.util.spec_from_file_location("specdec_ab_worker_method", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)  # the standard library only at import: cheap, and nothing of specdec
+    return getattr(module, name)
+
+
+BATCH = _worker_constant("BATCH")  # sequences at once in the batched rows (bench_batch), as in `specdec ab`
 
 
 @functools.lru_cache(maxsize=None)

@@ -7,9 +7,9 @@
     out.text, out.stats.acceptance, out.stats.chars_per_pass
 """
 
-from specdec.measure.clock import now as _now
-
-_IMPORTED = _now()  # before torch is imported, on the decision clock: `specdec report`'s budget counts from here
+# before torch is imported, on the decision clock: `specdec report`'s budget counts from here (read as the clock
+# loads, not by calling `now()`, which raises under a bad SPECDEC_TIME_SCALE: `main` says so in one line instead)
+from specdec.measure.clock import IMPORTED as _IMPORTED  # noqa: F401 -- read by `cli.commands.main`
 
 # The public API, imported on first use (PEP 562): `import specdec` and `specdec --help` import neither torch nor
 # scipy; `specdec.load_target` and every other name below import their module when first read.

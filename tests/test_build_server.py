@@ -10,7 +10,6 @@ import pytest
 from specdec.cli import main
 from specdec.engines import server_build
 from specdec.engines.llama_server import ServerSpec
-from specdec.util.errors import InputError
 
 CACHED = server_build.find_binary()
 NEEDS_BINARY = pytest.mark.skipif(CACHED is None, reason="no cached llama-server: run `specdec build-server` "
@@ -63,17 +62,17 @@ def test_a_failed_build_leaves_no_entry(cache, monkeypatch):
     monkeypatch.setattr(server_build, "_source", lambda version, work, log: work / "src")
 
     def failing(tree, work, jobs, log):
-        raise server_build.BuildError("cmake build failed (error: boom); full log: x")
+        raise server_build.BuildError("cmake build failed (error: boom)", ["error: boom"], "x")
 
     monkeypatch.setattr(server_build, "_compile", failing)
-    with pytest.raises(InputError, match="boom"):
+    with pytest.raises(server_build.BuildError, match="boom"):  # a failure (exit 1), not bad input
         server_build.build("9.9.7", log=lambda line: None)
     assert not (cache / "9.9.7").exists() and server_build.find_binary("9.9.7") is None
 
 
 def test_install_checks_the_binary_runs_then_renames_the_entry_in_whole(cache, tmp_path):
     cache.mkdir(parents=True)
-    with pytest.raises(InputError, match="does not run"):
+    with pytest.raises(server_build.BuildError, match="does not run"):
         server_build._install("9.9.6", _fake_binary(tmp_path / "bad" / "llama-server", rc=1), 1.0)
     assert not (cache / "9.9.6").exists()
     assert [p.name for p in cache.iterdir()] == []  # no half-made folder left beside the entries

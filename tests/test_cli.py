@@ -440,3 +440,114 @@ def test_report_takes_drafts_repeated_or_listed():
     args = cli.build_parser().parse_args(["report", "--draft", "hf:x", "--draft", "prompt-lookup", "--drafts", "a", "b"])
     assert args.drafts == ["hf:x", "prompt-lookup", "a", "b"]
     assert cli.build_parser().parse_args(["report"]).drafts is None
+
+
+# --- the command lines against --help ------------------------------------------------------------------------
+
+
+def _subcommands(parser) -> dict:
+    return next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices
+
+
+def test_specdec_help_names_every_subcommand():
+    parser = cli.build_parser()
+    names = list(_subcommands(parser))
+    assert parser.description == f"The `specdec` command: {', '.join(names)}."
+    assert "batch" in names and "load" in names  # the ones an older description left out
+    text = parser.format_help()
+    assert all(name in text for name in names)
+
+
+@pytest.mark.parametrize("argv", [["--draft", "bigram", "int4"], ["--draft", "bigram", "--draft", "int4"],
+                                  ["--drafts", "bigram", "int4"], ["--draft", "bigram", "--drafts", "int4"]])
+def test_verify_takes_several_drafts_listed_or_repeated(argv):
+    """README's `verify --draft a b` as users type it, and the repeated option, name the same drafts."""
+    assert cli.build_parser().parse_args(["verify", *argv]).draft == ["bigram", "int4"]
+    assert cli.build_parser().parse_args(["verify"]).draft is None
+
+
+def test_verify_with_two_drafts_listed_runs_both(capsys):
+    assert cli.main(["verify", "--draft", "bigram", "int4", "-k", "2", "--samples", "200", "--json"]) == 0
+    assert [r["draft"] for r in json.loads(capsys.readouterr().out)] == ["bigram", "int4"]
+
+
+def test_overhead_help_says_what_backend_all_does_there():
+    helps = {c: next(a.help for a in p._actions if a.dest == "backend")
+             for c, p in _subcommands(cli.build_parser()).items() if c in ("report", "overhead")}
+    assert "all: one full report per backend" in helps["report"]
+    assert "all: the floor table and where the time goes for each backend" in helps["overhead"]
+    assert "report" not in helps["overhead"]
+
+
+def _code_defaults() -> dict:
+    """(command, option dest) -> what the code does when the option is not given (its parser default is None), as
+    the help states it: each from the constant the code reads."""
+    from specdec.cli import ab_cmd, parser
+    from specdec.measure import exactness
+    from specdec.measure import workload as wl
+    from specdec.measure.pairs import MIN_PAIRS
+    from specdec.model import grow
+    from specdec.report import build
+
+    assert build.FULL["min_pairs"] == build.QUICK["min_pairs"] == MIN_PAIRS  # the help's one number for both
+    return {
+        ("generate", "k"): [str(parser.GENERATE_K)],
+        ("verify", "samples"): [str(parser.VERIFY_SAMPLES), str(exactness.JOINT_SAMPLES)],
+        ("report", "budget"): [f"{build.FULL['budget']:g}", f"{build.QUICK['budget']:g}"],
+        ("report", "ks"): [" ".join(map(str, build.DEFAULT_KS))],
+        ("report", "pairs"): [str(MIN_PAIRS)],
+        ("batch", "pairs"): [str(MIN_PAIRS)],
+        ("report", "workload"): [wl.DEFAULT_WORKLOAD],
+        ("batch", "workload"): [wl.DEFAULT_WORKLOAD],
+        ("ab", "ks"): [" ".join(map(str, ab_cmd.DEFAULT_KS))],
+        ("ab", "drafts"): [" ".join(ab_cmd.DEFAULT_DRAFTS)],
+        ("export-gguf", "widen"): [str(grow.DEFAULT_WIDEN)],
+        ("export-gguf", "layers"): [str(grow.DEFAULT_LAYERS)],
+        ("export-gguf", "mix"): [f"{grow.DEFAULT_MIX:g}"],
+    }
+
+
+# Numbers a help states for an option whose default is resolved in code without a constant to compare against
+# (a literal where it is used): named here, so that a new one must be classified.
+UNCHECKED = {("report", "seed"): "0: workload.single's seed for --prompt",
+             ("report", "temperature"): "1: an engine report's temperature (engine_cmd)",
+             ("load", "concurrency"): "1, 2, 4, ... --slots: load_schedule.doubling (test_load_logic)"}
+
+
+def _stated(help_: str) -> list[str]:
+    """The defaults a help text states: `(default X` and `quick X`, in order."""
+    import re
+
+    return re.findall(r"\(default ([^);,:]+)", help_) + re.findall(r"[ (]quick (\d[\d.]*)", help_)
+
+
+def _shown(value) -> str:
+    if isinstance(value, (list, tuple)):
+        return " ".join(map(_shown, value))
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def test_no_help_states_a_default_the_code_does_not_use():
+    """Every `(default X)` in every subcommand's help against the parser's default, or, where that is None, the
+    constant the code reads instead (`batch --pairs` once said quick 3 while the code gave 5)."""
+    code = _code_defaults()
+    wrong, unknown = [], []
+    for command, p in _subcommands(cli.build_parser()).items():
+        for action in p._actions:
+            stated = _stated(action.help or "")
+            key = (command, action.dest)
+            if not stated or isinstance(action.default, bool):
+                continue
+            if action.default is not None:
+                expected = [_shown(action.default)]
+            elif key in code:
+                expected = code[key]
+            elif key in UNCHECKED or not any(s[0].isdigit() for s in stated):
+                continue  # words ("every draft the target can have"), or a literal named in UNCHECKED
+            else:
+                unknown.append(key)
+                continue
+            if stated != expected:
+                wrong.append((command, action.option_strings or action.dest, stated, expected))
+    assert wrong == [] and unknown == []
+    assert set(code) <= {(c, a.dest) for c, p in _subcommands(cli.build_parser()).items() for a in p._actions}

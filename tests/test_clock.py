@@ -8,7 +8,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from specdec.measure import clock, schedule, timing
+from specdec.util.errors import InputError
 
 PACKAGE = Path(__file__).resolve().parents[1] / "specdec"
 CLOCKS = {"perf_counter", "perf_counter_ns", "monotonic", "monotonic_ns", "time", "time_ns", "thread_time",
@@ -69,12 +72,44 @@ def test_the_guard_multiplies_the_real_clock_in_a_process_it_starts():
     assert (float(scale), float(now)) == (3.0, 30.0)
 
 
-def test_a_guard_that_is_not_a_positive_number_is_one_line_naming_it_and_exit_2():
-    env = dict(os.environ, SPECDEC_TIME_SCALE="fast", PYTHONPATH=str(PACKAGE.parent))
-    out = subprocess.run([sys.executable, "-c", "import specdec.measure.clock"], env=env, capture_output=True,
-                         text=True)
-    assert out.returncode == 2 and out.stdout == ""
-    assert out.stderr.count("\n") == 1 and "SPECDEC_TIME_SCALE='fast'" in out.stderr and "allowed" in out.stderr
+@pytest.mark.parametrize("text,scale", [(None, 1.0), ("", 1.0), ("  ", 1.0), ("3", 3.0), (" 0.33 ", 0.33),
+                                        ("1e-3", 0.001)])
+def test_the_guard_reads_a_positive_number_and_unset_is_this_machine(text, scale):
+    assert clock.read_scale(text) == scale
+
+
+@pytest.mark.parametrize("text", ["fast", "0", "-2", "inf", "nan", "3x"])
+def test_a_guard_that_is_not_a_positive_number_is_an_input_error_naming_it(text):
+    with pytest.raises(InputError) as bad:
+        clock.read_scale(text)
+    assert str(bad.value).startswith(f"SPECDEC_TIME_SCALE={text!r} is not a positive number") and "allowed" in str(
+        bad.value) and "\n" not in str(bad.value)
+
+
+BAD_GUARD = dict(os.environ, SPECDEC_TIME_SCALE="fast", PYTHONPATH=str(PACKAGE.parent))
+
+
+def test_a_bad_guard_breaks_no_import_and_the_library_raises_an_input_error():
+    """Importing is no place for an error (and never a SystemExit): the package imports, and the first decision
+    read -- or `check_scale` -- raises an InputError, which a library caller can catch as a ValueError."""
+    code = ("import specdec\nfrom specdec.measure import clock\n"
+            "for call in (clock.check_scale, clock.now):\n"
+            "    try:\n        call()\n    except ValueError as exc:\n        print(type(exc).__name__, exc)\n"
+            "with clock.using(lambda: 5.0):\n    print(clock.now())\n")
+    out = subprocess.run([sys.executable, "-c", code], env=BAD_GUARD, capture_output=True, text=True, timeout=600)
+    said = "InputError SPECDEC_TIME_SCALE='fast' is not a positive number of times"
+    lines = out.stdout.splitlines()
+    assert out.returncode == 0 and out.stderr == "", out.stderr
+    assert [line[:len(said)] for line in lines[:2]] == [said, said] and lines[2] == "5.0"  # a fake clock still reads
+
+
+@pytest.mark.parametrize("argv", [["info"], ["--help"], ["report", "--quick"]])
+def test_a_bad_guard_is_one_line_and_exit_2_where_the_command_starts(tmp_path, argv):
+    out = subprocess.run([sys.executable, "-m", "specdec.cli", *argv], env=BAD_GUARD, capture_output=True, text=True,
+                         timeout=600, cwd=tmp_path)
+    assert out.returncode == 2 and out.stdout == "" and list(tmp_path.iterdir()) == []
+    assert out.stderr.startswith("specdec: error: SPECDEC_TIME_SCALE='fast' is not a positive number") and (
+        out.stderr.count("\n") == 1 and "allowed" in out.stderr)
 
 
 # --- the decisions under a scaled real clock: each fails if its function reads time around the seam ----------

@@ -45,7 +45,6 @@ def draft_ks(args) -> dict[str, int]:
 
 
 def cmd_batch(args) -> int:
-    from specdec import _IMPORTED
     from specdec.decoding import batch as bt
     from specdec.decoding.generate import check_request
     from specdec.measure import workload
@@ -62,7 +61,7 @@ def cmd_batch(args) -> int:
     workload.load_workload(args.workload or workload.DEFAULT_WORKLOAD, chars=args.chars, max_k=top)
     drafts = models.drafts_arg(args.drafts, args.device)
     doc = batch_build.measure_batch(target, drafts, args.k, batches, args.chars, args.budget, args.quick, args.pairs,
-                                  args.threads, args.device, args.workload, started=_IMPORTED, log=models.log,
+                                  args.threads, args.device, args.workload, started=args.started, log=models.log,
                                   draft_ks=ks)
     print("\n".join(batch_render.batch_lines(doc)))
     for path in batch_build.write_batch(doc, args.out):

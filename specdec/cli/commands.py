@@ -1,9 +1,11 @@
-"""The `specdec` command: train, info, generate, verify, compare, overhead, export-hf, export-gguf (report, calibrate:
-`report_cmd`).
+"""The `specdec` command (`parser.SUBCOMMANDS` lists every subcommand): train, info, generate, verify, compare,
+overhead, export-hf and export-gguf here; report and calibrate in `report_cmd`, ab in `ab_cmd`, batch in
+`batch_cmd`, build-server and load in `server_cmd`.
 
 Every bad argument ends in one line on stderr and exit code 2 (argparse's convention), never a traceback,
 and is found before any training or measuring starts: output locations are checked to be writable first, so
-no result is lost to a bad `--out`.
+no result is lost to a bad `--out`. A step that fails on good input (a compile, a server's start: a
+`util.errors.Failure`) is not bad input: its summary, its log's last lines and the log's path, and exit code 1.
 
 The target is the shipped checkpoint, another checkpoint (--checkpoint, or --target PATH), or a Hugging Face
 causal LM (--target hf:PATH); drafts are names, prompt-lookup or hf:PATH. A model that cannot load, or a draft
@@ -18,8 +20,8 @@ import sys
 from specdec.cli.checks import (UsageError, at_least, device_arg, fraction_arg, hf_extra, temperature_arg,
                                 writable_dir, writable_file)
 from specdec.cli import ab_cmd, batch_cmd, models, report_cmd, server_cmd
-from specdec.cli.parser import build_parser
-from specdec.util.errors import InputError
+from specdec.cli.parser import GENERATE_K, VERIFY_SAMPLES, build_parser
+from specdec.util.errors import Failure, InputError
 from specdec.util.files import write_atomic
 
 
@@ -114,7 +116,7 @@ def _cmd_generate(args) -> int:
     device = device_arg(args.device)
     if args.draft is not None:
         models.check_draft_names([args.draft], device)
-    k = 4 if args.k is None else args.k
+    k = GENERATE_K if args.k is None else args.k
     at_least("-k", k, 1)
     torch.set_num_threads(args.threads)
     target = models.load_target(args).to(device)
@@ -159,7 +161,7 @@ def _cmd_verify(args) -> int:
     _check_tree_args(args)
     at_least("-k", args.k, 1)
     samples = args.samples if args.samples is not None else (exactness.JOINT_SAMPLES if args.joint and
-                                                             args.tree is None else 20_000)
+                                                             args.tree is None else VERIFY_SAMPLES)
     at_least("--samples", samples, 100)
     at_least("--seed", args.seed, 0)
     temperature_arg(args.temperature)
@@ -404,10 +406,14 @@ def main(argv: list[str] | None = None) -> int:
     import (start-up inside `--budget`); argv given (a caller in a running process, a test): from this call,
     so that no budget depends on how long the process ran before."""
     from specdec import _IMPORTED
-    from specdec.measure.clock import now
+    from specdec.measure import clock
 
-    started = _IMPORTED if argv is None else now()
     parser = build_parser()
+    try:  # the guard's factor is read at import, where an error would be a traceback: checked here instead
+        clock.check_scale()
+    except InputError as exc:
+        parser.exit(2, f"specdec: error: {exc}\n")
+    started = _IMPORTED if argv is None else clock.now()
     args = parser.parse_args(argv)
     args.started = started
     try:
@@ -416,6 +422,10 @@ def main(argv: list[str] | None = None) -> int:
         return COMMANDS[args.command](args)
     except InputError as exc:  # bad input only (UsageError among them): a bug is a traceback and exit 1
         parser.exit(2, f"specdec {args.command}: error: {exc}\n")
+    except Failure as exc:  # good input, a step that failed: what failed, what its log last said, where it is
+        said = "".join(f"  | {line}\n" for line in exc.tail)
+        where = f"  full log: {exc.log}\n" if exc.log else ""
+        parser.exit(1, f"specdec {args.command}: failed: {exc}\n{said}{where}")
     except KeyboardInterrupt:
         parser.exit(130, "specdec: interrupted; results already written are intact\n")
 

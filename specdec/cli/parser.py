@@ -12,14 +12,15 @@ from specdec.cli.checks import Parser
 # Only names that import neither torch nor scipy: `--help` and a usage error in the arguments answer at once.
 from specdec.decoding.names import ON_REQUEST, SHIPPED_DRAFTS
 from specdec.engines.registry import ENGINES
+from specdec.measure.pairs import MIN_PAIRS
 from specdec.model.names import BACKEND_NAMES as KNOWN
 from specdec.model.names import DTYPE_NAMES
 
 AB_BUDGET = 180.0  # `specdec ab`'s default seconds
 AB_PAIRS = 18  # ... and worker pairs
+GENERATE_K = 4  # `specdec generate --draft D`'s k when -k is not given
+VERIFY_SAMPLES = 20_000  # `specdec verify`'s first-character draws (--joint: exactness.JOINT_SAMPLES generations)
 
-DESCRIPTION = ("The `specdec` command: train, info, generate, verify, report, calibrate, compare, ab, overhead, "
-               "export-hf, export-gguf, build-server, load.")
 
 
 def _checkpoint(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
@@ -36,12 +37,13 @@ def _checkpoint(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     return p
 
 
-def _backend(p: argparse.ArgumentParser, all_: bool = False) -> argparse.ArgumentParser:
+def _backend(p: argparse.ArgumentParser, all_: str | None = None) -> argparse.ArgumentParser:
+    """--backend; `all_`, when given, is what `--backend all` does for this command (the choice is offered)."""
     p.add_argument("--backend", choices=KNOWN + ("auto",) + (("all",) if all_ else ()), default="auto",
                    help="how the target's forward runs: eager (the plain modules), fused (hand-fused, "
                    "preallocated), numpy (numpy calls on folded weights), onnx (ONNX Runtime, needs the onnx "
                    "extra); auto (default): the fastest installed on the device (onnx, else numpy, on a CPU)"
-                   + ("; all: one full report per backend and what moved" if all_ else "")
+                   + (f"; all: {all_}" if all_ else "")
                    + ". Drafts copied from the target run the same")
     return p
 
@@ -77,7 +79,7 @@ def _generate_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--draft", default=None, help="speculative decoding with this draft: "
                    f"{', '.join(SHIPPED_DRAFTS + ON_REQUEST)}, a registered or installed draft's name, or hf:PATH (a "
                    "Hugging Face model sharing the target's vocabulary)")
-    p.add_argument("-k", type=int, default=None, help="characters (tokens) drafted per round (default 4)")
+    p.add_argument("-k", type=int, default=None, help=f"characters (tokens) drafted per round (default {GENERATE_K})")
     p.add_argument("--adaptive", action="store_true", help="adapt k: +2 after a fully accepted round, -1 after "
                    "a rejection (from -k, at most 16)")
     p.add_argument("--threads", type=int, default=1)
@@ -91,11 +93,12 @@ def _generate_args(p: argparse.ArgumentParser) -> None:
 
 def _verify_args(p: argparse.ArgumentParser) -> None:
     _checkpoint(p)
-    p.add_argument("--draft", action="append", default=None, help="a draft: a name, prompt-lookup or hf:PATH "
-                   "(repeatable; default every shipped draft the target can have)")
+    p.add_argument("--draft", "--drafts", dest="draft", nargs="+", action="extend", default=None, metavar="DRAFT",
+                   help="drafts: names, prompt-lookup or hf:PATH; list several (--draft a b) or repeat the option "
+                   "(default every shipped draft the target can have)")
     p.add_argument("-k", type=int, default=4)
     p.add_argument("--samples", type=int, default=None,
-                   help="draws (default 20000), or generations per side with --joint (default 2000)")
+                   help=f"draws (default {VERIFY_SAMPLES}), or generations per side with --joint (default 2000)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--temperature", type=float, default=1.0)
     p.add_argument("--joint", action="store_true", help="the first 3 characters of whole generations against "
@@ -109,7 +112,7 @@ def _verify_args(p: argparse.ArgumentParser) -> None:
 
 
 def _report_args(p: argparse.ArgumentParser) -> None:
-    _backend(_checkpoint(p), all_=True)
+    _backend(_checkpoint(p), all_="one full report per backend and what moved")
     p.add_argument("--quick", action="store_true", help="a one-minute look: budget 60 s, fewer draws")
     p.add_argument("--budget", type=float, default=None, help="seconds the whole report may take (default 300, "
                    "quick 60); pairs go to the rows whose intervals are widest until it is spent")
@@ -134,7 +137,7 @@ def _report_args(p: argparse.ArgumentParser) -> None:
                    "draft the target can have)")
     p.add_argument("--ks", nargs="+", type=int, default=None, help="k values (default 1 2 4 8)")
     p.add_argument("--pairs", type=int, default=None, help="alternated pairs every speedup row gets at least "
-                   "(default 5, --quick too)")
+                   f"(default {MIN_PAIRS}, --quick too)")
     p.add_argument("--chars", type=int, default=200, help="characters to generate (tokens for a target whose "
                    "tokenizer is not the shipped characters)")
     p.add_argument("--workload", default=None, help="a shipped workload (default shakespeare24) or a prompts file "
@@ -201,7 +204,8 @@ def _ab_args(p: argparse.ArgumentParser) -> None:
 
 
 def _overhead_args(p: argparse.ArgumentParser) -> None:
-    _backend(_checkpoint(p), all_=True)
+    _backend(_checkpoint(p), all_="the floor table and where the time goes for each backend in turn, on one "
+             "measurement of the machine")
     p.add_argument("--threads", type=int, default=1, help="torch threads while measuring (recorded)")
     p.add_argument("--seconds", type=float, default=2.0, help="seconds for the machine's figures and again for "
                    "the pass times (the profiled attribution takes its own few seconds)")
@@ -222,8 +226,8 @@ def _batch_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--batches", nargs="+", type=int, default=[1, 2, 4, 8, 16, 32],
                    help="batch sizes B (default 1 2 4 8 16 32)")
     p.add_argument("--chars", type=int, default=100, help="characters per sequence (default 100)")
-    p.add_argument("--pairs", type=int, default=None, help="alternated pairs every row gets at least (default 5, "
-                   "quick 3)")
+    p.add_argument("--pairs", type=int, default=None, help="alternated pairs every row gets at least (default "
+                   f"{MIN_PAIRS}, --quick too)")
     p.add_argument("--threads", type=int, default=1, help="torch threads while timing (recorded)")
     p.add_argument("--workload", default=None, help="the prompts the batches cycle through (default shakespeare24)")
     p.add_argument("--out", default="specdec-batch", help="folder for batch.md, batch.json, batch.png")
@@ -312,9 +316,14 @@ SUBCOMMANDS = [
 ]
 
 
+def description() -> str:
+    """`specdec --help`'s first line: every subcommand, from the list that builds them (none can be left out)."""
+    return f"The `specdec` command: {', '.join(name for name, _, _ in SUBCOMMANDS)}."
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Every subcommand's arguments; the chosen one's name is `args.command`."""
-    parser = Parser(prog="specdec", description=DESCRIPTION)
+    parser = Parser(prog="specdec", description=description())
     sub = parser.add_subparsers(dest="command", required=True)
     for name, help_, add in SUBCOMMANDS:
         add(sub.add_parser(name, help=help_))

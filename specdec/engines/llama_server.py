@@ -11,14 +11,17 @@ of a pair share the machine), a context of `ctx` positions per slot (`-c` is spl
 cache reuse across requests (`--cache-reuse 0`; the requests also send `cache_prompt: false`), no warm-up run and
 no web UI. Its output goes to a log file, never a pipe that could fill and stall it.
 
-A port that is already taken is bad input (one line) before the process starts; a server that exits before its
-`/health` answers, or does not answer within `start_timeout`, is a `ServerStartError` naming the last line of
-its log. `stop` asks with SIGTERM, then kills after a grace period; `with LlamaServer(...) as s:` always stops.
+A port that is already taken, a binary or a model that is not there, is bad input (an InputError: one line)
+before the process starts; a server that exits before its `/health` answers, or does not answer within
+`start_timeout`, is a `ServerStartError` (a Failure: the command's exit 1) with the last lines of its log and the
+log's path, the log kept for reading. `stop` asks with SIGTERM, then kills after a grace period;
+`with LlamaServer(...) as s:` always stops.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -28,17 +31,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from specdec.engines import openai_http as http
-from specdec.util.errors import InputError
+from specdec.util.errors import Failure, InputError, tail_of
 
 HOST = "127.0.0.1"
 SPEC_TYPES = ("draft-simple", "ngram-simple", "ngram-map-k", "ngram-mod", "ngram-cache")
-NGRAM_TYPES = SPEC_TYPES[1:]
 START_TIMEOUT = 60.0  # seconds for a small GGUF to load and /health to answer
 STOP_GRACE = 10.0  # seconds between SIGTERM and SIGKILL
 
 
-class ServerStartError(InputError):
-    """The server would not start: a port in use, a binary or model missing, or it exited before /health."""
+class ServerStartError(Failure):
+    """The server, its inputs checked, would not start: it exited before /health answered, or did not answer in
+    time. Not the user's input (that is an InputError before the process starts): the command's exit 1."""
 
 
 @dataclass
@@ -93,14 +96,14 @@ def free_port() -> int:
 
 
 def check_port(port: int) -> None:
-    """ServerStartError when `port` on 127.0.0.1 is taken or not a port."""
+    """InputError when `port` on 127.0.0.1 is taken or not a port (the user's to change, before any start)."""
     if not 1 <= port <= 65535:
-        raise ServerStartError(f"--port {port} is not a port (allowed: 1-65535)")
+        raise InputError(f"--port {port} is not a port (allowed: 1-65535)")
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         try:
             s.bind((HOST, port))
         except OSError as exc:
-            raise ServerStartError(f"port {port} on {HOST} is in use ({exc.strerror}); give another --port "
+            raise InputError(f"port {port} on {HOST} is in use ({exc.strerror}); give another --port "
                                    "or stop what holds it") from None
 
 
@@ -111,7 +114,7 @@ class LlamaServer:
                  start_timeout: float = START_TIMEOUT):
         spec.check()
         if not (Path(binary).is_file() and os.access(binary, os.X_OK)):
-            raise ServerStartError(f"llama-server binary {binary} is missing (build it: specdec build-server)")
+            raise InputError(f"llama-server binary {binary} is missing (build it: specdec build-server)")
         if port is not None:
             check_port(port)
         self.binary, self.spec, self.start_timeout = str(binary), spec, start_timeout
@@ -133,8 +136,8 @@ class LlamaServer:
         deadline = time.monotonic() + self.start_timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise ServerStartError(f"llama-server exited with {self.proc.returncode} before answering: "
-                                       f"{self.last_line()} (command: {' '.join(self.argv)})")
+                raise self._failed(f"llama-server exited with {self.proc.returncode} before /health answered "
+                                   f"(command: {' '.join(self.argv)})")
             try:
                 if http.request(f"{self.url}/health", 2.0).status == 200:
                     return self
@@ -142,8 +145,20 @@ class LlamaServer:
                 pass  # loading (503) or not listening yet
             time.sleep(0.1)
         self.stop()
-        raise ServerStartError(f"llama-server did not answer /health within {self.start_timeout:g} s: "
-                               f"{self.last_line()}")
+        raise self._failed(f"llama-server did not answer /health within {self.start_timeout:g} s "
+                           f"(command: {' '.join(self.argv)})")
+
+    def _failed(self, summary: str) -> ServerStartError:
+        """The start's failure with its log's last lines and a copy of the log in a file of its own, which stays
+        for the reader (the server's folder goes when this object does)."""
+        fd, kept = tempfile.mkstemp(prefix="specdec-llama-server-", suffix=".log")
+        os.close(fd)
+        try:
+            shutil.copyfile(self.log_path, kept)
+        except OSError:  # no log was written: the summary is all there is
+            os.unlink(kept)
+            return ServerStartError(summary)
+        return ServerStartError(summary, tail_of(kept), Path(kept))
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
@@ -165,11 +180,8 @@ class LlamaServer:
                 self.proc.wait(STOP_GRACE)
 
     def last_line(self) -> str:
-        try:
-            lines = [ln for ln in self.log_path.read_text(errors="replace").splitlines() if ln.strip()]
-        except OSError:
-            return "no log"
-        return lines[-1].strip()[:200] if lines else "no output"
+        lines = tail_of(self.log_path, 1)
+        return lines[0].strip()[:200] if lines else "no output"
 
     def describe(self) -> dict:
         return {"url": self.url, "argv": self.argv, "speculation": self.spec.label(), "slots": self.spec.slots}

@@ -32,7 +32,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from specdec.util.errors import InputError
+from specdec.util.errors import Failure, InputError, tail_of
 from specdec.util.files import cache_dir, locked, write_atomic
 
 PACKAGE = "llama-cpp-python"
@@ -43,25 +43,27 @@ _VERSION = re.compile(r"^\d+\.\d+\.\d+$")
 _PROGRESS = re.compile(r"^\[\s*(\d+)%\]")
 
 
-class BuildError(InputError):
-    """The server could not be built (a tool missing, the sdist not downloadable, cmake failing): one line
-    naming what failed and where its log is; the CLI's exit 2."""
+class BuildError(Failure):
+    """The build failed although its inputs were fine (the sdist not downloadable, cmake failing, a binary that
+    does not run): what failed, the last lines of its log and the log's path; the CLI's exit 1. What the user
+    gave or lacks (a version that is not one, --jobs 0, no cmake, llama-cpp-python not installed) is an
+    InputError instead: one line and exit 2 before anything is downloaded or compiled."""
 
 
 def installed_version() -> str:
-    """The installed llama-cpp-python's version; BuildError when it is not installed."""
+    """The installed llama-cpp-python's version; InputError when it is not installed."""
     from importlib import metadata
 
     try:
         return metadata.version(PACKAGE)
     except metadata.PackageNotFoundError:
-        raise BuildError(f"{PACKAGE} is not installed, so there is no version to build the server of "
+        raise InputError(f"{PACKAGE} is not installed, so there is no version to build the server of "
                          "(pip install 'specdec-bench[llamacpp]', or give --version X.Y.Z)") from None
 
 
 def check_version(version: str) -> str:
     if not _VERSION.match(version or ""):
-        raise BuildError(f"--version {version!r} is not a llama-cpp-python release (allowed: X.Y.Z, e.g. 0.3.36)")
+        raise InputError(f"--version {version!r} is not a llama-cpp-python release (allowed: X.Y.Z, e.g. 0.3.36)")
     return version
 
 
@@ -85,23 +87,24 @@ def find_binary(version: str | None = None) -> Path | None:
     and the tests use without building."""
     try:
         return cached(check_version(version) if version else installed_version())
-    except BuildError:
+    except InputError:
         return None
 
 
 def build(version: str | None = None, jobs: int = 2, log: Callable[[str], None] | None = None) -> tuple[Path, bool]:
     """(the binary, whether it was built now): from the cache when there, else built and installed there.
-    Progress on `log` (default stderr); BuildError on any failure, with the cache left without that entry."""
+    Progress on `log` (default stderr); InputError (bad input, before any work) or BuildError (a failed step),
+    with the cache left without that entry."""
     log = log or (lambda line: print(line, file=sys.stderr, flush=True))
     version = check_version(version) if version else installed_version()
     if jobs < 1:
-        raise BuildError(f"--jobs must be at least 1, got {jobs}")
+        raise InputError(f"--jobs must be at least 1, got {jobs}")
     found = cached(version)
     if found:
         return found, False
     missing = [tool for tool in ("cmake", "c++") if shutil.which(tool) is None]
     if missing:
-        raise BuildError(f"building {BINARY} needs {' and '.join(missing)} on PATH (apt-get install cmake g++)")
+        raise InputError(f"building {BINARY} needs {' and '.join(missing)} on PATH (apt-get install cmake g++)")
     with locked(root() / f"{version}.build"):
         found = cached(version)  # another process built it while this one waited for the lock
         if found:
@@ -128,11 +131,13 @@ def _source(version: str, work: Path, log) -> Path:
         log(f"build-server: pip download {PACKAGE}=={version} (source distribution)")
         cmd = [sys.executable, "-m", "pip", "download", "--no-binary", ":all:", "--no-deps",
                "--disable-pip-version-check", f"{PACKAGE}=={version}", "-d", str(work / "sdist")]
-        done = subprocess.run(cmd, capture_output=True, text=True)
+        pip_log = work / "download.log"
+        with open(pip_log, "w") as out:
+            done = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, text=True)
         sdists = sorted((work / "sdist").glob(f"llama_cpp_python-{version}.tar.gz"))
         if done.returncode != 0 or not sdists:
-            last = (done.stderr.strip().splitlines() or ["no output"])[-1]
-            raise BuildError(f"pip could not download the {PACKAGE} {version} sdist: {last}")
+            raise BuildError(f"pip could not download the {PACKAGE} {version} sdist (pip exited {done.returncode})",
+                             tail_of(pip_log), pip_log)
     log(f"build-server: unpacking {sdists[0].name}")
     tmp = Path(tempfile.mkdtemp(dir=work, prefix=".src-"))
     try:
@@ -143,7 +148,8 @@ def _source(version: str, work: Path, log) -> Path:
                 tar.extractall(tmp)
         top = [p for p in tmp.iterdir() if p.is_dir()]
         if len(top) != 1 or not (top[0] / "vendor" / "llama.cpp" / "CMakeLists.txt").is_file():
-            raise BuildError(f"{sdists[0]} holds no vendor/llama.cpp/CMakeLists.txt: not a llama-cpp-python sdist")
+            raise BuildError(f"{sdists[0]} holds no vendor/llama.cpp/CMakeLists.txt: not a llama-cpp-python sdist "
+                             "(remove it to download it again)")
         shutil.rmtree(src, ignore_errors=True)
         os.replace(top[0], src)  # whole or not at all: a half-unpacked tree is never taken for the source
     finally:
@@ -159,10 +165,11 @@ def _compile(tree: Path, work: Path, jobs: int, log) -> Path:
                           ("build", ["cmake", "--build", str(build_dir), "--target", BINARY, f"-j{jobs}"])):
             log(f"build-server: cmake {step} ({' '.join(cmd[1:])})")
             if _run_logged(cmd, out, log) != 0:
-                raise BuildError(f"cmake {step} failed ({_last_error(log_path)}); full log: {log_path}")
+                out.flush()  # the log is read back below: what cmake said last is still in this file's buffer
+                raise BuildError(f"cmake {step} failed ({_last_error(log_path)})", tail_of(log_path), log_path)
     binary = build_dir / "bin" / BINARY
     if not binary.is_file():
-        raise BuildError(f"cmake built no {binary}; full log: {log_path}")
+        raise BuildError(f"cmake built no {binary}", tail_of(log_path), log_path)
     return binary
 
 
@@ -192,7 +199,8 @@ def _install(version: str, binary: Path, seconds: float) -> Path:
         shutil.copy2(binary, tmp / BINARY)
         done = subprocess.run([str(tmp / BINARY), "--version"], capture_output=True, text=True, timeout=60)
         if done.returncode != 0:
-            raise BuildError(f"the built {binary} does not run: {(done.stderr or done.stdout).strip()[:200]}")
+            said = (done.stdout + done.stderr).strip().splitlines()
+            raise BuildError(f"the built {binary} does not run (`--version` exited {done.returncode})", said[-10:])
         said = (done.stdout + done.stderr).strip().splitlines()
         write_atomic(tmp / "build.json", json.dumps({
             "version": version, "cmake_flags": list(CMAKE_FLAGS), "build_seconds": round(seconds, 1),

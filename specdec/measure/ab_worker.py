@@ -37,6 +37,8 @@ import traceback
 if sys.path and os.path.abspath(sys.path[0]) == os.path.dirname(os.path.abspath(__file__)):
     sys.path.pop(0)  # this script's folder holds the running package's modules: never import them here
 
+# The text the cost rows run at, written here once: this script imports nothing of the package (it runs at every
+# revision), so the package reads it from here (`timing.COST_PROMPT`) and the benchmarks' harness loads it by path.
 COST_TEXT = "KING HENRY:\nOnce more unto the breach, dear friends, once more;\nOr close the wall up"
 
 
@@ -203,7 +205,9 @@ def _rows(specdec, cfg: dict) -> dict:
     return rows
 
 
-BATCH = 8  # sequences of the batched row: the prompt 8 times, seeds seed..seed+7
+# sequences of the batched row: the prompt 8 times, seeds seed..seed+7; written once, here: the benchmarks'
+# harness (bench_batch) loads it by path, as it loads this method, since neither may import the package
+BATCH = 8
 
 
 def _batch_row(specdec, target, draft, name: str, k: int, cfg: dict) -> dict:

@@ -7,7 +7,9 @@ cost. Every such decision reads `now()`, and nothing else, so that
 - a test fixes what is decided by handing a fake clock to the call that decides (`report.measure(clock=...)`, or
   `using(fake)` around it), instead of patching a module's `time`;
 - the guard `SPECDEC_TIME_SCALE=N` (read once, at import, so that subprocesses inherit it through the
-  environment) multiplies every duration the real clock returns by N: the process decides as if the machine
+  environment; a value that is not a positive number raises nothing there -- an import is no place for an
+  error -- but an InputError from `check_scale`, which the command line calls first, and from every
+  `now()`) multiplies every duration the real clock returns by N: the process decides as if the machine
   were N times slower (N = 3) or faster (N = 0.33), while the work itself runs at the machine's own speed.
   `tools/time_scale.py` runs the test suite so; a test outcome that changes under it depended on the machine.
 
@@ -21,30 +23,37 @@ from __future__ import annotations
 
 import contextlib
 import os
-import sys
 import time
 from typing import Callable, Iterator
+
+from specdec.util.errors import InputError
 
 ENV = "SPECDEC_TIME_SCALE"
 
 
-def _scale_from_env() -> float:
-    """The guard's factor (1 when unset); a value that is not a positive number is one line naming it."""
-    text = os.environ.get(ENV, "").strip()
+def read_scale(text: str | None) -> float:
+    """The guard's factor from the variable's text (1 when unset or blank); InputError naming a value that is
+    not a positive number and the allowed ones."""
+    text = (text or "").strip()
     if not text:
         return 1.0
     try:
         value = float(text)
     except ValueError:
         value = float("nan")
-    if not value > 0 or value == float("inf"):  # bad input: one line, exit 2, before any work
-        sys.stderr.write(f"{ENV}={text!r} is not a positive number of times (allowed: e.g. 3 for a machine 3x "
-                         f"slower, 0.33 for 3x faster, 1 or unset for this machine)\n")
-        raise SystemExit(2)
+    if not value > 0 or value == float("inf"):
+        raise InputError(f"{ENV}={text!r} is not a positive number of times (allowed: e.g. 3 for a machine 3x "
+                         f"slower, 0.33 for 3x faster, 1 or unset for this machine)")
     return value
 
 
-SCALE = _scale_from_env()
+try:
+    SCALE, _BAD = read_scale(os.environ.get(ENV)), None
+except InputError as exc:  # kept for `check_scale` and `now`: raising here would break every import
+    SCALE, _BAD = float("nan"), str(exc)
+# The decision clock's reading as this module loads (the package's import begins with it: `specdec._IMPORTED`);
+# None under a bad guard, whose first `now()` raises.
+IMPORTED: float | None = None if _BAD else time.perf_counter() * SCALE
 # The measurement clock: what a timer measures (a pair's generations, a cost sample, a profiled span). Not a
 # decision, so neither the guard nor a test's fake clock touches it; named here so that every read of time in
 # the package goes through this module (tests/test_clock.py checks it).
@@ -52,11 +61,21 @@ measured: Callable[[], float] = time.perf_counter
 _source: Callable[[], float] | None = None  # a clock handed in by `using` (a test's fake one); None: the real one
 
 
+def check_scale() -> None:
+    """InputError (one line) when SPECDEC_TIME_SCALE is not a positive number: the command line's first check,
+    so that a bad guard is exit 2 before any work."""
+    if _BAD is not None:
+        raise InputError(_BAD)
+
+
 def now() -> float:
     """Seconds on the decision clock: the real monotonic clock times SCALE, or the clock `using` installed
-    (a fake clock is taken as it is: the guard scales the machine's time, not a test's hand-set one)."""
+    (a fake clock is taken as it is: the guard scales the machine's time, not a test's hand-set one).
+    InputError under a bad guard: no decision reads a NaN."""
     if _source is not None:
         return _source()
+    if _BAD is not None:
+        raise InputError(_BAD)
     return time.perf_counter() * SCALE
 
 

@@ -25,7 +25,9 @@ from specdec.decoding.drafts import Draft, corpus_ids
 from specdec.model.gpt import GPT
 from specdec.decoding import rule
 
-COST_PROMPT = "KING HENRY:\nOnce more unto the breach, dear friends, once more;\nOr close the wall up"
+# The text cost samples run at: the A/B worker's, which cannot import the package (it is the method, run as a script
+# at every revision), so the package reads it from there and the two can never disagree.
+from specdec.measure.ab_worker import COST_TEXT as COST_PROMPT
 
 
 def corpus_tokens(target, split: str = "val") -> np.ndarray:

@@ -28,6 +28,7 @@ import torch
 from specdec.model import protocol
 from specdec.measure import hygiene, machine_record, roofline
 from specdec.measure.clock import using
+from specdec.measure.pairs import MIN_PAIRS
 from specdec.report import batch_section, compare, figures, headline, overhead_section, sections, sizing
 from specdec.report import tree_sections as ts
 from specdec.measure import workload as wl
@@ -50,12 +51,12 @@ DEFAULT_KS = (1, 2, 4, 8)
 # per sample of each refined-model term (see timing.loop_sampler); min_triples: rotated runs per adaptive row.
 # overhead_chars / overhead_repeats: characters per profiled block and profiled blocks per scope of the overhead
 # section's attribution (see overhead_section).
-FULL = {"budget": 300.0, "min_pairs": 5, "precision": 0.03, "samples": 20_000, "contexts": 3, "every": 3,
+FULL = {"budget": 300.0, "min_pairs": MIN_PAIRS, "precision": 0.03, "samples": 20_000, "contexts": 3, "every": 3,
         "cost_samples": 40, "cost_calls": 10, "term_calls": 6, "min_triples": 3, "overhead_chars": 40,
         "overhead_repeats": 9}
 # --quick gives every row 5 pairs too: fewer leave the headline's rows without a verdict on a slower machine
 # (the sizing sheds rows and length instead, each change a line).
-QUICK = {"budget": 60.0, "min_pairs": 5, "precision": 0.08, "samples": 5_000, "contexts": 1, "every": 8,
+QUICK = {"budget": 60.0, "min_pairs": MIN_PAIRS, "precision": 0.08, "samples": 5_000, "contexts": 1, "every": 8,
          "cost_samples": 12, "cost_calls": 10, "term_calls": 4, "min_triples": 2, "overhead_chars": 20,
          "overhead_repeats": 5}
 # Of the time the fixed work leaves. Costs: ~12 samples (each ~2.5 s here), enough for c's per-sample test in
