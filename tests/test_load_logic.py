@@ -105,7 +105,7 @@ def test_a_failed_request_stops_the_window_and_says_why():
     clock = Clock()
     win = run_window("http://x", Level("concurrency", 1), [{"prompt": "a"}] * 6, 0, 0, clock, clock.sleep, 5.0,
                      stream=stream)
-    assert win.failure == "connection refused" and len(calls) == 2 and len(win.measured()) == 1
+    assert win.failure == "connection refused" and len(calls) == 2 and len(win.measured_records()) == 1
 
 
 def test_gaps_count_the_tokens_a_chunk_carried_together():

@@ -7,7 +7,8 @@ is off unless `--spec-type` names a kind. Flags are this build's (`llama-server 
 spelled the draft length `--draft-max`.
 
 Every server gets `--metrics` (the counters the load driver reads), `-t 1` per server unless told (two servers
-of a pair share the machine), a context of `ctx` positions per slot (`-c` is split over the slots), no prompt
+of a pair share the machine), a context of `ctx` positions per slot (`-c` is the total, split over the slots;
+`slot_context` sizes it from the prompts and the tokens asked for), no prompt
 cache reuse across requests (`--cache-reuse 0`; the requests also send `cache_prompt: false`), no warm-up run and
 no web UI. Its output goes to a log file, never a pipe that could fill and stall it.
 
@@ -34,6 +35,7 @@ HOST = "127.0.0.1"
 SPEC_TYPES = ("draft-simple", "ngram-simple", "ngram-map-k", "ngram-mod", "ngram-cache")
 NGRAM_TYPES = SPEC_TYPES[1:]
 START_TIMEOUT = 60.0  # seconds for a small GGUF to load and /health to answer
+SPECIAL_TOKENS = 2  # what a tokenizer may add to a prompt beyond its text: BOS, SentencePiece's space prefix
 STOP_GRACE = 10.0  # seconds between SIGTERM and SIGKILL
 
 
@@ -51,7 +53,7 @@ class ServerSpec:
     draft_model: str | None = None
     n_max: int = 4
     threads: int = 1
-    ctx: int = 128  # positions per slot
+    ctx: int = 256  # positions per slot (the shipped model's whole context); `slot_context` sizes it to a load
     extra: list[str] = field(default_factory=list)
 
     def check(self) -> None:
@@ -60,6 +62,8 @@ class ServerSpec:
             raise InputError(f"slots must be at least 1, got {self.slots}")
         if self.threads < 1:
             raise InputError(f"server threads must be at least 1, got {self.threads}")
+        if self.ctx < 1:
+            raise InputError(f"a slot's context must be at least 1 position, got {self.ctx}")
         if self.n_max < 1:
             raise InputError(f"--n-max must be at least 1, got {self.n_max}")
         if not Path(self.model).is_file():
@@ -83,6 +87,18 @@ class ServerSpec:
 
     def label(self) -> str:
         return "off" if self.spec_type is None else f"{self.spec_type} n_max={self.n_max}"
+
+
+def slot_context(prompts: list[str], max_tokens: int, n_max: int) -> int:
+    """Positions one slot needs for the longest prompt and `max_tokens` after it, with a round of n_max drafts
+    plus one still fitting at the end (as the workload check keeps: the spec server never drafts less near the
+    end for want of room, so both servers generate alike).
+
+    The prompt's tokens are bounded from its text before any server runs: at most one per UTF-8 byte (byte-level
+    and byte-fallback vocabularies make no more, and the shipped model's one-character tokens make one per
+    character), plus SPECIAL_TOKENS a tokenizer may add."""
+    longest = max(len(p.encode("utf-8")) for p in prompts) + SPECIAL_TOKENS
+    return longest + max_tokens + n_max + 1
 
 
 def free_port() -> int:
