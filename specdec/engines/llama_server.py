@@ -8,9 +8,11 @@ spelled the draft length `--draft-max`.
 
 Every server gets `--metrics` (the counters the load driver reads), `-t 1` per server unless told (two servers
 of a pair share the machine), a context of `ctx` positions per slot (`-c` is the total, split over the slots;
-`slot_context` sizes it from the prompts and the tokens asked for), no prompt
-cache reuse across requests (`--cache-reuse 0`; the requests also send `cache_prompt: false`), no warm-up run and
-no web UI. Its output goes to a log file, never a pipe that could fill and stall it.
+`slot_context` sizes it from the prompts and the tokens asked for; this build rounds a slot up to a multiple
+of 256 positions and caps it at the model's training context, and a reply that still runs out of room comes
+back short, which the load driver marks), no prompt cache reuse across requests (`--cache-reuse 0`; the requests
+also send `cache_prompt: false`), no warm-up run and no web UI. Its output goes to a log file, never a pipe that
+could fill and stall it.
 
 A port that is already taken is bad input (one line) before the process starts; a server that exits before its
 `/health` answers, or does not answer within `start_timeout`, is a `ServerStartError` naming the last line of
