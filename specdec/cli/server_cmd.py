@@ -150,18 +150,18 @@ def cmd_load(args) -> int:
                            warmup=args.warmup, max_tokens=args.max_tokens, temperature=args.temperature,
                            burstiness=args.burstiness, slos=slos, order=args.order,
                            budget=args.budget or float("inf"))
-        measured = load.run(sweep, log=models.log, alive=lambda: _gone(servers))
+        swept = load.run(sweep, log=models.log, alive=lambda: _gone(servers))
     described = {arm: s.describe() for arm, s in servers.items()} or {arm: {"url": u} for arm, u in urls.items()}
     # what was measured goes to disk before anything is concluded from it, so that a conclusion that fails
     # loses none of it; to OUT-incomplete, so that it never replaces an earlier whole result in OUT
     unconcluded = Path(f"{Path(args.out).absolute()}-incomplete")
-    raw_path = load_render.write_raw({**load.raw(sweep, measured), "servers": described, "n_max_probe": probe},
+    raw_path = load_render.write_raw({**load.raw(sweep, swept), "servers": described, "n_max_probe": probe},
                                      unconcluded)
     models.log(f"wrote {raw_path}")
     try:
-        doc = {**load.concluded(sweep, measured), "servers": described, "n_max_probe": probe}
+        doc = {**load.concluded(sweep, swept), "servers": described, "n_max_probe": probe}
         text = load_render.render(doc)
-        paths = load_render.write(doc, unconcluded if measured.incomplete else args.out, text)
+        paths = load_render.write(doc, unconcluded if swept.incomplete else args.out, text)
     except Exception as exc:  # a bug in the conclusion: one line; what was measured is on disk
         import traceback
 
@@ -169,12 +169,12 @@ def cmd_load(args) -> int:
         models.log(f"specdec load: drawing the conclusion failed ({type(exc).__name__}: {exc}); every window "
                    f"measured is in {raw_path} (the traceback in {trace})")
         return 1
-    if not measured.incomplete:  # the whole result is in OUT: the unconcluded copy was this run's own
+    if not swept.incomplete:  # the whole result is in OUT: the unconcluded copy was this run's own
         shutil.rmtree(unconcluded, ignore_errors=True)
     print(text)
     for path in paths:
         models.log(f"wrote {path}")
-    return 1 if measured.incomplete else 0
+    return 1 if swept.incomplete else 0
 
 
 def _start_servers(args, folder, stack, prompts: list[str]) -> dict:

@@ -202,15 +202,15 @@ def run(sweep: Sweep, now: Callable[[], float] | None = None, sleep: Callable[[f
     return SweepWindows(windows, round(now() - started, 3), incomplete)
 
 
-def raw(sweep: Sweep, measured: SweepWindows) -> dict:
+def raw(sweep: Sweep, swept: SweepWindows) -> dict:
     """What was measured, ready for JSON before anything is concluded from it: the settings and every window
     with its requests and server counts, in the order they ran."""
-    doc = {"settings": _settings(sweep), "wall_seconds": measured.wall_seconds,
+    doc = {"settings": _settings(sweep), "wall_seconds": swept.wall_seconds,
            "windows": [{"level": sweep.levels[li].name, "kind": sweep.levels[li].kind,
                         "value": sweep.levels[li].value, "visit": visit, **_window_dict(arm, w)}
-                       for (li, visit, arm), w in measured.windows.items()]}
-    if measured.incomplete:
-        doc["incomplete"] = measured.incomplete
+                       for (li, visit, arm), w in swept.windows.items()]}
+    if swept.incomplete:
+        doc["incomplete"] = swept.incomplete
     return doc
 
 
@@ -219,13 +219,13 @@ def _window_dict(arm: str, w: dict) -> dict:
             "requests": [r.to_dict() for r in w["window"].records]}
 
 
-def concluded(sweep: Sweep, measured: SweepWindows) -> dict:
+def concluded(sweep: Sweep, swept: SweepWindows) -> dict:
     """The sweep's document: `conclude`'s answer on the windows measured, with the run's seconds and why it
     stopped early, if it did."""
-    doc = conclude(sweep, measured.windows)
-    doc["wall_seconds"] = measured.wall_seconds
-    if measured.incomplete:
-        doc["incomplete"] = measured.incomplete
+    doc = conclude(sweep, swept.windows)
+    doc["wall_seconds"] = swept.wall_seconds
+    if swept.incomplete:
+        doc["incomplete"] = swept.incomplete
     return doc
 
 
