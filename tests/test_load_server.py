@@ -9,7 +9,7 @@ timeout, the sweep's budget). The shipped pair is tiny, so a window takes a frac
 tests assert never depends on the machine's speed, only on counts and on what the server reports.
 """
 
-import http.client
+from http.client import HTTPConnection
 import json
 import os
 import signal
@@ -110,7 +110,7 @@ def test_requests_held_in_flight_together_share_the_servers_decodes(servers):
     os.kill(off.proc.pid, signal.SIGSTOP)
     try:
         for i in range(4):
-            conn = http.client.HTTPConnection("127.0.0.1", off.port, timeout=60)
+            conn = HTTPConnection("127.0.0.1", off.port, timeout=60)
             conn.request("POST", "/v1/completions", json.dumps({**body, "prompt": PROMPTS[i % 3], "seed": i}),
                          {"Content-Type": "application/json"})
             conns.append(conn)
