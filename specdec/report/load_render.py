@@ -42,17 +42,17 @@ def _added_up(check: bool | None) -> str:
     return "not read" if check is None else ("yes" if check else "NO")
 
 
-def short_count(short: dict | None) -> int:
+def _short_count(short: dict | None) -> int:
     """How many measured replies of a level, over its arms, had fewer tokens than asked (0 for a load.json from
     before they were counted)."""
     return sum(arm["short"] for arm in (short or {}).values())
 
 
-def short_cell(short: dict | None) -> str:
+def _short_cell(short: dict | None) -> str:
     """A level's short replies over its measured ones ("-" for a load.json from before they were counted)."""
     if not short:
         return "-"
-    n = short_count(short)
+    n = _short_count(short)
     return "none" if not n else f"{n} of {sum(arm['measured'] for arm in short.values())}"
 
 
@@ -102,8 +102,8 @@ def render(doc: dict) -> str:
                      _num(lv["acceptance"]["acceptance"], "{:.3f}"), _added_up(lv["acceptance"].get("counts_add_up")),
                      f"{_num(busy.get('off'))} / {_num(busy.get('on'))}",
                      "-" if eq.get("equal") is None else ("yes" if eq["equal"] else f"NO ({eq['differ']})"),
-                     short_cell(lv.get("short_replies"))])
-    short = [lv["name"] for lv in doc["levels"] if short_count(lv.get("short_replies"))]
+                     _short_cell(lv.get("short_replies"))])
+    short = [lv["name"] for lv in doc["levels"] if _short_count(lv.get("short_replies"))]
     if short:
         lines += [f"**SHORT REPLIES** at {', '.join(short)}: replies with fewer tokens than the {s['max_tokens']} "
                   "asked (the server's context full, or a stop it should not make); their figures cover fewer "
@@ -172,11 +172,16 @@ def figure(doc: dict):
     return fig
 
 
-def write_raw(raw: dict, out: str | os.PathLike) -> Path:
-    """out/windows.json alone, the folder swapped in whole (an earlier one there is replaced, never mixed)."""
+def _beside(out: str | os.PathLike) -> tuple[Path, Path]:
+    """`out` made absolute, and a new empty folder beside it to build its next contents in (`swap_folder`)."""
     out = Path(out).absolute()
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}-"))
+    return out, Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}-"))
+
+
+def write_raw(raw: dict, out: str | os.PathLike) -> Path:
+    """out/windows.json alone, the folder swapped in whole (an earlier one there is replaced, never mixed)."""
+    out, tmp = _beside(out)
     (tmp / RAW).write_text(json.dumps(raw, indent=1) + "\n")
     swap_folder(tmp, out)
     return out / RAW
@@ -192,9 +197,7 @@ def write_failure(out: str | os.PathLike, trace: str) -> Path:
 def write(doc: dict, out: str | os.PathLike, text: str) -> list[Path]:
     """out/load.json, out/load.md and out/load.png (where matplotlib is), built beside `out` and swapped in
     whole: an interrupted write leaves the earlier folder, never a mix."""
-    out = Path(out).absolute()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}-"))
+    out, tmp = _beside(out)
     names = ["load.json", "load.md"]
     (tmp / "load.json").write_text(json.dumps(doc, indent=1) + "\n")
     (tmp / "load.md").write_text(text + "\n")
