@@ -7,6 +7,7 @@ cannot be done (no cmake, no sdist, a failing compile) is one line and exit 2, w
 from __future__ import annotations
 
 import os
+import shutil
 
 from specdec.cli import models
 from specdec.cli.checks import UsageError
@@ -121,7 +122,9 @@ def _check_servers(args) -> None:
 
 
 def cmd_load(args) -> int:
-    """Check everything, start (or reach) both servers, sweep, print and write; exit 1 when a server died."""
+    """Check everything, start (or reach) both servers, sweep; write what was measured, then conclude, print
+    and write the answer; exit 1 when a server died or the conclusion failed (what was measured stays on disk).
+    """
     import contextlib
     import tempfile
     from pathlib import Path
@@ -134,7 +137,7 @@ def cmd_load(args) -> int:
         servers = {}
         if args.url is None:
             folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="specdec-load-")))
-            servers = _start_servers(args, folder, stack)
+            servers = _start_servers(args, folder, stack, prompts)
             urls = {arm: s.url for arm, s in servers.items()}
         else:
             from specdec.engines.openai_api import check_url, probe as answers
@@ -147,20 +150,37 @@ def cmd_load(args) -> int:
                            warmup=args.warmup, max_tokens=args.max_tokens, temperature=args.temperature,
                            burstiness=args.burstiness, slos=slos, order=args.order,
                            budget=args.budget or float("inf"))
-        doc = load.run(sweep, log=models.log, alive=lambda: _gone(servers))
-    doc["servers"] = {arm: s.describe() for arm, s in servers.items()} or {arm: {"url": u} for arm, u in urls.items()}
-    doc["n_max_probe"] = probe
-    text = load_render.render(doc)
+        swept = load.run(sweep, log=models.log, alive=lambda: _gone(servers))
+    described = {arm: s.describe() for arm, s in servers.items()} or {arm: {"url": u} for arm, u in urls.items()}
+    # what was measured goes to disk before anything is concluded from it, so that a conclusion that fails
+    # loses none of it; to OUT-incomplete, so that it never replaces an earlier whole result in OUT
+    unconcluded = Path(f"{Path(args.out).absolute()}-incomplete")
+    raw_path = load_render.write_raw({**load.raw(sweep, swept), "servers": described, "n_max_probe": probe},
+                                     unconcluded)
+    models.log(f"wrote {raw_path}")
+    try:
+        doc = {**load.concluded(sweep, swept), "servers": described, "n_max_probe": probe}
+        text = load_render.render(doc)
+        paths = load_render.write(doc, unconcluded if swept.incomplete else args.out, text)
+    except Exception as exc:  # a bug in the conclusion: one line; what was measured is on disk
+        import traceback
+
+        trace = load_render.write_failure(unconcluded, traceback.format_exc())
+        models.log(f"specdec load: drawing the conclusion failed ({type(exc).__name__}: {exc}); every window "
+                   f"measured is in {raw_path} (the traceback in {trace})")
+        return 1
+    if not swept.incomplete:  # the whole result is in OUT: the unconcluded copy was this run's own
+        shutil.rmtree(unconcluded, ignore_errors=True)
     print(text)
-    out = args.out if not doc.get("incomplete") else f"{Path(args.out).absolute()}-incomplete"
-    for path in load_render.write(doc, out, text):
+    for path in paths:
         models.log(f"wrote {path}")
-    return 1 if doc.get("incomplete") else 0
+    return 1 if swept.incomplete else 0
 
 
-def _start_servers(args, folder, stack) -> dict:
+def _start_servers(args, folder, stack, prompts: list[str]) -> dict:
     """The three llama-servers on 127.0.0.1 (spec-on, spec-off, spec-off for the A/A), the GGUF pair exported
-    when not given (options checked before)."""
+    when not given (options checked before), each slot's context sized to the longest prompt and
+    --max-tokens."""
     from specdec.engines import llama_server as ls
 
     model, draft = args.model, args.draft_model
@@ -169,10 +189,11 @@ def _start_servers(args, folder, stack) -> dict:
 
         paths = export_gguf(folder / "gguf")
         model, draft = model or str(paths["target"]), draft or str(paths["small"])
+    ctx = ls.slot_context(prompts, args.max_tokens, args.n_max)
     # a second spec-off server for the A/A: two processes against each other, as spec-on against spec-off
-    specs = {"on": ls.ServerSpec(model, args.slots, args.spec_type, draft, args.n_max),
-             "off": ls.ServerSpec(model, args.slots, None, None, args.n_max),
-             "off2": ls.ServerSpec(model, args.slots, None, None, args.n_max)}
+    specs = {"on": ls.ServerSpec(model, args.slots, args.spec_type, draft, args.n_max, ctx=ctx),
+             "off": ls.ServerSpec(model, args.slots, None, None, args.n_max, ctx=ctx),
+             "off2": ls.ServerSpec(model, args.slots, None, None, args.n_max, ctx=ctx)}
     servers = {}
     for i, (arm, spec) in enumerate(specs.items()):
         server = ls.LlamaServer(args.server, spec, None if args.port is None else args.port + i)

@@ -7,9 +7,12 @@ is off unless `--spec-type` names a kind. Flags are this build's (`llama-server 
 spelled the draft length `--draft-max`.
 
 Every server gets `--metrics` (the counters the load driver reads), `-t 1` per server unless told (two servers
-of a pair share the machine), a context of `ctx` positions per slot (`-c` is split over the slots), no prompt
-cache reuse across requests (`--cache-reuse 0`; the requests also send `cache_prompt: false`), no warm-up run and
-no web UI. Its output goes to a log file, never a pipe that could fill and stall it.
+of a pair share the machine), a context of `ctx` positions per slot (`-c` is the total, split over the slots;
+`slot_context` sizes it from the prompts and the tokens asked for; this build rounds a slot up to a multiple
+of 256 positions and caps it at the model's training context, and a reply that still runs out of room comes
+back short, which the load driver marks), no prompt cache reuse across requests (`--cache-reuse 0`; the requests
+also send `cache_prompt: false`), no warm-up run and no web UI. Its output goes to a log file, never a pipe that
+could fill and stall it.
 
 A port that is already taken, a binary or a model that is not there, is bad input (an InputError: one line)
 before the process starts; a server that exits before its `/health` answers, or does not answer within
@@ -36,6 +39,7 @@ from specdec.util.errors import Failure, InputError, tail_of
 HOST = "127.0.0.1"
 SPEC_TYPES = ("draft-simple", "ngram-simple", "ngram-map-k", "ngram-mod", "ngram-cache")
 START_TIMEOUT = 60.0  # seconds for a small GGUF to load and /health to answer
+SPECIAL_TOKENS = 2  # what a tokenizer may add to a prompt beyond its text: BOS, SentencePiece's space prefix
 STOP_GRACE = 10.0  # seconds between SIGTERM and SIGKILL
 
 
@@ -54,7 +58,7 @@ class ServerSpec:
     draft_model: str | None = None
     n_max: int = 4
     threads: int = 1
-    ctx: int = 128  # positions per slot
+    ctx: int = 256  # positions per slot (the shipped model's whole context); `slot_context` sizes it to a load
     extra: list[str] = field(default_factory=list)
 
     def check(self) -> None:
@@ -63,6 +67,8 @@ class ServerSpec:
             raise InputError(f"slots must be at least 1, got {self.slots}")
         if self.threads < 1:
             raise InputError(f"server threads must be at least 1, got {self.threads}")
+        if self.ctx < 1:
+            raise InputError(f"a slot's context must be at least 1 position, got {self.ctx}")
         if self.n_max < 1:
             raise InputError(f"--n-max must be at least 1, got {self.n_max}")
         if not Path(self.model).is_file():
@@ -86,6 +92,18 @@ class ServerSpec:
 
     def label(self) -> str:
         return "off" if self.spec_type is None else f"{self.spec_type} n_max={self.n_max}"
+
+
+def slot_context(prompts: list[str], max_tokens: int, n_max: int) -> int:
+    """Positions one slot needs for the longest prompt and `max_tokens` after it, with a round of n_max drafts
+    plus one still fitting at the end (as the workload check keeps: the spec server never drafts less near the
+    end for want of room, so both servers generate alike).
+
+    The prompt's tokens are bounded from its text before any server runs: at most one per UTF-8 byte (byte-level
+    and byte-fallback vocabularies make no more, and the shipped model's one-character tokens make one per
+    character), plus SPECIAL_TOKENS a tokenizer may add."""
+    longest = max(len(p.encode("utf-8")) for p in prompts) + SPECIAL_TOKENS
+    return longest + max_tokens + n_max + 1
 
 
 def free_port() -> int:

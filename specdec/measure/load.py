@@ -18,8 +18,16 @@ busy slots per decode step over the window, the proof that the requests were bat
 (prompt, seed, max_tokens with ignore_eos, cache_prompt off) go to both servers in the same window position, so
 at temperature 0 the texts must be equal request by request (greedy equality, per level).
 
+`run` only measures: it returns every window as it was measured (`SweepWindows`, written as it is by
+`raw()`), and the answer is drawn from them afterwards (`concluded`), so that the caller can put what was
+measured on disk before anything is concluded from it: a conclusion that fails loses nothing measured.
+
 A server that stops answering mid-run ends the run: what was measured is kept, the document is marked
 `incomplete` with the reason, and the caller writes it and exits 1.
+
+Two clocks: the sends are paced and every latency is timed on `now` (`clock.measured` unless a test hands a
+fake one: a measurement, which the guard SPECDEC_TIME_SCALE must not scale); the budget, a decision, reads the
+decision clock `clock.now` like every other budget (docs/clock.md).
 """
 
 from __future__ import annotations
@@ -31,9 +39,7 @@ from dataclasses import dataclass, field
 
 from specdec.engines import openai_http as http
 from specdec.engines.openai_api import METRICS, rounds_by_accepted
-from specdec.measure import load_stats
-# measured, not clock.now: the same clock paces the sends (with time.sleep), so the guard must not scale it
-from specdec.measure.clock import measured
+from specdec.measure import clock, load_stats
 from specdec.measure.load_driver import Record, run_window
 from specdec.measure.load_schedule import Level
 
@@ -81,10 +87,16 @@ def schedule(levels: list[Level], visits: int, order: str = "paired") -> list[tu
     return out
 
 
+def cooldown(sweep: Sweep, level: Level) -> int:
+    """A window's cool-down requests after its measured ones (load_driver): one for each other client of a
+    closed loop; at most as many as the measured ones for an open loop, which sends them at the rate only while
+    a measured request is still running."""
+    return int(level.value) - 1 if level.kind == "concurrency" else sweep.requests
+
+
 def payloads(sweep: Sweep, level: Level) -> list[dict]:
     """The window's requests, identical for every arm: prompts in turn, seed per position."""
-    cool = int(level.value) - 1 if level.kind == "concurrency" else 0
-    n = sweep.warmup + sweep.requests + cool
+    n = sweep.warmup + sweep.requests + cooldown(sweep, level)
     return [{"_prompt": i % len(sweep.prompts), "prompt": sweep.prompts[i % len(sweep.prompts)],
              "max_tokens": sweep.max_tokens, "min_tokens": sweep.max_tokens, "ignore_eos": True,
              "temperature": sweep.temperature, "seed": sweep.seed + i, "cache_prompt": False,
@@ -145,35 +157,75 @@ def _settled(url: str, before: dict | None, tokens: int) -> dict | None:
     return after
 
 
-def run(sweep: Sweep, now: Callable[[], float] = measured, sleep: Callable[[float], None] = time.sleep,
-        log: Callable[[str], None] = lambda line: None, alive: Callable[[], str | None] = lambda: None) -> dict:
-    """Every window of `schedule`, then the per-level answer (`conclude`). `alive` says why a server is gone
-    (None while both run): asked after a window failed."""
+@dataclass
+class SweepWindows:
+    """What `run` measured: every window by (level index, visit, arm), as `conclude` reads them; the sweep's
+    seconds on the measurement clock; why it stopped early (None: it ran whole)."""
+
+    windows: dict[tuple[int, int, str], dict]
+    wall_seconds: float
+    incomplete: str | None = None
+
+
+def run(sweep: Sweep, now: Callable[[], float] | None = None, sleep: Callable[[float], None] | None = None,
+        log: Callable[[str], None] = lambda line: None, alive: Callable[[], str | None] = lambda: None
+        ) -> SweepWindows:
+    """Every window of `schedule`, measured and returned as it is (nothing concluded: `concluded`). `now`
+    paces the sends and times them (default `clock.measured`); `sleep` is the open loop's wait on it (None: the
+    driver's own, which a failure cuts short). `alive` says why a server is gone (None while both run): asked
+    after a window failed."""
+    now = now or clock.measured
     started = now()
-    deadline = started + sweep.budget
+    decided_from = clock.now()  # the budget is a decision: it reads the seam, which the guard scales
     windows: dict[tuple[int, int, str], dict] = {}
     incomplete = None
     for li, visit, arm in schedule(sweep.levels, sweep.visits, sweep.order):
-        if now() > deadline:
+        left = sweep.budget - (clock.now() - decided_from)
+        if left < 0:
             incomplete = f"the budget of {sweep.budget:g} s ran out before {sweep.levels[li].name} visit {visit + 1}"
             break
         level, url = sweep.levels[li], server_url(sweep.urls, arm)
         before = read_metrics(url)
-        win = run_window(url, level, payloads(sweep, level), sweep.warmup,
-                         int(level.value) - 1 if level.kind == "concurrency" else 0, now, sleep,
-                         sweep.request_timeout, deadline=deadline + sweep.request_timeout,
+        # no request is sent after the budget's end, converted to the sending clock at the window's start
+        win = run_window(url, level, payloads(sweep, level), sweep.warmup, cooldown(sweep, level), now, sleep,
+                         sweep.request_timeout, deadline=now() + left + sweep.request_timeout,
                          seed=sweep.seed + 1000 * visit + li, burstiness=sweep.burstiness)
         after = _settled(url, before, sum(r.tokens for r in win.records))
         windows[(li, visit, arm)] = {"window": win, "counts": window_counts(before, after, win.records)}
-        log(f"load: {level.name} visit {visit + 1} {arm}: {len(win.measured())} measured requests"
+        short = sum(r.short for r in win.records)
+        log(f"load: {level.name} visit {visit + 1} {arm}: {len(win.measured_records())} measured requests"
+            + (f", {short} SHORT (fewer tokens than asked)" if short else "")
             + (f", FAILED: {win.failure}" if win.failure else ""))
         if win.failure:
             incomplete = f"{arm} server {url} failed at {level.name}: {alive() or win.failure}"
             break
-    doc = conclude(sweep, windows)
-    doc["wall_seconds"] = round(now() - started, 3)
-    if incomplete:
-        doc["incomplete"] = incomplete
+    return SweepWindows(windows, round(now() - started, 3), incomplete)
+
+
+def raw(sweep: Sweep, swept: SweepWindows) -> dict:
+    """What was measured, ready for JSON before anything is concluded from it: the settings and every window
+    with its requests and server counts, in the order they ran."""
+    doc = {"settings": _settings(sweep), "wall_seconds": swept.wall_seconds,
+           "windows": [{"level": sweep.levels[li].name, "kind": sweep.levels[li].kind,
+                        "value": sweep.levels[li].value, "visit": visit, **_window_dict(arm, w)}
+                       for (li, visit, arm), w in swept.windows.items()]}
+    if swept.incomplete:
+        doc["incomplete"] = swept.incomplete
+    return doc
+
+
+def _window_dict(arm: str, w: dict) -> dict:
+    return {"arm": arm, "failure": w["window"].failure, "counts": w["counts"],
+            "requests": [r.to_dict() for r in w["window"].records]}
+
+
+def concluded(sweep: Sweep, swept: SweepWindows) -> dict:
+    """The sweep's document: `conclude`'s answer on the windows measured, with the run's seconds and why it
+    stopped early, if it did."""
+    doc = conclude(sweep, swept.windows)
+    doc["wall_seconds"] = swept.wall_seconds
+    if swept.incomplete:
+        doc["incomplete"] = swept.incomplete
     return doc
 
 
@@ -194,11 +246,13 @@ def conclude(sweep: Sweep, windows: dict[tuple[int, int, str], dict]) -> dict:
 
 def _level(sweep: Sweep, level: Level, got: dict[tuple[int, str], dict]) -> dict:
     visits = sorted({v for v, _ in got})
-    measured = {arm: [got[(v, arm)]["window"].measured() if (v, arm) in got else [] for v in visits] for arm in ARMS}
-    speedup = {"throughput": load_stats.paired(measured["off"], measured["on"], load_stats.per_token_time),
-               "tpot": load_stats.paired(measured["off"], measured["on"], load_stats.mean_tpot)}
-    aa = {"throughput": load_stats.paired(measured["off"], measured["off2"], load_stats.per_token_time),
-          "tpot": load_stats.paired(measured["off"], measured["off2"], load_stats.mean_tpot)}
+    # each arm's measured requests, one list per visit
+    by_arm = {arm: [got[(v, arm)]["window"].measured_records() if (v, arm) in got else [] for v in visits]
+              for arm in ARMS}
+    speedup = {"throughput": load_stats.paired(by_arm["off"], by_arm["on"], load_stats.per_token_time),
+               "tpot": load_stats.paired(by_arm["off"], by_arm["on"], load_stats.mean_tpot)}
+    aa = {"throughput": load_stats.paired(by_arm["off"], by_arm["off2"], load_stats.per_token_time),
+          "tpot": load_stats.paired(by_arm["off"], by_arm["off2"], load_stats.mean_tpot)}
     judged = load_stats.JUDGED_ON[level.kind]
     counts = {arm: [got[(v, arm)]["counts"] for v in visits if (v, arm) in got] for arm in ARMS}
     spec = counts["on"]
@@ -206,18 +260,26 @@ def _level(sweep: Sweep, level: Level, got: dict[tuple[int, str], dict]) -> dict
     accepted = sum(c.get("accepted", 0) for c in spec)
     return {
         "kind": level.kind, "value": level.value, "name": level.name, "visits": len(visits),
-        "arms": {arm: load_stats.arm_summary(measured[arm], sweep.slos) for arm in ARMS},
+        "arms": {arm: load_stats.arm_summary(by_arm[arm], sweep.slos) for arm in ARMS},
         "speedup": speedup["throughput"], "speedup_tpot": speedup["tpot"], "aa": aa["throughput"],
         "aa_tpot": aa["tpot"], "judged_on": judged, "verdict": load_stats.verdict(speedup[judged], aa[judged]),
         "acceptance": {"drafted": drafted, "accepted": accepted,
                        "acceptance": accepted / drafted if drafted else None,
-                       "counts_add_up": all(c.get("counts_add_up", True) for c in spec) if spec else None},
+                       "counts_add_up": _add_up([c.get("counts_add_up") for c in spec])},
         "busy_slots_per_decode": {arm: _mean([c.get("busy_slots_per_decode") for c in counts[arm]]) for arm in ARMS},
+        "short_replies": {arm: {"short": sum(r.short for w in by_arm[arm] for r in w),
+                                "measured": sum(len(w) for w in by_arm[arm])} for arm in ARMS},
         "greedy_equality": _equality(got, visits) if sweep.temperature == 0 else None,
-        "windows": [{"visit": v, "arm": arm, "failure": w["window"].failure, "counts": w["counts"],
-                     "requests": [r.to_dict() for r in w["window"].records]}
-                    for (v, arm), w in sorted(got.items())],
+        "windows": [{"visit": v, **_window_dict(arm, w)} for (v, arm), w in sorted(got.items())],
     }
+
+
+def _add_up(checks: list[bool | None]) -> bool | None:
+    """Whether the server's draft counts equal the replies' over every spec-on window: False when one window's
+    differ, None (not read) when a window's counters or per-reply counts were not read, or there is none."""
+    if False in checks:
+        return False
+    return None if not checks or None in checks else True
 
 
 def _mean(values) -> float | None:

@@ -13,7 +13,8 @@ whose server was slow to accept) and times from its actual send reports the late
 54101: p99 E2EL 507 ms reported against 3330 ms from the scheduled send). So every request keeps its
 *scheduled* time, and its latencies are measured from it: `dispatch` sleeps until each scheduled time, calls
 `launch(i, scheduled)` (which must return at once: the request runs elsewhere), and never shifts a later
-schedule because an earlier launch ran late.
+schedule because an earlier launch ran late. A launch that returns False ends the dispatch (the window needs
+no more requests: its cool-down is over, or a request failed).
 """
 
 from __future__ import annotations
@@ -25,8 +26,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from specdec.util.errors import InputError
-
-KINDS = ("concurrency", "rate")
 
 
 @dataclass(frozen=True)
@@ -82,8 +81,9 @@ def arrival_offsets(n: int, rate: float, burstiness: float = 1.0, seed: int = 0)
 def dispatch(offsets, start: float, now: Callable[[], float], sleep: Callable[[float], None],
              launch: Callable[[int, float], None], deadline: float = math.inf) -> int:
     """Launch request i at start + offsets[i] (or as soon after as the clock allows), in order; stop before a
-    request scheduled after `deadline`. Returns how many were launched. The scheduled time handed to `launch`
-    is the plan's, never the late actual one: the latency counts the lateness."""
+    request scheduled after `deadline`, or when `launch` returns False (it sent nothing). Returns how many were
+    launched. The scheduled time handed to `launch` is the plan's, never the late actual one: the latency
+    counts the lateness."""
     launched = 0
     for i, off in enumerate(offsets):
         scheduled = start + float(off)
@@ -92,6 +92,7 @@ def dispatch(offsets, start: float, now: Callable[[], float], sleep: Callable[[f
         wait = scheduled - now()
         if wait > 0:
             sleep(wait)
-        launch(i, scheduled)
+        if launch(i, scheduled) is False:
+            break
         launched += 1
     return launched

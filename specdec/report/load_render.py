@@ -1,7 +1,10 @@
 """`specdec load`'s output: the Markdown page (load.md), the figure of speedup and p99 TPOT against load
 (load.png), and the folder they are written to with load.json, all-or-nothing.
 
-Everything reads only the document `measure.load.run` returns.
+Before anything is concluded, what was measured (`measure.load.raw`: every window's requests and counts) is
+written on its own (`write_raw`: OUT-incomplete/windows.json), so that a conclusion that fails loses nothing
+measured; `write_failure` puts the failure's traceback beside it. Everything else reads only the document
+`measure.load.concluded` returns.
 """
 
 from __future__ import annotations
@@ -14,9 +17,10 @@ from pathlib import Path
 from specdec.measure.load_stats import judged
 from specdec.report.figures import _pyplot, _save
 from specdec.report.markdown import table
-from specdec.util.files import swap_folder
+from specdec.util.files import swap_folder, write_atomic
 
 MS = 1000.0
+RAW, FAILURE = "windows.json", "conclusion-error.txt"
 
 
 def _interval(s: dict | None, fmt: str = "{:.2f}") -> str:
@@ -31,6 +35,25 @@ def _ms(p: dict | None) -> str:
 
 def _num(x, fmt: str = "{:.2f}") -> str:
     return "-" if x is None else fmt.format(x)
+
+
+def _added_up(check: bool | None) -> str:
+    """The server's draft counts against the replies' own: "not read" where either was not there to read."""
+    return "not read" if check is None else ("yes" if check else "NO")
+
+
+def _short_count(short: dict | None) -> int:
+    """How many measured replies of a level, over its arms, had fewer tokens than asked (0 for a load.json from
+    before they were counted)."""
+    return sum(arm["short"] for arm in (short or {}).values())
+
+
+def _short_cell(short: dict | None) -> str:
+    """A level's short replies over its measured ones ("-" for a load.json from before they were counted)."""
+    if not short:
+        return "-"
+    n = _short_count(short)
+    return "none" if not n else f"{n} of {sum(arm['measured'] for arm in short.values())}"
 
 
 def crossover_line(kind: str, c: dict) -> str:
@@ -78,11 +101,17 @@ def render(doc: dict) -> str:
         tpot = on == "tpot"
         rows.append([lv["name"], lv["visits"], _interval(lv["speedup"]), _interval(lv["speedup_tpot"]),
                      _interval(aa), f"{lv['verdict']} ({'TPOT' if tpot else 'throughput'})",
-                     _num(lv["acceptance"]["acceptance"], "{:.3f}"),
+                     _num(lv["acceptance"]["acceptance"], "{:.3f}"), _added_up(lv["acceptance"].get("counts_add_up")),
                      f"{_num(busy.get('off'))} / {_num(busy.get('on'))}",
-                     "-" if eq.get("equal") is None else ("yes" if eq["equal"] else f"NO ({eq['differ']})")])
+                     "-" if eq.get("equal") is None else ("yes" if eq["equal"] else f"NO ({eq['differ']})"),
+                     _short_cell(lv.get("short_replies"))])
+    short = [lv["name"] for lv in doc["levels"] if _short_count(lv.get("short_replies"))]
+    if short:
+        lines += [f"**SHORT REPLIES** at {', '.join(short)}: replies with fewer tokens than the {s['max_tokens']} "
+                  "asked (the server's context full, or a stop it should not make); their figures cover fewer "
+                  "tokens than the others'.", ""]
     lines += [table(["level", "visits", "speedup", "TPOT speedup", "A/A (judged)", "verdict (judged on)", "acceptance",
-                     "busy slots off / on", "greedy equal"], rows), ""]
+                     "counts add up", "busy slots off / on", "greedy equal", "short replies"], rows), ""]
     lines += ["## Crossover", ""] + [crossover_line(k, c) for k, c in doc.get("crossover", {}).items()] + [""]
     lines += ["## Latency and throughput per arm", "", "Milliseconds, p50 / p99 with 95 % re-run intervals; "
               "goodput: requests per second meeting every SLO" + (f" ({_slos(s['slos'])})" if s["slos"] else
@@ -145,12 +174,32 @@ def figure(doc: dict):
     return fig
 
 
+def _beside(out: str | os.PathLike) -> tuple[Path, Path]:
+    """`out` made absolute, and a new empty folder beside it to build its next contents in (`swap_folder`)."""
+    out = Path(out).absolute()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    return out, Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}-"))
+
+
+def write_raw(raw: dict, out: str | os.PathLike) -> Path:
+    """out/windows.json alone, the folder swapped in whole (an earlier one there is replaced, never mixed)."""
+    out, tmp = _beside(out)
+    (tmp / RAW).write_text(json.dumps(raw, indent=1) + "\n")
+    swap_folder(tmp, out)
+    return out / RAW
+
+
+def write_failure(out: str | os.PathLike, trace: str) -> Path:
+    """out/conclusion-error.txt: why the conclusion failed, beside the windows `write_raw` put there."""
+    path = Path(out).absolute() / FAILURE
+    write_atomic(path, trace)
+    return path
+
+
 def write(doc: dict, out: str | os.PathLike, text: str) -> list[Path]:
     """out/load.json, out/load.md and out/load.png (where matplotlib is), built beside `out` and swapped in
     whole: an interrupted write leaves the earlier folder, never a mix."""
-    out = Path(out).absolute()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}-"))
+    out, tmp = _beside(out)
     names = ["load.json", "load.md"]
     (tmp / "load.json").write_text(json.dumps(doc, indent=1) + "\n")
     (tmp / "load.md").write_text(text + "\n")
