@@ -1,29 +1,32 @@
-"""The work counter's determinism study: what moves an instruction count of the same code, and by how much.
+"""The work gate's determinism study: one commit against itself, against commits that add code the rows never
+run, and against real changes of known size -- counted and judged exactly as `specdec ab` counts and judges
+its work rows (`ab_work.count_sources`, `ab_work.judge`), all in one counting process.
 
-Each variant starts one counting worker (specdec/measure/ab_worker.py under the counter, as `specdec ab`'s work
-rows do) on a source tree, counts the given rows, and prints per row the settled count, the per-call counts
-and the difference from the first variant. Variants change one source of variation at a time from `work.popen`'s
-settings:
+    python tools/work_study.py --out docs/work-study.json [--keep DIR] [--aa 10] [--null 20]
 
-    base          the settings specdec ab uses (layout fixed, hash seed 0, fixed environment, link path)
-    again         the same, a fresh process (process-to-process repeatability)
-    longpath      the same code through a path 40 characters longer (no fixed-length link)
-    aslr          address-space randomisation left on
-    hashseed      PYTHONHASHSEED=1 instead of 0
-    env           4 KiB more environment
-    malloc        PYTHONMALLOC=malloc (glibc's allocator for every object)
-    nowarmup      no uncounted warm-up calls
+Trees (each a copy of this checkout's `specdec/` in a scratch folder, seen through a link of the same length):
 
-    python tools/work_study.py --rows "pass 1" "draft bigram" "spec bigram k=4" --variants base again longpath
+    base             the checkout as it is
+    aa-N             the base again under another link name (N = 1..--aa): an A/A of the method
+    deep             the base copied into a folder 60 characters deeper: two worktrees at different depths
+    null-N           code the rows import but never run, appended to a module they import (functions,
+                     constants, strings and classes of seeded sizes: `NULLS`)
+    draft-<size>     the bigram draft's proposal made dearer by a real change of about <size> of its work
+    round-0.25       the accept/reject rule made dearer (every spec and round row runs it)
+    pass-0.25        the target pass made dearer by one small numpy operation (every row that runs the target)
+    alloc            one temporary array allocated in the target pass and dropped: an allocation only
+
+Every tree is judged against base. The JSON holds every comparison's per-row change, threshold and verdict,
+each row's largest |change| over the A/A and null trees, and the seconds it took; `--keep` keeps every child's
+callgrind dumps and answers (the per-function split of a change: ../shared/tools/cgdiff.py DUMP_A DUMP_B).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
+import random
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -32,91 +35,143 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from specdec.measure import work  # noqa: E402
-from specdec.measure.ab import WORKER  # noqa: E402
+from specdec.measure import ab_work, work  # noqa: E402
+from specdec.measure.ab_sources import Source  # noqa: E402
+from specdec.measure.ab_worker import KINDS  # noqa: E402
+from specdec.util.files import write_atomic  # noqa: E402
 
-VARIANTS = ("base", "again", "longpath", "aslr", "hashseed", "env", "malloc", "nowarmup")
+CONFIG = {"target": None, "backend": "onnx", "dtype": None, "drafts": ["bigram", "ngram"], "ks": [2, 4],
+          "chars": 80, "prompt": "ROMEO:", "seed": 0, "temperature": 1.0, "threads": 1}  # `specdec ab`'s defaults
+ROWS = (["target-only", "pass 1", "verify 3", "verify 5", "draft bigram", "draft ngram"]
+        + [f"{kind} {d} k={k}" for d in ("bigram", "ngram") for k in (2, 4) for kind in ("spec", "round")])
+# modules every row imports (through the public API) and whose code added here no row runs
+NULL_MODULES = ["specdec/__init__.py", "specdec/decoding/registry.py", "specdec/decoding/drafts.py",
+                "specdec/decoding/generate.py", "specdec/model/backend_onnx.py", "specdec/decoding/ngram.py",
+                "specdec/decoding/rule.py", "specdec/model/gpt.py", "specdec/measure/clock.py",
+                "specdec/model/train.py"]
 
-
-def _ask(proc, req: dict) -> dict:
-    proc.stdin.write(json.dumps(req) + "\n")
-    proc.stdin.flush()
-    answer = json.loads(proc.stdout.readline())
-    if "error" in answer:
-        raise RuntimeError(answer["error"])
-    return answer
-
-
-def run_variant(variant: str, source: str, rows: list[str], config: dict, kind: str) -> dict:
-    with tempfile.TemporaryDirectory(prefix="specdec-work-") as tmp:
-        link = Path(tmp) / "A"
-        if variant == "longpath":
-            link = Path(tmp) / ("x" * 40) / "A"
-            link.parent.mkdir()
-        link.symlink_to(source, target_is_directory=True)
-        out = str(Path(tmp) / "callgrind-A.%p")
-        env = work.counted_env(kind, out, {"PYTHONPATH": str(link)})
-        if variant == "hashseed":
-            env["PYTHONHASHSEED"] = "1"
-        if variant == "env":
-            env["SPECDEC_STUDY_PADDING"] = "p" * 4096
-        if variant == "malloc":
-            env["PYTHONMALLOC"] = "malloc"
-        if variant == "nowarmup":
-            env["SPECDEC_WORK_WARMUP"] = "0"
-        proc = subprocess.Popen(work.command([sys.executable, str(WORKER)], kind, out), env=env, cwd=tmp,
-                                preexec_fn=None if variant == "aslr" else work.no_aslr, stdin=subprocess.PIPE,
-                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-        try:
-            t0 = time.monotonic()
-            _ask(proc, {"op": "setup", "config": {**config, "source": str(link)}})
-            print(f"[{variant}] setup {time.monotonic() - t0:.0f} s", file=sys.stderr, flush=True)
-            out = {}
-            for r in rows:
-                t0 = time.monotonic()
-                out[r] = _ask(proc, {"op": "count", "row": r})["count"]
-                print(f"[{variant}] {r}: {time.monotonic() - t0:.0f} s", file=sys.stderr, flush=True)
-            return out
-        finally:
-            proc.stdin.close()
-            proc.wait(timeout=60)
+# (file, old, new, what): real code changes, each made once in its tree
+INJECTIONS = {
+    "draft-0.1": ("specdec/decoding/drafts.py", "    def _key(self, tokens):\n        return tokens[-1]\n",
+                  "    def _key(self, tokens):\n        t = tokens[-1]\n        return t\n",
+                  "BigramDraft._key: the key through a local (a store and a load per drafted token)"),
+    "draft-0.25": ("specdec/decoding/drafts.py", "    def _key(self, tokens):\n        return tokens[-1]\n",
+                   "    def _key(self, tokens):\n        return tokens[-1] | 0\n",
+                   "BigramDraft._key: `tokens[-1] | 0` (one more operation per drafted token)"),
+    "draft-0.5": ("specdec/decoding/drafts.py", "    def _key(self, tokens):\n        return tokens[-1]\n",
+                  "    def _key(self, tokens):\n        t = tokens[-1]\n        return t + 0 if t >= 0 else -t\n",
+                  "BigramDraft._key: a sign check and an addition per drafted token"),
+    "draft-1": ("specdec/decoding/drafts.py", "    def _key(self, tokens):\n        return tokens[-1]\n",
+                "    def _key(self, tokens):\n        t = tokens[-1]\n        return (t | 0) + (t & 0) - (t ^ t) if t >= 0 else -t\n",
+                "BigramDraft._key: a sign check and four integer operations per drafted token"),
+    "round-0.25": ("specdec/decoding/rule.py", "    k = len(drafted)\n    for i in range(k):\n",
+                   "    k = len(drafted)\n    if q.min() < 0:\n        raise ValueError('q')\n"
+                   "    for i in range(k):\n", "accept_reject: a check that q is not negative (one reduction) per round"),
+    "pass-0.25": ("specdec/model/backend_onnx.py", "        self._lengths(T, pos)\n        if T != self.bound_t:\n",
+                  "        self._lengths(T, pos)\n        self.seqlens[0] = pos + T - 1\n"
+                  "        if T != self.bound_t:\n", "OnnxGPT._pass: the sequence length written twice (one numpy item write)"),
+    "alloc": ("specdec/model/backend_onnx.py", "        self._lengths(T, pos)\n        if T != self.bound_t:\n",
+              "        self._lengths(T, pos)\n        scratch = np.empty(T * 64)  # noqa: F841\n"
+              "        if T != self.bound_t:\n", "OnnxGPT._pass: a temporary array of T * 64 floats per pass"),
+}
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--source", default=str(ROOT), help="the source tree counted (default: this checkout)")
-    ap.add_argument("--rows", nargs="+", default=["pass 1", "draft bigram", "spec bigram k=4", "target-only"])
-    ap.add_argument("--variants", nargs="+", choices=VARIANTS, default=list(VARIANTS))
-    ap.add_argument("--chars", type=int, default=200)
-    ap.add_argument("--backend", default="onnx")
-    ap.add_argument("--json", help="write every count here too")
-    args = ap.parse_args()
+def null_code(i: int) -> tuple[str, str]:
+    """The i-th null change: (module, code appended), drawn from seed i: a function, a constant, a string or a
+    class of a random size. None of it runs: nothing calls, reads or subclasses it."""
+    rng = random.Random(1000 + i)
+    module = NULL_MODULES[i % len(NULL_MODULES)]
+    kind = ["function", "constant", "string", "class"][i % 4]
+    name = f"_study_null_{i}"
+    if kind == "function":
+        body = "\n".join(f"    x{j} = x{j - 1} * {rng.randrange(2, 99)} + {j}" for j in range(1, rng.randrange(3, 40)))
+        code = f"def {name}(x0=0):\n{body}\n    return x0\n"
+    elif kind == "constant":
+        code = f"{name.upper()} = {tuple(rng.randrange(10 ** 6) for _ in range(rng.randrange(10, 600)))}\n"
+    elif kind == "string":
+        code = f"{name.upper()} = {''.join(rng.choice('abcdefgh ') for _ in range(rng.randrange(20, 3000)))!r}\n"
+    else:
+        methods = "\n".join(f"    def m{j}(self):\n        return {j}\n" for j in range(rng.randrange(1, 25)))
+        code = f"class _StudyNull{i}:\n    attr_{i} = {i}\n\n{methods}"
+    return module, f"\n\n{code}"
+
+
+def make_trees(scratch: Path, aa: int, nulls: int) -> tuple[dict, dict]:
+    """label -> folder (labels of one length: a link's length moves the work) and label -> what it is."""
+    def copy(dest: Path) -> Path:
+        shutil.copytree(ROOT / "specdec", dest / "specdec", ignore=shutil.ignore_patterns("__pycache__"))
+        return dest
+
+    base = copy(scratch / "base")
+    trees, what = {"T00": base}, {"T00": ("base", "the checkout")}
+    for i in range(1, aa + 1):
+        trees[f"T{len(trees):02d}"] = base
+        what[f"T{len(what):02d}"] = (f"aa-{i}", "the base under another link name")
+    deep = copy(scratch / ("d" * 60) / "deep")
+    trees[f"T{len(trees):02d}"], what[f"T{len(what):02d}"] = deep, ("deep", "the base 60 characters deeper")
+    for i in range(1, nulls + 1):
+        tree = copy(scratch / f"null-{i}")
+        module, code = null_code(i)
+        with open(tree / module, "a") as f:
+            f.write(code)
+        label = f"T{len(trees):02d}"
+        trees[label], what[label] = tree, (f"null-{i}", f"{module}: +{code.count(chr(10))} lines never run")
+    for name, (path, old, new, desc) in INJECTIONS.items():
+        tree = copy(scratch / name)
+        text = (tree / path).read_text()
+        assert text.count(old) == 1, f"{name}: the code to change is not in {path} once"
+        (tree / path).write_text(text.replace(old, new))
+        label = f"T{len(trees):02d}"
+        trees[label], what[label] = tree, (name, desc)
+    return trees, what
+
+
+def main(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--out", required=True)
+    p.add_argument("--keep", default=None, help="keep every child's dumps and answers here")
+    p.add_argument("--aa", type=int, default=10)
+    p.add_argument("--null", type=int, default=20)
+    p.add_argument("--only", nargs="*", default=None, help="count only these trees besides base (names)")
+    args = p.parse_args(argv)
     avail = work.probe()
     if avail.kind is None:
-        print(f"work_study: no counter: {avail.reason}", file=sys.stderr)
+        print(f"work_study: no counter here: {avail.reason}", file=sys.stderr)
         return 2
-    if shutil.which("valgrind") is None and avail.kind == "callgrind":
-        return 2
-    drafts = sorted({r.split()[1] for r in args.rows if r.split()[0] in ("draft", "spec", "round")})
-    ks = sorted({int(r.split("k=")[1]) for r in args.rows if "k=" in r}) or [4]
-    kinds = {r.split()[0] for r in args.rows}
-    only = sorted({"pass" if k == "pass" else k for k in kinds} | ({"spec", "round"} & kinds))
-    config = {"target": None, "backend": args.backend, "dtype": None, "drafts": drafts, "ks": ks,
-              "chars": args.chars, "prompt": "ROMEO:", "seed": 0, "temperature": 1.0, "threads": 1, "only": only}
-    results, base = {}, None
-    print(f"counter: {avail.name}")
-    for v in args.variants:
-        results[v] = run_variant(v, os.path.abspath(args.source), args.rows, config, avail.kind)
-        base = base or results[v]
-        for r in args.rows:
-            c = results[v][r]
-            diff = c["per_call"] / base[r]["per_call"] - 1
-            print(f"{v:9} {r:18} {c['per_call']:>14,} {diff:+.5%}  spread={c['spread']:.4%} calls={c['counts']}",
-                  flush=True)
-    if args.json:
-        Path(args.json).write_text(json.dumps(results, indent=1))
+    t0 = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="specdec-study-") as tmp:
+        trees, what = make_trees(Path(tmp), args.aa, args.null)
+        if args.only is not None:
+            keep = {"T00"} | {lab for lab, (name, _) in what.items() if name in args.only}
+            trees, what = {k: v for k, v in trees.items() if k in keep}, {k: v for k, v in what.items() if k in keep}
+        sources = [Source(label, what[label][0], str(path), None) for label, path in trees.items()]
+        print(f"work_study: {len(sources)} trees x {len(ab_work.LAYOUTS)} layouts, {avail.name}", file=sys.stderr)
+        cfg = ab_work.counting_config(CONFIG)
+        got = ab_work.count_sources(sources, cfg, avail.kind, ROWS, lambda s: print(s, file=sys.stderr, flush=True),
+                                    keep=args.keep)
+    labels = list(trees)
+    comparisons = {}
+    for i, label in enumerate(labels[1:], start=1):
+        counted = {"rows": {r: {"a": per[0], "b": per[i]} for r, per in got.items()}}
+        judged = ab_work.judge(counted)
+        comparisons[what[label][0]] = {"label": label, "what": what[label][1], "rows": {
+            r: {"change": j["change"], "threshold": j["threshold"], "verdict": j["verdict"],
+                "alloc_change": (j["alloc"] or {}).get("change")} for r, j in judged.items()}}
+    largest = {r: {kind: max([abs(c["rows"][r]["change"]) for n, c in comparisons.items() if n.startswith(kind)],
+                             default=None) for kind in ("aa", "deep", "null")} for r in got}
+    doc = {"command": "python tools/work_study.py " + " ".join(argv), "counter": avail.name,
+           "layouts": list(ab_work.LAYOUTS), "floor": ab_work.FLOOR, "chars": cfg["chars"], "kinds": list(KINDS),
+           "seconds": round(time.monotonic() - t0, 1), "largest_null_change": largest,
+           "figures": {r: {what[lab][0]: [c["fewest"] for c in per[i]] for i, lab in enumerate(labels)}
+                       for r, per in got.items()},
+           "comparisons": comparisons}
+    write_atomic(Path(args.out), json.dumps(doc, indent=1) + "\n")
+    flagged = {n: [r for r, j in c["rows"].items() if j["verdict"] != "same"] for n, c in comparisons.items()}
+    for n, rows in flagged.items():
+        print(f"{n:12} flagged: {', '.join(rows) or '-'}")
+    print(f"wrote {args.out} ({doc['seconds']:.0f} s)")
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))

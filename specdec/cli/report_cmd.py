@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import sys
+
 from specdec.cli import models
 from specdec.cli.checks import UsageError, at_least, device_arg, work_plan, work_switches, writable_dir
 from specdec.engines.registry import ENGINES
@@ -78,8 +80,18 @@ def cmd_report(args) -> int:
             models.log(f"wrote {path}")
         docs.append(doc)
     if len(docs) > 1:
-        return _calibration(docs, outs[0], record=True)
-    return 0
+        code = _calibration(docs, outs[0], record=True)
+        return code or _work_failed(docs)
+    return _work_failed(docs)
+
+
+def _work_failed(docs: list[dict]) -> int:
+    """1 where counting was tried and failed (the report is written, with why), as `specdec ab` does: a failed
+    count is a failure, not "unavailable"; 0 otherwise."""
+    failed = [d["work"]["reason"] for d in docs if (d.get("work") or {}).get("failed")]
+    for reason in failed:
+        print(f"specdec report: the work count failed (the timed report is written): {reason}", file=sys.stderr)
+    return 1 if failed else 0
 
 
 def _check_report_inputs(args, target, ks: list[int]) -> list[str]:
@@ -135,7 +147,7 @@ def _count_work(args, doc: dict, backend: str | None) -> None:
 
     kind, why_not = args.work_plan
     if kind is None:
-        doc["work"] = work_costs.unavailable(why_not)
+        doc["work"] = work_costs.ab_work.unavailable(why_not)
         return
     config = {"target": models.target_spec(args), "backend": backend or models.backend_name(args),
               "dtype": args.dtype, "drafts": list(doc["settings"]["drafts"]), "ks": doc["settings"]["ks"],
@@ -180,7 +192,7 @@ def _report_all(args, ks: list[int], cpus) -> int:
     attribution = {b: a for doc in docs.values() for b, a in (doc.get("attribution") or {}).items()}
     if overhead_plot.write_attribution(attribution, out / "attribution.png", "where the time goes, by backend"):
         models.log(f"wrote {out / 'attribution.png'}")
-    return 0
+    return _work_failed(list(docs.values()))
 
 
 def _calibration(docs: list[dict], out, record: bool) -> int:

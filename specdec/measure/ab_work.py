@@ -1,98 +1,117 @@
 """`specdec ab`'s work rows: every timed row's instructions per call in A and in B, counted after the timing.
 
-One counting worker per revision (`ab_worker.py` started by `work.popen`: under callgrind where there is no
-hardware counter, with the layout fixed, hash seed 0 and a fixed environment) builds the same rows as the
-timing workers and counts each one (`work.count_calls`: warmed up, the fewest instructions of several calls).
-Both revisions' source trees are seen by their workers through links of the same length in one temporary
-folder (`.../A`, `.../B`): a path's length moves a process's work (module paths, the strings the interpreter
-builds from them, where later objects land), and two worktrees of one commit at different depths would
-differ by that alone.
+One counting process (`work_pool`: ab's worker under the counter, callgrind where there is no hardware counter,
+with the layout fixed, hash seed 0 and a fixed environment) imports what both revisions take from the
+environment once, then forks a child per (revision, layout): each child shifts its layout by its seed
+(`work.perturb`), imports its revision's code, builds the same rows as the timing workers (their facts are the
+timing's) and counts each one. Two children run at once, one per CPU, and only after the timing pairs have
+ended, so nothing counted shares the machine with anything timed; a count needs no quiet machine.
 
-The two counting workers run at the same time, one per CPU where there are two, and only after the timing
-pairs have ended, so that nothing counted shares the machine with anything timed. A count needs no quiet
-machine: it is the same on a loaded one.
-
-The verdict (`judge`): a row's change is B/A - 1 of the two figures; it is worse (better) beyond a threshold of
-FLOOR or SPREAD_FACTOR times the larger side's spread (how far its second-fewest count lies above its fewest),
-whichever is larger. FLOOR comes from the A/A runs of docs/work.md.
+A call's figure leaves out the allocators' own instructions and the type cache's misses (`work.split_dump`):
+both follow the layout, not the code. What layout is left (the alignment libc's and numpy's copies see, which
+objects collide where) differs from layout to layout: each revision is counted in LAYOUTS layouts, the same
+seeds for both, and the verdict (`judge`) compares the means: B/A - 1 beyond a threshold of the larger of FLOOR
+and the t-quantile (Bonferroni over the rows) of the two means' standard error. The threshold is the change the
+row could detect, shown beside it. The allocators' figure is judged the same way, against its own spread, and
+shown apart: it does not decide the exit status.
 """
 
 from __future__ import annotations
 
+import math
 import os
-import tempfile
+import statistics
 from collections.abc import Callable
-from pathlib import Path
 
-from specdec.measure import work
-from specdec.measure.ab import SETUP_TIMEOUT, Worker, WorkerError
+from specdec.measure import work, work_pool
+from specdec.measure.ab import WorkerError
 from specdec.measure.ab_sources import Source
 from specdec.measure.clock import measured
 
-# 0.5 %: the same commit counted in fresh processes moved a row's figure by up to 0.11 % (tools/work_study.py,
-# docs/work.md), a path 40 characters longer or another hash seed by up to 0.28 % (ab fixes both), and a change
-# to code the row does not run (a function added to the draft registry) moved the target pass and other drafts'
-# rows by up to 0.49 %: the heap's layout follows the code loaded. rustc-perf's default is 0.2 %, which the
-# simulated Python here cannot hold to without false alarms.
-FLOOR = 0.005
-SPREAD_FACTOR = 2.0  # a row whose fewest counts lie far apart is judged against twice that spread
-COUNT_TIMEOUT = 900.0  # seconds one row's counting may take under simulation (a long generation of a big model)
+# 0.1 %: the smallest change a work row is judged on. The determinism study (tools/work_study.py,
+# docs/work-study.json, docs/work.md) found one commit against itself, and against commits that add code the rows
+# never run, within it on every row once the allocators and the type cache's misses are counted apart and the
+# layouts averaged; a row whose layouts spread wider gets the wider threshold its spread gives.
+FLOOR = 0.001
+ALPHA = 0.05  # the family's false-alarm rate: a row's threshold is Bonferroni's over the rows judged
+LAYOUTS = (1, 2, 3)  # layout seeds counted for every revision (`work.perturb`; 0 would be the unshifted layout)
+COUNT_CHARS = 12  # characters of a counted generation row: the timed row's code, at a fraction of the cost
 
 
 def count(a: Source, b: Source, config: dict, kind: str, rows: list[str],
-          progress: Callable[[str], None] = lambda line: None) -> dict:
-    """{"counter", "rows": {name: {"a": Count dict, "b": ...}}, "seconds"}: `rows` counted in both revisions
-    (a row either side cannot build is left out: its timing row says why)."""
+          progress: Callable[[str], None] = lambda line: None, layouts: tuple = LAYOUTS) -> dict:
+    """{"counter", "name", "rows": {name: {"a": [Count dict per layout], "b": [...]}}, "seconds", "layouts",
+    "chars"}: `rows` counted in both revisions (a row either side cannot build is left out: its timing row says
+    why)."""
     t0 = measured()
-    got = count_sources([a, b], config, kind, rows, progress)
+    cfg = counting_config(config)
+    got = count_sources([a, b], cfg, kind, rows, progress, layouts)
     out = {name: {"a": per[0], "b": per[1]} for name, per in got.items()}
-    return {"counter": kind, "name": work.NAMES[kind], "rows": out, "seconds": round(measured() - t0, 1)}
+    return {"counter": kind, "name": work.NAMES[kind], "rows": out, "seconds": round(measured() - t0, 1),
+            "layouts": list(layouts), "chars": cfg["chars"]}
+
+
+def counting_config(config: dict) -> dict:
+    """The workers' config as a counting child takes it: rows without facts, generations COUNT_CHARS long, one
+    thread (callgrind adds every thread's instructions, the hardware counter counts the calling thread's)."""
+    return {**config, "count": True, "chars": min(config["chars"], COUNT_CHARS), "threads": 1}
+
+
+def jobs() -> int:
+    """Counting children at once: one per CPU this process may use, at most two (each child holds a model)."""
+    return max(1, min(2, len(os.sched_getaffinity(0))))
 
 
 def count_sources(sources: list[Source], config: dict, kind: str, rows: list[str],
-                  progress: Callable[[str], None] = lambda line: None) -> dict[str, list[dict]]:
-    """row -> one Count dict per source, in order: `rows` counted by one counting worker per source, all at once,
-    every tree seen through a link of the same length (a row some source cannot build is left out). `ab`
-    counts its two revisions so; a report counts its own checkout so (`work_costs`), so that two reports of one
-    commit from folders at different depths count the same."""
-    with tempfile.TemporaryDirectory(prefix="specdec-work-") as tmp:
-        links = []
-        for s in sources:
-            link = Path(tmp) / s.label
-            link.symlink_to(os.path.abspath(s.path), target_is_directory=True)
-            links.append(Source(s.label, s.name, str(link), s.commit))
-        workers = []
-        try:
-            for s in links:
-                workers.append(Worker(s, 0, tmp, counter=kind))
-            for w in workers:
-                w.send({"op": "setup", "config": {**config, "source": w.source.path}})
-            answers = [w.receive(SETUP_TIMEOUT * 4) for w in workers]  # importing under valgrind is slower
-            names = [r for r in rows if all(ans["rows"].get(r, {}).get("ok") for ans in answers)]
-            out: dict = {}
-            for i, name in enumerate(names):
-                for w in workers:
-                    w.send({"op": "count", "row": name})
-                out[name] = [w.receive(COUNT_TIMEOUT)["count"] for w in workers]
-                progress(f"work {i + 1}/{len(names)}: {name}: " + " ".join(
-                    f"{s.label} {c['per_call']:,}" for s, c in zip(sources, out[name])) + " instructions per call")
-        finally:
-            for w in workers:
-                w.close()
-    return out
+                  progress: Callable[[str], None] = lambda line: None, layouts: tuple = LAYOUTS,
+                  keep: str | None = None) -> dict[str, list]:
+    """row -> one list of Count dicts (per layout) per source, in order: `rows` counted in every source's tree
+    (`work_pool.count_trees`; a row some source cannot build is left out). `ab` counts its two revisions so; a
+    report counts its own checkout so (`work_costs`)."""
+    try:
+        got = work_pool.count_trees({s.label: s.path for s in sources}, config, rows, kind, list(layouts),
+                                    jobs=jobs(), progress=progress, keep=keep)
+    except work_pool.CountError as exc:
+        raise WorkerError(str(exc)) from None
+    return {name: [per[s.label] for s in sources] for name, per in got["rows"].items()}
 
 
-def judge(counted: dict, floor: float = FLOOR, factor: float = SPREAD_FACTOR) -> dict[str, dict]:
-    """Per row: A and B per call, the change, the threshold and the verdict (worse / better / same)."""
+def figure(counts: list[dict], key: str = "fewest") -> list[float]:
+    """A row's figure in each layout: its Count dicts' `key` ("fewest": the verdict figure; "alloc")."""
+    return [float(c[key]) for c in counts if c.get(key) is not None]
+
+
+def compare(a: list[float], b: list[float], tests: int, floor: float = FLOOR, alpha: float = ALPHA) -> dict:
+    """Two sides' figures over their layouts: the change of the means, its standard error (relative to A's mean),
+    and the threshold: the larger of `floor` and the two-sided t-quantile at alpha / tests on 2(n - 1) degrees
+    of freedom times that error (one layout a side: `floor` alone, nothing to estimate a spread from)."""
+    from scipy import stats as sps
+
+    ma, mb = statistics.fmean(a), statistics.fmean(b)
+    change = mb / ma - 1 if ma else 0.0
+    n = min(len(a), len(b))
+    if n > 1 and ma:
+        se = math.sqrt(statistics.variance(a) / len(a) + statistics.variance(b) / len(b)) / ma
+        t = float(sps.t.ppf(1 - alpha / max(1, tests) / 2, 2 * (n - 1)))
+    else:
+        se, t = 0.0, 0.0
+    threshold = max(floor, t * se)
+    verdict = "worse" if change > threshold else "better" if change < -threshold else "same"
+    return {"a": ma, "b": mb, "change": change, "se": se, "threshold": threshold, "verdict": verdict}
+
+
+def judge(counted: dict, floor: float = FLOOR) -> dict[str, dict]:
+    """Per row: A's and B's mean instructions per call over the layouts (the verdict figure), the change, its
+    threshold (the smallest change the row could detect) and the verdict; and the allocators' figure judged
+    the same way against its own spread ("alloc": None where the counter cannot split it)."""
+    rows = counted["rows"]
     out = {}
-    for name, r in counted["rows"].items():
-        a, b = r["a"]["per_call"], r["b"]["per_call"]
-        spread = max(r["a"]["spread"], r["b"]["spread"])
-        threshold = max(floor, factor * spread)
-        change = b / a - 1 if a else 0.0
-        verdict = "worse" if change > threshold else "better" if change < -threshold else "same"
-        out[name] = {"a": a, "b": b, "change": change, "threshold": threshold, "spread": spread,
-                     "verdict": verdict}
+    for name, r in rows.items():
+        row = compare(figure(r["a"]), figure(r["b"]), len(rows), floor)
+        aa, ab = figure(r["a"], "alloc"), figure(r["b"], "alloc")
+        row["alloc"] = compare(aa, ab, len(rows), floor) if aa and ab and len(aa) == len(ab) else None
+        row["layouts"] = min(len(r["a"]), len(r["b"]))
+        out[name] = row
     return out
 
 

@@ -166,14 +166,20 @@ def _draft_call(draft, ctx: list[int], k: int, temperature: float):
     return call
 
 
+KINDS = ("target-only", "pass", "verify", "draft", "spec", "round", "batch")
+
+
 def _rows(specdec, cfg: dict) -> dict:
     """name -> (call, facts) for every row the config asks for; (None, reason) where this revision cannot.
-    cfg["only"] (optional) names the kinds of row to build (of "target-only", "pass", "verify", "draft",
-    "spec", "round"): a report's work section counts the cost table's calls without building generations.
-    cfg["draft_k"] (optional): the k a "draft" row proposes (default the largest of cfg["ks"])."""
+    cfg["only"] (optional) names the kinds of row to build (of KINDS; default all but "batch" where cfg["count"]
+    is set, else all): a report's work section counts the cost table's calls without building generations.
+    cfg["count"]: a counting process's rows, without their facts (the timing workers check those; under the
+    counter every generation run for a fact costs seconds). cfg["draft_k"] (optional): the k a "draft" row
+    proposes (default the largest of cfg["ks"])."""
     target = _target(specdec, cfg)
     prompt, chars, seed, temp = cfg["prompt"], cfg["chars"], cfg["seed"], cfg["temperature"]
-    only = set(cfg.get("only") or ("target-only", "pass", "verify", "draft", "spec", "round"))
+    counting = bool(cfg.get("count"))
+    only = set(cfg.get("only") or (KINDS[:-1] if counting else KINDS))
     ctx = _encode(target, specdec, COST_TEXT)
     rows: dict = {}
 
@@ -181,13 +187,14 @@ def _rows(specdec, cfg: dict) -> dict:
         return specdec.generate(target, prompt, chars, seed=seed, temperature=temp)
 
     if "target-only" in only:
-        rows["target-only"] = (plain, _facts(plain()))
+        rows["target-only"] = (plain, {} if counting else _facts(plain()))
     if "pass" in only:
         rows["pass 1"] = (_pass_call(target, ctx, 1), {})
     for k in cfg["ks"] if "verify" in only else ():
         rows[f"verify {k + 1}"] = (_pass_call(target, ctx, k + 1), {})
     generations = bool(only & {"spec", "round"})
-    greedy = specdec.generate(target, prompt, chars, seed=seed, temperature=0.0).text if generations else None
+    greedy = (specdec.generate(target, prompt, chars, seed=seed, temperature=0.0).text
+              if generations and not counting else None)
     for name in cfg["drafts"]:
         try:
             draft = specdec.make_draft(name, target)
@@ -199,8 +206,8 @@ def _rows(specdec, cfg: dict) -> dict:
         if "draft" in only:
             rows[f"draft {name}"] = (_draft_call(draft, ctx, cfg.get("draft_k") or max(cfg["ks"]), temp), {})
         for k in cfg["ks"] if generations else ():
-            rows.update(_speculative_rows(specdec, target, draft, name, k, cfg, greedy))
-        if generations:  # a batched generation of 8 sequences: seconds natively, minutes under callgrind
+            rows.update(_speculative_rows(specdec, target, draft, name, k, cfg, greedy, counting))
+        if "batch" in only:  # a batched generation of 8 sequences: seconds natively, minutes under callgrind
             rows.update(_batch_row(specdec, target, draft, name, max(cfg["ks"]), cfg))
     return rows
 
@@ -278,15 +285,17 @@ def _draft_rows(name: str, ks: list[int]) -> list[str]:
             + [f"spec-batch{BATCH} {name} k={max(ks)}"])
 
 
-def _speculative_rows(specdec, target, draft, name: str, k: int, cfg: dict, greedy: str) -> dict:
-    """End-to-end speculative generation at k, and the same rounds with the draft's work replayed."""
+def _speculative_rows(specdec, target, draft, name: str, k: int, cfg: dict, greedy: str | None,
+                      counting: bool = False) -> dict:
+    """End-to-end speculative generation at k, and the same rounds with the draft's work replayed (a counting
+    process skips the facts, not the replay's check: the round row must be the same generation)."""
     prompt, chars, seed, temp = cfg["prompt"], cfg["chars"], cfg["seed"], cfg["temperature"]
 
     def spec():
         return specdec.speculative_generate(target, draft, prompt, chars, k=k, seed=seed, temperature=temp)
 
     sampled = _facts(spec())
-    facts = {**sampled, "greedy_equal": specdec.speculative_generate(
+    facts = {} if counting else {**sampled, "greedy_equal": specdec.speculative_generate(
         target, draft, prompt, chars, k=k, seed=seed, temperature=0.0).text == greedy}
     replay = _Replay(draft)
 
@@ -364,16 +373,30 @@ def _work():
     return work
 
 
-def _count(call, warmup: int | None = None, calls: int | None = None) -> dict:
+def _count(call, warmup: int | None = None, calls: int | None = None, begun: bool = False) -> dict:
     global COUNTER
     work = _work()
     if COUNTER is None:
         COUNTER = work.open_counter()
     warmup = int(os.environ.get("SPECDEC_WORK_WARMUP", work.WARMUP if warmup is None else warmup))
-    return work.count_calls(call, COUNTER, warmup=warmup, calls=work.CALLS if calls is None else calls).as_dict()
+    return work.count_calls(call, COUNTER, warmup=warmup, calls=work.CALLS if calls is None else calls,
+                            begun=begun).as_dict()
 
 
 # ---- the counting zygote: one process under the counter, a forked child per (revision, layout) ----------------
+
+def _plan(row: str) -> tuple[int, int]:
+    """(uncounted calls, counted calls) of a row in a counting child. The interpreter quickens a code object after
+    8 calls or loop iterations and then specialises each instruction on its next executions, retrying with
+    back-off where that fails: a single call (a pass, a draft's proposal) needs dozens of calls before its work
+    settles (a draft's still changed at its tenth), and costs little, so 24 warm-ups and the fewest of 3; a
+    generation's loop settles in its first call, and its counted call is most of a child's cost, so 3 warm-ups
+    and one counted call. A child's calls follow the same sequence in every revision (its work differs call to
+    call by the same amounts in A and B), and the layouts' mean does the rest (docs/work.md)."""
+    if row == "target-only" or row.startswith(("spec", "round")):
+        return 3, 1
+    return 24, 3
+
 
 def _preload(cfg: dict) -> dict:
     """What every revision imports from the environment, imported once here before any child is forked (under
@@ -409,11 +432,17 @@ def _child(req: dict) -> int:
         seconds = {"setup": round(time.monotonic() - t0, 1)}
         COUNTER = work.open_counter()
         counts = {}
+        once = bool(req.get("instrument_once"))
+        if once:
+            COUNTER.begin()
         for row in req["rows"]:
             if row in calls:
                 t0 = time.monotonic()
-                counts[row] = _count(calls[row], req.get("warmup"), req.get("calls"))
+                warmup, n = _plan(row)
+                counts[row] = _count(calls[row], req.get("warmup") or warmup, req.get("calls") or n, begun=once)
                 seconds[row] = round(time.monotonic() - t0, 1)
+        if once:
+            COUNTER.end()
         result = {"rows": answer["rows"], "counts": counts, "layout": req["layout"], "pid": os.getpid(),
                   "threads": answer["threads"], "seconds": seconds}
         code = 0

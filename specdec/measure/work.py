@@ -391,7 +391,7 @@ def as_split(token_value) -> dict:
 
 
 def count_calls(call: Callable[[], object], counter: Counter, warmup: int = WARMUP, calls: int = CALLS,
-                prepare: bool = True) -> Count:
+                prepare: bool = True, begun: bool = False) -> Count:
     """Instructions per call: `warmup` uncounted calls (the interpreter's adaptive specialisation changes the
     work of the first few), then `calls` counted ones, each split into the allocators' instructions and the
     rest (`split_dump`); the figure is the fewest of the rest (`summarise`).
@@ -417,7 +417,8 @@ def count_calls(call: Callable[[], object], counter: Counter, warmup: int = WARM
     gc.collect()
     gc.disable()
     try:
-        counter.begin()
+        if not begun:
+            counter.begin()
         try:
             for _ in range(calls):
                 if before is not None:
@@ -426,7 +427,8 @@ def count_calls(call: Callable[[], object], counter: Counter, warmup: int = WARM
                 call()
                 tokens.append(counter.stop())
         finally:
-            counter.end()
+            if not begun:
+                counter.end()
     finally:
         if was:
             gc.enable()

@@ -1,10 +1,11 @@
 """The cost table's work: instructions per target pass and per drafted token, and the time per instruction.
 
 A report counts the calls its cost table times -- the target's one-position pass and each draft proposing
-`draft_k` tokens -- in one counting worker of the running checkout (`ab_work.count_sources`: ab's worker
-started by `work.popen`, under callgrind where there is no hardware counter, with the layout fixed, hash seed 0
-and a fixed environment, the checkout seen through a link of fixed length). It runs after the report's timed
-sections, so nothing counted shares the machine with anything timed; a count needs no quiet machine.
+`draft_k` tokens -- in the running checkout, as `specdec ab` counts a revision (`ab_work.count_sources`: ab's
+counting children, each in a layout of its own, the checkout seen through a link of fixed length; a row's
+figure is its mean over the layouts, the allocators and the type cache's misses left out). It runs after the
+report's timed sections, so nothing counted shares the machine with anything timed; a count needs no quiet
+machine.
 
 `figures` joins the counts to the timed costs: a term's instructions and its time per instruction (ns). Two
 reports' work is judged like `ab`'s work rows (`ab_work.judge`, its FLOOR); across machines a term's change in
@@ -14,6 +15,7 @@ the work is the same, so what differs is the machine's speed.
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Callable
 from pathlib import Path
 
@@ -36,24 +38,29 @@ def checkout() -> Path:
     return Path(specdec.__path__[0]).resolve().parent
 
 
+METHOD = "layouts-v2"  # how a row's figure is made: means over work.perturb's layouts, allocators and type-cache misses apart
+
+
 def measure(config: dict, kind: str, draft_k: int,
             progress: Callable[[str], None] = lambda line: None) -> dict:
-    """doc["work"]: the counter, per row the Count dict (`work.Count`), `draft_k`, the seconds it took. config is
-    the ab worker's (target, backend, dtype, drafts by name, ks, chars, prompt, seed, temperature, threads); a
-    draft the worker cannot build by name (a Draft object given to `report.measure`) is left out."""
+    """doc["work"]: the counter, per row a Count dict per layout (`work.Count`), `draft_k`, the seconds it took.
+    config is the ab worker's (target, backend, dtype, drafts by name, ks, chars, prompt, seed, temperature,
+    threads); a draft the worker cannot build by name (a Draft object given to `report.measure`) is left out."""
     t0 = measured()
-    cfg = {**config, "only": ["pass", "draft"], "draft_k": draft_k}
+    cfg = {**ab_work.counting_config(config), "only": ["pass", "draft"], "draft_k": draft_k}
     rows = [PASS] + [draft_row(n) for n in config["drafts"]]
     try:
         got = ab_work.count_sources([Source("R", "this checkout", str(checkout()), None)], cfg, kind, rows, progress)
     except WorkerError as exc:  # the timed report stands; its work section says it failed, and why
-        return {**unavailable(f"the counting worker failed: {str(exc).splitlines()[0]}"), "failed": True}
+        return ab_work.unavailable(f"the counting worker failed: {str(exc).splitlines()[0]}", failed=True)
     return {"counter": kind, "name": work.NAMES[kind], "rows": {n: per[0] for n, per in got.items()},
-            "draft_k": draft_k, "seconds": round(measured() - t0, 1)}
+            "draft_k": draft_k, "method": METHOD, "layouts": list(ab_work.LAYOUTS),
+            "seconds": round(measured() - t0, 1)}
 
 
-def unavailable(reason: str) -> dict:
-    return {"counter": None, "name": "unavailable", "reason": reason, "rows": {}}
+def instructions(counts: list[dict]) -> float:
+    """A row's figure: its verdict figure's mean over the layouts it was counted in."""
+    return statistics.fmean(ab_work.figure(counts))
 
 
 def figures(doc: dict) -> dict[str, dict]:
@@ -64,11 +71,11 @@ def figures(doc: dict) -> dict[str, dict]:
     rows = w.get("rows") or {}
     out = {}
     if PASS in rows and c.get("target_pass_us"):
-        out["pass"] = _term(rows[PASS]["per_call"], c["target_pass_us"])
+        out["pass"] = _term(instructions(rows[PASS]), c["target_pass_us"])
     for name, d in (c.get("drafts") or {}).items():
         r = rows.get(draft_row(name))
         if r is not None:
-            out[draft_row(name)] = _term(r["per_call"] / w["draft_k"], d["char_us"])
+            out[draft_row(name)] = _term(instructions(r) / w["draft_k"], d["char_us"])
     return out
 
 
@@ -90,6 +97,9 @@ def comparable(a: dict, b: dict) -> str:
     wa, wb = a.get("work") or {}, b.get("work") or {}
     if not wa.get("rows") or not wb.get("rows"):
         return "work not counted in " + " and ".join(s for s, w in (("A", wa), ("B", wb)) if not w.get("rows"))
+    if wa.get("method") != METHOD or wb.get("method") != METHOD:
+        old = " and ".join(s for s, w in (("A", wa), ("B", wb)) if w.get("method") != METHOD)
+        return f"{old} counted by an older method (allocators in the figure, one layout): not comparable"
     if wa["counter"] != wb["counter"]:
         return f"counted by different counters ({wa['counter']} and {wb['counter']}): their figures differ by method"
     if wa.get("draft_k") != wb.get("draft_k"):

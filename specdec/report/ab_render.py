@@ -29,15 +29,18 @@ def _behaviour(run: Run) -> list[dict]:
 
 
 def _work(work: dict | None, rows: dict) -> dict:
-    """The work section: the counter, per row A and B instructions per call, change, threshold and verdict, and
-    where work and time disagree."""
+    """The work section: the counter, per row A's and B's mean instructions per call over the layouts, the
+    change, its threshold (what the row could detect) and verdict, the allocators' figure apart, and where
+    work and time disagree."""
     work = work or ab_work.unavailable("not counted")
     judged = ab_work.judge(work) if work.get("rows") else {}
     return {"counter": work.get("counter"), "name": work.get("name"), "reason": work.get("reason", ""),
             "failed": bool(work.get("failed")), "seconds": work.get("seconds"), "floor": ab_work.FLOOR,
+            "layouts": work.get("layouts"), "chars": work.get("chars"),
             "rows": judged, "counts": work.get("rows", {}),
             "disagree": ab_work.disagreements(judged, rows),
-            "worse": sorted(n for n, r in judged.items() if r["verdict"] == "worse")}
+            "worse": sorted(n for n, r in judged.items() if r["verdict"] == "worse"),
+            "alloc_worse": sorted(n for n, r in judged.items() if (r.get("alloc") or {}).get("verdict") == "worse")}
 
 
 def document(run: Run, a: Source, b: Source, cpu: int, alpha: float = ab_stats.ALPHA,
@@ -134,21 +137,33 @@ def text(doc: dict) -> str:
     if work["worse"]:
         lines.append("WORSE (work): " + ", ".join(f"{n} {_pct(work['rows'][n]['change'])}" for n in work["worse"]))
     elif work["rows"]:
-        lines.append(f"no row's work got worse beyond its threshold (at least {work['floor']:.1%})")
+        ths = [r["threshold"] for r in work["rows"].values()]
+        lines.append(f"no row's work got worse beyond its threshold ({min(ths):.2%} to {max(ths):.2%})")
     return "\n".join(lines)
 
 
 def _work_lines(work: dict) -> list[str]:
-    """The work table: instructions per call of A and B beside the timing rows, and where they disagree."""
+    """The work table: mean instructions per call of A and B over the layouts beside the timing rows, the
+    threshold (the smallest change the row could detect), the allocators' figure apart, and where work and
+    time disagree."""
     if not work["rows"]:
         return ["", f"work rows {'FAILED' if work['failed'] else 'unavailable'}: {work['reason']}"]
     w = max([22] + [len(n) for n in work["rows"]])
-    lines = ["", f"work: instructions per call, counted by {work['name']}, one process per revision after the "
-             f"timing ({work['seconds']:.0f} s); per row the fewest of {ab_work.work.CALLS} warm calls; a row "
-             f"changed beyond max({work['floor']:.1%}, {ab_work.SPREAD_FACTOR:g} x its fewest counts' spread)",
-             f"{'row':{w}} {'A':>15} {'B':>15} {'B/A':>9} {'threshold':>9}  verdict"]
+    layouts = len(work.get("layouts") or []) or 1
+    chars = f"; generations of {work['chars']} characters" if work.get("chars") else ""
+    lines = ["", f"work: instructions per call outside the allocators and the type cache's misses, counted by "
+             f"{work['name']} at 1 thread after the timing ({work['seconds']:.0f} s); each revision in {layouts} "
+             f"layouts, the mean{chars}; a row changed beyond its threshold: the larger of {work['floor']:.2%} and "
+             f"its layouts' spread (docs/work.md)",
+             f"{'row':{w}} {'A':>14} {'B':>14} {'B/A':>9} {'detects':>8}  {'verdict':7} {'alloc B/A':>10} {'detects':>8}"]
     for name, r in work["rows"].items():
-        lines.append(f"{name:{w}} {r['a']:>15,} {r['b']:>15,} {r['change']:>+9.3%} {r['threshold']:>9.2%}  "
-                     f"{r['verdict']}")
+        al = r.get("alloc")
+        alloc = f"{al['change']:>+10.2%} {al['threshold']:>8.2%}" + (f"  alloc {al['verdict']}" if al["verdict"] != "same"
+                                                                       else "") if al else f"{'-':>10} {'-':>8}"
+        lines.append(f"{name:{w}} {r['a']:>14,.0f} {r['b']:>14,.0f} {r['change']:>+9.3%} {r['threshold']:>8.2%}  "
+                     f"{r['verdict']:7} {alloc}")
     lines += [f"work and time disagree: {d['row']}: {d['why']}" for d in work["disagree"]]
+    if work.get("alloc_worse"):
+        lines.append("the allocators did more work in: " + ", ".join(work["alloc_worse"])
+                     + " (shown, not judged: the callers' own work is the verdict)")
     return lines

@@ -1,7 +1,7 @@
 """`specdec compare`'s work section: two reports' instructions per target pass and per drafted token.
 
-On one machine the work figures are judged as `specdec ab` judges its work rows (`ab_work.judge`: B/A - 1
-against the larger of ab_work.FLOOR and twice either side's spread): a count does not move with the machine's
+On one machine the work figures are judged as `specdec ab` judges its work rows (`ab_work.judge`: the means over
+the layouts, B/A - 1 against the larger of ab_work.FLOOR and the layouts' spread): a count does not move with the machine's
 load, so a draft made slower by more work is flagged where its timing is lost in the noise. Across machines
 they are not judged: each term's change in time is split into work and time per instruction
 (`work_costs.split`), and where the same kernels run the work is the same, so the change is the machine's
@@ -24,12 +24,13 @@ def section(a: dict, b: dict, same_machine: bool) -> tuple[list[str], dict[str, 
     judged = work_costs.judge(a, b)
     floor = ab_work.FLOOR
     lines = [f"work ({a['work']['name']}): instructions per call, judged like `specdec ab`'s work rows (worse "
-             f"beyond the larger of {floor:.1%} and twice either side's spread; counts do not move with load)",
+             f"beyond the larger of {floor:.2%} and the layouts' spread; counts do not move with load)",
              f"{'work row':34} {'A':>14} {'B':>14} {'B/A-1':>8} {'threshold':>9}  verdict"]
     for name, r in judged.items():
-        lines.append(f"{name:34} {r['a']:>14,} {r['b']:>14,} {r['change']:>+8.2%} {r['threshold']:>9.2%}  {r['verdict']}")
+        lines.append(f"{name:34} {r['a']:>14,.0f} {r['b']:>14,.0f} {r['change']:>+8.2%} {r['threshold']:>9.2%}  "
+                     f"{r['verdict']}")
     worse = {f"work {name}": f"{r['change']:+.2%} instructions per call (threshold {r['threshold']:.2%}; "
-             f"A {r['a']:,}, B {r['b']:,})" for name, r in judged.items() if r["verdict"] == "worse"}
+             f"A {r['a']:,.0f}, B {r['b']:,.0f})" for name, r in judged.items() if r["verdict"] == "worse"}
     return lines, worse
 
 
