@@ -133,25 +133,29 @@ def test_the_document_names_worse_rows_behaviour_and_unavailable_ones():
     json.dumps(doc)  # --json writes it as it is
 
 
-def _count(n: int) -> dict:
-    return {"per_call": n, "counts": [n + 7, n], "warmup": 8, "spread": 7 / n}
+def _layouts(*ns: int) -> list[dict]:
+    """One Count dict per layout, the figure `fewest` as given."""
+    return [{"fewest": n, "alloc": 1000, "counts": [{"total": n + 1000, "alloc": 1000, "lookup": 0, "work": n}],
+             "warmup": 24, "spread": 0.0} for n in ns]
 
 
 def test_the_work_rows_stand_beside_the_timing_rows_and_say_where_they_disagree():
     """pass 1: time worse, work the same (a cache or dispatch effect); draft bigram: 0.6 % more work that time
-    could not see; verify 5: the same either way."""
+    could not see; verify 5: the same either way. Layouts that agree: the threshold is FLOOR (0.1 %)."""
     run = _fake_run({"pass 1": 0.05, "draft bigram": 0.0, "verify 5": 0.0})
-    work_doc = {"counter": "callgrind", "name": "Ir (callgrind)", "seconds": 95.0,
-                "rows": {"pass 1": {"a": _count(700000), "b": _count(700350)},
-                         "draft bigram": {"a": _count(50000), "b": _count(50300)},
-                         "verify 5": {"a": _count(1000000), "b": _count(1000000)}}}
+    work_doc = {"counter": "callgrind", "name": "Ir (callgrind)", "seconds": 95.0, "layouts": [1, 2, 3], "chars": 12,
+                "rows": {"pass 1": {"a": _layouts(700000, 700000, 700000), "b": _layouts(700350, 700350, 700350)},
+                         "draft bigram": {"a": _layouts(50000, 50000, 50000), "b": _layouts(50300, 50300, 50300)},
+                         "verify 5": {"a": _layouts(1000000, 1000000, 1000000),
+                                      "b": _layouts(1000000, 1000000, 1000000)}}}
     doc = ab_render.document(run, Source("A", "main", "/a", None), Source("B", "HEAD", "/b", None), cpu=1,
                              work=work_doc)
-    assert doc["worse"] == ["pass 1"] and doc["work"]["worse"] == ["draft bigram"]
+    assert doc["worse"] == ["pass 1"] and doc["work"]["worse"] == ["draft bigram"]  # pass 1: +0.05 % < 0.1 %
     assert {r["row"]: (r["work"], r["time"]) for r in doc["work"]["disagree"]} == {
         "pass 1": ("same", "worse"), "draft bigram": ("worse", "same")}
     out = ab_render.text(doc)
-    assert "draft bigram                    50,000          50,300   +0.600%     0.50%  worse" in out
+    assert "draft bigram                   50,000         50,300   +0.600%    0.10%  worse   " in out
+    assert "work and time disagree: draft bigram: work worse while time stayed within its interval" in out
     assert "work and time disagree: pass 1: time worse with the same work: a cache, memory-layout" in out
     assert out.splitlines()[-1] == "WORSE (work): draft bigram +0.6%"
 
@@ -346,8 +350,8 @@ def test_the_work_rows_flag_more_work_in_one_draft_and_not_the_pass(tmp_path):
     rows = ab_work.judge(counted)
     assert rows["draft bigram"]["verdict"] == "worse" and rows["draft bigram"]["change"] > 0.2
     assert rows["pass 1"]["verdict"] == "same" and abs(rows["pass 1"]["change"]) < ab_work.FLOOR
-    for side in ("a", "b"):
-        assert len(counted["rows"]["pass 1"][side]["counts"]) == work.CALLS
+    for side in ("a", "b"):  # every layout counted, the pass's 3 warm calls in each
+        assert [len(c["counts"]) for c in counted["rows"]["pass 1"][side]] == [3] * len(ab_work.LAYOUTS)
 
 
 def test_a_users_hugging_face_pair_runs_through_the_same_rows(hf_exported, capsys):

@@ -294,6 +294,8 @@ BAD = [
     (["ab", "HEAD", "HEAD", "--json=1"], "argument --json: ignored explicit argument '1'"),
     (["ab", "HEAD", "HEAD", "--no-work", "--counter", "callgrind"], "--counter callgrind names the work rows' counter "
      "and --no-work leaves them out"),
+    (["ab", "HEAD", "HEAD", "--no-work", "--count-batched"], "--count-batched counts more work rows and --no-work "
+     "leaves them out"),
     (["ab", "HEAD", "HEAD", "--counter", "cycles"], "argument --counter: invalid choice: 'cycles' (choose from"),
     (["batch", "--batches", "1", "0"], "--batches: 0 is not a batch size (allowed: 1 to 256)"),
     (["batch", "--budget", "0"], "--budget must be a positive number of seconds, got 0.0"),

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from specdec import cli
-from specdec.measure import machine_record
+from specdec.measure import machine_record, work_costs
 from specdec.report import compare
 
 DRAFTS = ("bigram", "int8")
@@ -366,9 +366,10 @@ WORK = {"pass 1": 2_000_000, "draft bigram": 400_000, "draft int8": 8_000_000}
 def _with_work(doc: dict, scale: dict | None = None, spread: float = 0.0, counter: str = "callgrind") -> dict:
     """doc with work rows as `work_costs.measure` records them: per row the fewest count and its spread."""
     scale = scale or {}
-    doc["work"] = {"counter": counter, "name": f"{counter} instructions", "draft_k": 4, "seconds": 1.0, "rows": {
-        n: {"per_call": round(v * scale.get(n, 1.0)), "spread": spread, "counts": [], "warmup": 8}
-        for n, v in WORK.items()}}
+    doc["work"] = {"counter": counter, "name": f"{counter} instructions", "draft_k": 4, "seconds": 1.0,
+                   "method": work_costs.METHOD, "rows": {
+                       n: [{"fewest": round(v * scale.get(n, 1.0) * (1 + d * spread)), "alloc": 10, "counts": [],
+                            "warmup": 24, "spread": 0.0} for d in (-1, 0, 1)] for n, v in WORK.items()}}
     return doc
 
 
@@ -379,17 +380,19 @@ def test_a_draft_with_more_work_is_flagged_though_its_time_cannot_tell(tmp_path,
     code, out, _ = _cli(tmp_path, a, b, capsys)
     assert code == 1
     worse = [line for line in out.splitlines() if line.startswith("WORSE")]
-    assert worse == ["WORSE: work draft bigram: +28.00% instructions per call (threshold 0.50%; A 400,000, "
+    assert worse == ["WORSE: work draft bigram: +28.00% instructions per call (threshold 0.10%; A 400,000, "
                      "B 512,000)"]
 
 
 @pytest.mark.parametrize("change, spread, verdict", [
-    (0.004, 0.0, "same"),  # within the floor (0.5 %)
-    (0.006, 0.0, "worse"),  # beyond it
-    (0.006, 0.004, "same"),  # beyond the floor, within twice the spread (0.8 %)
-    (-0.006, 0.0, "better"),
+    (0.0008, 0.0, "same"),  # within the floor (0.1 %)
+    (0.0015, 0.0, "worse"),  # beyond it
+    # layouts 0.2 % apart: se 0.002 x sqrt(2/3), x t(1 - 0.05 / 3 rows / 2, 4 df) = 3.9608: a threshold of 0.647 %
+    (0.006, 0.002, "same"),
+    (0.007, 0.002, "worse"),
+    (-0.0015, 0.0, "better"),
 ])
-def test_a_work_row_is_judged_against_the_floor_or_twice_its_spread(change, spread, verdict):
+def test_a_work_row_is_judged_against_the_floor_or_its_layouts_spread(change, spread, verdict):
     a = _with_work(_doc(1), spread=spread)
     b = _with_work(_doc(1), {"pass 1": 1 + change}, spread=spread)
     text, worse = compare.compare(a, b)
@@ -402,6 +405,7 @@ def test_a_work_row_is_judged_against_the_floor_or_twice_its_spread(change, spre
     (lambda a, b: a.update(work={"counter": None, "rows": {}}), "not compared: work not counted in A"),
     (lambda a, b: _with_work(b, counter="perf"), "counted by different counters (callgrind and perf)"),
     (lambda a, b: b["work"].update(draft_k=2), "drafts counted at different k (4 and 2)"),
+    (lambda a, b: a["work"].pop("method"), "A counted by an older method (allocators in the figure, one layout)"),
 ])
 def test_work_that_cannot_be_compared_is_said_not_judged(edit, says):
     a, b = _with_work(_doc(1)), _with_work(_doc(2), {"draft bigram": 2.0})

@@ -107,7 +107,8 @@ def test_count_calls_warms_up_then_counts_with_the_collector_off():
     call.again = lambda: seen.append(("again", None))
     counter = Scripted([110, 100, 104])
     got = work.count_calls(call, counter, warmup=2, calls=3)
-    assert (got.per_call, got.counts, got.warmup) == (100, [110, 100, 104], 2)
+    # the hardware counter's single figure is all work: nothing split apart (alloc None)
+    assert (got.fewest, [c["work"] for c in got.counts], got.warmup, got.alloc) == (100, [110, 100, 104], 2, None)
     assert got.spread == pytest.approx(0.04)
     assert counter.log == ["begin"] + ["start", "stop"] * 3 + ["end"] + ["read"] * 3  # the dumps read after the run
     assert seen[0] == ("prepare", None)  # the full prepare once, then the cheap one before every call
@@ -115,14 +116,90 @@ def test_count_calls_warms_up_then_counts_with_the_collector_off():
     assert gc.isenabled()
 
 
-def test_a_callgrind_dump_is_read_from_its_totals_line(tmp_path):
-    (tmp_path / "cg.77.10").write_text("version: 1\ndesc: Trigger: Client Request: x\nsummary: 0\ntotals: 42\n")
-    assert work.dump_count(str(tmp_path / "cg.77.10")) == 42
+DUMP = """version: 1
+creator: callgrind-3.19.0
+positions: line
+events: Ir
+desc: Trigger: Client Request: specdec-77-a-1
+ob=(1) /usr/lib/x86_64-linux-gnu/libc.so.6
+fl=(1) ???
+fn=(1) _int_malloc
+0 300
+fn=(2) malloc
+0 50
+cfn=(1)
+calls=2 0
+0 300
+ob=(2) /usr/lib/libpython3.11.so.1.0
+fl=(2) ???
+fn=(3) _PyObject_Malloc
+0 40
+fn=(4) find_name_in_mro
+0 70
+cfn=(5) _Py_dict_lookup
+calls=3 0
+0 90
+fn=(5)
+0 90
+fn=(6) _PyType_Lookup
+0 20
+cfn=(4)
+calls=1 0
+0 160
+fn=(7) _PyEval_EvalFrameDefault
+0 1000
+cfn=(2)
+calls=2 0
+0 350
+ob=(3) /opt/venv/lib/libfoo.so
+fn=(8) malloc
+0 5
+totals: 1575
+"""
+
+
+def test_a_callgrind_dump_is_split_into_the_allocators_the_type_caches_misses_and_the_rest(tmp_path):
+    """Exclusive costs add up to the totals line (a cost after `calls=` is the callee's inclusive one): glibc's
+    _int_malloc 300 + malloc 50 and pymalloc's 40 are the allocators' (390); find_name_in_mro's inclusive
+    160 at its one call is the type cache's misses; the rest, 1575 - 390 - 160 = 1025, is the work (a `malloc`
+    outside libc is not glibc's)."""
+    path = tmp_path / "cg.77.1"
+    path.write_text(DUMP)
+    assert work.split_dump(str(path)) == {"total": 1575, "alloc": 390, "lookup": 160, "work": 1025}
+    path.write_text(DUMP.replace("totals: 1575", "totals: 1576"))
+    with pytest.raises(RuntimeError, match="add up to 1575, its totals line says 1576"):
+        work.split_dump(str(path))
     (tmp_path / "bad").write_text("events: Ir\n")
     with pytest.raises(RuntimeError, match="no 'totals:' line"):
-        work.dump_count(str(tmp_path / "bad"))
+        work.split_dump(str(tmp_path / "bad"))
     with pytest.raises(RuntimeError, match="running under callgrind"):
-        work.dump_count(str(tmp_path / "cg.77.11"))
+        work.split_dump(str(tmp_path / "cg.77.11"))
+
+
+def test_a_dump_is_found_by_its_regions_name_whatever_number_callgrind_gave_it(tmp_path):
+    (tmp_path / "cg.77.1").write_text(DUMP)
+    (tmp_path / "cg.77.2").write_text(DUMP.replace("specdec-77-a-1", "specdec-77-b-1"))
+    assert work.find_dump(str(tmp_path / "cg.77"), "specdec-77-b-1") == str(tmp_path / "cg.77.2")
+    with pytest.raises(RuntimeError, match="0 callgrind dumps"):
+        work.find_dump(str(tmp_path / "cg.77"), "specdec-77-c-1")
+
+
+@pytest.mark.parametrize("name, obj, mine", [("_int_free.isra.0", "/lib/libc.so.6", True),
+                                             ("unlink_chunk.constprop.0", "/lib/x86_64/libc.so.6", True),
+                                             ("malloc", "/opt/libtorch_cpu.so", False),
+                                             ("_PyObject_Free", "/usr/bin/python3.11", True),
+                                             ("_PyEval_EvalFrameDefault", "/usr/bin/python3.11", False),
+                                             ("memcpy", "/lib/libc.so.6", False)])
+def test_the_allocators_functions_are_one_list(name, obj, mine):
+    assert work.allocator_function(obj, name) is mine
+
+
+def test_a_layout_is_drawn_from_its_seed():
+    assert work.perturb(0) == []
+    one, again, other = work.perturb(5), work.perturb(5), work.perturb(6)
+    shape = [type(x).__name__ if not isinstance(x, str) else len(x) for x in one]
+    assert shape == [type(x).__name__ if not isinstance(x, str) else len(x) for x in again]
+    assert shape != [type(x).__name__ if not isinstance(x, str) else len(x) for x in other]
 
 
 def test_the_counted_process_gets_a_fixed_small_environment():
@@ -139,18 +216,26 @@ def test_the_counted_process_gets_a_fixed_small_environment():
         work.command(["python"], "callgrind", "/tmp/x.out")
 
 
-def test_ab_work_verdicts_against_the_floor_and_the_spread():
-    def side(n, spread=0.0):
-        return {"per_call": n, "counts": [n], "warmup": 8, "spread": spread}
+def test_ab_work_verdicts_compare_the_layouts_means_against_the_floor_and_their_spread():
+    """Three layouts a side. Layouts that agree: the threshold is FLOOR (0.1 %). Layouts 10 apart on 100,000:
+    each side's variance 100, the means' standard error sqrt(100/3 + 100/3) / 100,000 = 8.165e-5, times the
+    t-quantile at 0.05 / 4 rows two-sided on 4 degrees of freedom (4.3147) = 0.035 %, below the floor, so 0.1 %
+    again; layouts 500 apart: variance 250,000, se sqrt(2 x 250,000 / 3) / 100,000 = 4.0825e-3, x 4.3147 =
+    1.761 %, wider than the +1 % change: same."""
+    def side(*ns):
+        return [{"fewest": n, "alloc": 10, "counts": [], "warmup": 24, "spread": 0.0} for n in ns]
 
-    counted = {"rows": {"same": {"a": side(100000), "b": side(100100)},  # +0.1 %: inside the 0.5 % floor
-                        "worse": {"a": side(100000), "b": side(100600)},  # +0.6 %
-                        "better": {"a": side(100000), "b": side(99000)},
-                        "spread": {"a": side(100000, 0.004), "b": side(100600)}}}  # 2 x 0.4 % = 0.8 % > 0.6 %
+    counted = {"rows": {"same": {"a": side(100000, 100000, 100000), "b": side(100050, 100050, 100050)},
+                        "worse": {"a": side(100000, 100010, 99990), "b": side(100200, 100210, 100190)},
+                        "better": {"a": side(100000, 100000, 100000), "b": side(99000, 99000, 99000)},
+                        "spread": {"a": side(100000, 100500, 99500), "b": side(101000, 101500, 100500)}}}
     got = ab_work.judge(counted)
     assert {n: r["verdict"] for n, r in got.items()} == {"same": "same", "worse": "worse", "better": "better",
                                                           "spread": "same"}
-    assert got["worse"]["change"] == pytest.approx(0.006) and got["spread"]["threshold"] == pytest.approx(0.008)
+    assert got["worse"]["change"] == pytest.approx(0.002) and got["worse"]["threshold"] == ab_work.FLOOR
+    assert got["spread"]["se"] == pytest.approx((2 * 250000 / 3) ** 0.5 / 100000)
+    assert got["spread"]["threshold"] == pytest.approx(0.0040825 * 4.31466, rel=1e-4)
+    assert got["same"]["alloc"]["change"] == 0.0 and got["same"]["layouts"] == 3
     time_rows = {"same": {"verdict": "worse", "detectable": 0.02}, "worse": {"verdict": "same", "detectable": 0.03},
                  "better": {"verdict": "better", "detectable": 0.02}}
     told = {d["row"]: d["why"] for d in ab_work.disagreements(got, time_rows)}
@@ -167,12 +252,13 @@ work = importlib.util.module_from_spec(spec); sys.modules[spec.name] = work; spe
 def loop(n):
     s = 0
     for i in range(n):
-        s += i * i
+        s += i % 7  # small ints all the way: every iteration the same work
     return s
 
 c = work.open_counter()
 one = work.count_calls(lambda: loop(20000), c, warmup=4, calls=3)
-two = work.count_calls(lambda: loop(40000), c, warmup=4, calls=3)
+other = work.open_counter()  # a second counter in the same process: callgrind numbers its dumps per process
+two = work.count_calls(lambda: loop(40000), other, warmup=4, calls=3)
 print(json.dumps([one.as_dict(), two.as_dict()]))
 """
 
@@ -187,6 +273,10 @@ def test_callgrind_counts_a_python_loop_in_proportion(tmp_path):
     out, err = proc.communicate(timeout=300)
     assert proc.returncode == 0, err[-2000:]
     one, two = json.loads(out)
-    for c in (one, two):  # warm calls: within a few percent of each other (the allocator's state moves them)
-        assert len(c["counts"]) == 3 and max(c["counts"]) / min(c["counts"]) < 1.05
-    assert 1.9 < two["per_call"] / one["per_call"] < 2.1  # twice the loop, twice the work
+    for c in (one, two):  # warm calls, the allocators apart: within a tenth of FLOOR of each other
+        works = [x["work"] for x in c["counts"]]  # (seen here: 674 instructions apart in 18.8 million)
+        assert len(works) == 3 and min(works) == c["fewest"] and max(works) / min(works) - 1 < ab_work.FLOOR / 10
+        assert c["alloc"] > 0
+    # twice the loop, twice the work to a tenth of a percent (seen here: 2.0003); a later counter that read the
+    # first one's dumps would give exactly 1
+    assert abs(two["fewest"] / one["fewest"] - 2) < 0.002

@@ -5,15 +5,20 @@ import json
 
 import pytest
 
-from specdec.measure import work, work_costs
+from specdec.measure import ab_work, work, work_costs
 from specdec.report import render
 
 
 def _doc(pass_instr: int = 2_000_000, bigram_instr: int = 400_000, draft_k: int = 4) -> dict:
     return {"costs": {"target_pass_us": 500.0, "drafts": {"bigram": {"char_us": 10.0}, "int8": {"char_us": 90.0}}},
-            "work": {"counter": "callgrind", "name": "callgrind", "draft_k": draft_k, "seconds": 3.0, "rows": {
-                "pass 1": {"per_call": pass_instr, "spread": 0.0},
-                "draft bigram": {"per_call": bigram_instr, "spread": 0.0}}}}
+            "work": {"counter": "callgrind", "name": "callgrind", "draft_k": draft_k, "seconds": 3.0,
+                     "method": work_costs.METHOD, "rows": {"pass 1": _layouts(pass_instr),
+                                                           "draft bigram": _layouts(bigram_instr)}}}
+
+
+def _layouts(n: int, spread: int = 0) -> list[dict]:
+    """A row as `work_costs.measure` records it: a Count dict per layout, n - spread, n, n + spread (mean n)."""
+    return [{"fewest": n + d, "alloc": 100, "counts": [], "warmup": 24, "spread": 0.0} for d in (-spread, 0, spread)]
 
 
 def test_a_drafted_token_is_its_call_over_draft_k_and_time_per_instruction_is_time_over_work():
@@ -25,7 +30,7 @@ def test_a_drafted_token_is_its_call_over_draft_k_and_time_per_instruction_is_ti
 
 def test_a_report_without_work_has_no_work_figures():
     assert work_costs.figures({"costs": _doc()["costs"]}) == {}
-    assert work_costs.figures({**_doc(), "work": work_costs.unavailable("left out (--no-work)")}) == {}
+    assert work_costs.figures({**_doc(), "work": ab_work.unavailable("left out (--no-work)")}) == {}
 
 
 def test_time_splits_into_work_and_time_per_instruction():
@@ -65,8 +70,9 @@ def test_the_cost_table_shows_instructions_and_time_per_instruction(report_doc):
     doc = json.loads(json.dumps(report_doc))
     name = doc["settings"]["drafts"][0]
     k = doc["costs"]["draft_k"]
-    doc["work"] = {"counter": "callgrind", "name": work.NAMES["callgrind"], "draft_k": k, "seconds": 80.0, "rows": {
-        "pass 1": {"per_call": 3_000_000, "spread": 0.0}, f"draft {name}": {"per_call": 40_000 * k, "spread": 0.0}}}
+    doc["work"] = {"counter": "callgrind", "name": work.NAMES["callgrind"], "draft_k": k, "seconds": 80.0,
+                   "method": work_costs.METHOD, "rows": {"pass 1": _layouts(3_000_000),
+                                                         f"draft {name}": _layouts(40_000 * k)}}
     text = render.tables(doc)
     t1 = doc["costs"]["target_pass_us"]
     cells = {line.split("|")[1].strip(): [c.strip() for c in line.split("|")[2:-1]]
@@ -74,7 +80,7 @@ def test_the_cost_table_shows_instructions_and_time_per_instruction(report_doc):
     assert cells["one target pass (1 position)"] == [f"{t1:.0f}", "1.000", "", "3,000,000", f"{t1 * 1e3 / 3e6:.3f}", ""]
     assert cells[f"one {name} character"][3] == "40,000" and cells["one verify pass (2 positions)"][3:5] == ["", ""]
     assert f"Work: {work.NAMES['callgrind']}, in a worker of this checkout" in text
-    doc["work"] = work_costs.unavailable("left out (--no-work)")
+    doc["work"] = ab_work.unavailable("left out (--no-work)")
     assert "Work: not counted: left out (--no-work)." in render.tables(doc)
 
 
@@ -99,11 +105,17 @@ def test_a_report_counts_its_cost_tables_calls_and_compares_against_itself(tmp_p
     doc = json.loads((out / "report.json").read_text())
     w = doc["work"]
     assert (w["counter"], w["draft_k"], set(w["rows"])) == ("callgrind", doc["costs"]["draft_k"], {"pass 1", "draft bigram"})
-    assert all(r["per_call"] > 0 and len(r["counts"]) == work.CALLS for r in w["rows"].values())
-    assert doc["sections"][-1]["section"].startswith("work: ") and "[work] work 2/2: draft bigram: R " in proc.stderr
+    assert all(len(r) == len(ab_work.LAYOUTS) and all(c["fewest"] > 0 for c in r) for r in w["rows"].values())
+    assert doc["sections"][-1]["section"].startswith("work: ") and "[work] work 3/3: R layout 3 counted" in proc.stderr
     assert "| instructions | ns / instruction |" in (out / "report.md").read_text()
-    same = subprocess.run([sys.executable, "-m", "specdec.cli", "compare", str(out / "report.json"),
-                           str(out / "report.json")], capture_output=True, text=True, timeout=120)
-    lines = same.stdout.splitlines()
-    assert same.returncode == 0 and [x.split()[-1] for x in lines if x.startswith(("pass 1 ", "draft bigram "))] == [
-        "same", "same"]
+    # the report against a copy whose bigram row has 0.5 % more work, its pass the same: flagged there only
+    dearer = json.loads(json.dumps(doc))
+    for c in dearer["work"]["rows"]["draft bigram"]:
+        c["fewest"] = round(c["fewest"] * 1.005)
+    (out / "dearer.json").write_text(json.dumps(dearer))
+    got = subprocess.run([sys.executable, "-m", "specdec.cli", "compare", str(out / "report.json"),
+                          str(out / "dearer.json")], capture_output=True, text=True, timeout=120)
+    verdicts = {x.split()[0] + " " + x.split()[1]: x.split()[-1] for x in got.stdout.splitlines()
+                if x.startswith(("pass 1 ", "draft bigram "))}
+    assert verdicts == {"pass 1": "same", "draft bigram": "worse"}, got.stdout
+    assert got.returncode == 1 and "WORSE: work draft bigram: +0.50% instructions per call" in got.stdout

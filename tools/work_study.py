@@ -16,7 +16,8 @@ Trees (each a copy of this checkout's `specdec/` in a scratch folder, seen throu
     pass-0.25        the target pass made dearer by one small numpy operation (every row that runs the target)
     alloc            one temporary array allocated in the target pass and dropped: an allocation only
 
-Every tree is judged against base. The JSON holds every comparison's per-row change, threshold and verdict,
+Trees are counted one after another (base, the A/A, the injections, deep, the nulls), each in every layout;
+every tree is judged against base. The JSON holds every comparison's per-row change, threshold and verdict,
 each row's largest |change| over the A/A and null trees, and the seconds it took; `--keep` keeps every child's
 callgrind dumps and answers (the per-function split of a change: ../shared/tools/cgdiff.py DUMP_A DUMP_B).
 """
@@ -62,7 +63,8 @@ INJECTIONS = {
                   "    def _key(self, tokens):\n        t = tokens[-1]\n        return t + 0 if t >= 0 else -t\n",
                   "BigramDraft._key: a sign check and an addition per drafted token"),
     "draft-1": ("specdec/decoding/drafts.py", "    def _key(self, tokens):\n        return tokens[-1]\n",
-                "    def _key(self, tokens):\n        t = tokens[-1]\n        return (t | 0) + (t & 0) - (t ^ t) if t >= 0 else -t\n",
+                "    def _key(self, tokens):\n        t = tokens[-1]\n"
+                "        return (t | 0) + (t & 0) - (t ^ t) if t >= 0 else -t\n",
                 "BigramDraft._key: a sign check and four integer operations per drafted token"),
     "round-0.25": ("specdec/decoding/rule.py", "    k = len(drafted)\n    for i in range(k):\n",
                    "    k = len(drafted)\n    if q.min() < 0:\n        raise ValueError('q')\n"
@@ -107,6 +109,13 @@ def make_trees(scratch: Path, aa: int, nulls: int) -> tuple[dict, dict]:
     for i in range(1, aa + 1):
         trees[f"T{len(trees):02d}"] = base
         what[f"T{len(what):02d}"] = (f"aa-{i}", "the base under another link name")
+    for name, (path, old, new, desc) in INJECTIONS.items():
+        tree = copy(scratch / name)
+        text = (tree / path).read_text()
+        assert text.count(old) == 1, f"{name}: the code to change is not in {path} once"
+        (tree / path).write_text(text.replace(old, new))
+        label = f"T{len(trees):02d}"
+        trees[label], what[label] = tree, (name, desc)
     deep = copy(scratch / ("d" * 60) / "deep")
     trees[f"T{len(trees):02d}"], what[f"T{len(what):02d}"] = deep, ("deep", "the base 60 characters deeper")
     for i in range(1, nulls + 1):
@@ -116,13 +125,6 @@ def make_trees(scratch: Path, aa: int, nulls: int) -> tuple[dict, dict]:
             f.write(code)
         label = f"T{len(trees):02d}"
         trees[label], what[label] = tree, (f"null-{i}", f"{module}: +{code.count(chr(10))} lines never run")
-    for name, (path, old, new, desc) in INJECTIONS.items():
-        tree = copy(scratch / name)
-        text = (tree / path).read_text()
-        assert text.count(old) == 1, f"{name}: the code to change is not in {path} once"
-        (tree / path).write_text(text.replace(old, new))
-        label = f"T{len(trees):02d}"
-        trees[label], what[label] = tree, (name, desc)
     return trees, what
 
 
@@ -148,7 +150,7 @@ def main(argv: list[str]) -> int:
         print(f"work_study: {len(sources)} trees x {len(ab_work.LAYOUTS)} layouts, {avail.name}", file=sys.stderr)
         cfg = ab_work.counting_config(CONFIG)
         got = ab_work.count_sources(sources, cfg, avail.kind, ROWS, lambda s: print(s, file=sys.stderr, flush=True),
-                                    keep=args.keep)
+                                    keep=args.keep, by_tree=True)
     labels = list(trees)
     comparisons = {}
     for i, label in enumerate(labels[1:], start=1):

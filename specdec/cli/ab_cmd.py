@@ -108,7 +108,8 @@ def cmd_ab(args) -> int:
             print(f"specdec ab: a worker failed before anything was measured: {exc}", file=sys.stderr)
             return 1
         try:
-            counted = (ab_work.count(a, b, config, kind, list(run.logs), progress=models.log) if kind
+            counted = (ab_work.count(a, b, config, kind, list(run.logs), progress=models.log,
+                                     batched=args.count_batched) if kind
                        else ab_work.unavailable(why_not))
         except ab.WorkerError as exc:  # the timing rows stand; the run is incomplete without its work rows
             counted = ab_work.unavailable(f"the counting worker failed: {exc}", failed=True)

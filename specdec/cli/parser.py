@@ -200,6 +200,8 @@ def _ab_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--counter", choices=["auto", "perf", "callgrind"], default="auto",
                    help="the work counter: the hardware counter (perf), callgrind's simulation, or auto (perf "
                    "where the kernel has a PMU, else callgrind)")
+    p.add_argument("--count-batched", action="store_true", help="count the batched rows' work too (minutes "
+                   "under callgrind; they are always timed)")
     p.add_argument("--json", action="store_true", help="the result as one JSON document on stdout")
 
 

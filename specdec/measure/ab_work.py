@@ -39,22 +39,28 @@ COUNT_CHARS = 12  # characters of a counted generation row: the timed row's code
 
 
 def count(a: Source, b: Source, config: dict, kind: str, rows: list[str],
-          progress: Callable[[str], None] = lambda line: None, layouts: tuple = LAYOUTS) -> dict:
+          progress: Callable[[str], None] = lambda line: None, layouts: tuple = LAYOUTS, batched: bool = False) -> dict:
     """{"counter", "name", "rows": {name: {"a": [Count dict per layout], "b": [...]}}, "seconds", "layouts",
     "chars"}: `rows` counted in both revisions (a row either side cannot build is left out: its timing row says
-    why)."""
+    why). The batched rows are counted only with `batched` (minutes under callgrind)."""
     t0 = measured()
-    cfg = counting_config(config)
-    got = count_sources([a, b], cfg, kind, rows, progress, layouts)
+    cfg = counting_config(config, batched)
+    facts: dict = {}
+    got = count_sources([a, b], cfg, kind, rows, progress, layouts, facts=facts)
     out = {name: {"a": per[0], "b": per[1]} for name, per in got.items()}
     return {"counter": kind, "name": work.NAMES[kind], "rows": out, "seconds": round(measured() - t0, 1),
-            "layouts": list(layouts), "chars": cfg["chars"]}
+            "layouts": list(layouts), "chars": cfg["chars"], "aslr": facts.get("aslr"), "batched": batched}
 
 
-def counting_config(config: dict) -> dict:
+ROW_KINDS = ("target-only", "pass", "verify", "draft", "spec", "round")  # ab_worker's kinds but the batched
+
+
+def counting_config(config: dict, batched: bool = False) -> dict:
     """The workers' config as a counting child takes it: rows without facts, generations COUNT_CHARS long, one
-    thread (callgrind adds every thread's instructions, the hardware counter counts the calling thread's)."""
-    return {**config, "count": True, "chars": min(config["chars"], COUNT_CHARS), "threads": 1}
+    thread (callgrind adds every thread's instructions, the hardware counter counts the calling thread's), the
+    batched rows only where asked for."""
+    only = config.get("only") or (ROW_KINDS + ("batch",) if batched else ROW_KINDS)
+    return {**config, "count": True, "chars": min(config["chars"], COUNT_CHARS), "threads": 1, "only": list(only)}
 
 
 def jobs() -> int:
@@ -64,15 +70,17 @@ def jobs() -> int:
 
 def count_sources(sources: list[Source], config: dict, kind: str, rows: list[str],
                   progress: Callable[[str], None] = lambda line: None, layouts: tuple = LAYOUTS,
-                  keep: str | None = None) -> dict[str, list]:
+                  keep: str | None = None, facts: dict | None = None, by_tree: bool = False) -> dict[str, list]:
     """row -> one list of Count dicts (per layout) per source, in order: `rows` counted in every source's tree
     (`work_pool.count_trees`; a row some source cannot build is left out). `ab` counts its two revisions so; a
     report counts its own checkout so (`work_costs`)."""
     try:
         got = work_pool.count_trees({s.label: s.path for s in sources}, config, rows, kind, list(layouts),
-                                    jobs=jobs(), progress=progress, keep=keep)
+                                    jobs=jobs(), progress=progress, keep=keep, by_tree=by_tree)
     except work_pool.CountError as exc:
         raise WorkerError(str(exc)) from None
+    if facts is not None:  # what the counting process says of itself (its layout's randomisation, its threads)
+        facts.update(aslr=got.get("aslr"), threads=got.get("threads"))
     return {name: [per[s.label] for s in sources] for name, per in got["rows"].items()}
 
 

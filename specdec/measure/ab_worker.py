@@ -414,7 +414,17 @@ def _preload(cfg: dict) -> dict:
             pass
     work = _work()
     work.preload_counter()
-    return {"preloaded": loaded, "threads": threads, "pid": os.getpid()}
+    return {"preloaded": loaded, "threads": threads, "pid": os.getpid(), "aslr": _aslr()}
+
+
+def _aslr() -> str:
+    """"off" where this process's address-space layout is fixed (personality ADDR_NO_RANDOMIZE, set by
+    `work.popen`), "on" where setting it failed, "unknown" off Linux: the output says so where it is not off."""
+    try:
+        with open("/proc/self/personality") as f:
+            return "off" if int(f.read().strip(), 16) & 0x0040000 else "on"
+    except (OSError, ValueError):
+        return "unknown"
 
 
 def _child(req: dict) -> int:

@@ -102,13 +102,14 @@ class Zygote:
 
 def count_trees(trees: dict[str, str], config: dict, rows: list[str], kind: str, layouts: list[int],
                 jobs: int = 1, warmup: int | None = None, calls: int | None = None, instrument_once: bool = False,
-                progress: Callable[[str], None] = lambda line: None, keep: str | None = None) -> dict:
+                progress: Callable[[str], None] = lambda line: None, keep: str | None = None,
+                by_tree: bool = False) -> dict:
     """Count `rows` of every tree (label -> folder holding the revision's code) in every layout.
 
     Returns {"rows": {row: {label: [Count dict per layout, in `layouts` order]}}, "answers": {label: the rows'
     setup answer (ok, reason, facts)}, "seconds", "layouts", "preloaded"}. A row some tree cannot build is left
     out of "rows" (its answer says why). With `keep` (a folder), every child's dumps and answers are kept there
-    (the determinism study reads them per function)."""
+    (the determinism study reads them per function); `by_tree` counts each tree's layouts one after another."""
     work = _work()
     t0 = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="specdec-work-") as tmp:
@@ -120,7 +121,10 @@ def count_trees(trees: dict[str, str], config: dict, rows: list[str], kind: str,
         try:
             pre = zygote.ask({"op": "preload", "config": {"threads": config.get("threads", 1)}}, PRELOAD_TIMEOUT)
             progress(f"work: counting process ready ({time.monotonic() - t0:.0f} s; {work.NAMES[kind]})")
-            queue = [(label, layout) for layout in layouts for label in trees]  # A0 B0 A1 B1 ...: like with like
+            # A0 B0 A1 B1 ...: like with like, close in time; `by_tree` (a study of many trees): each tree's
+            # layouts together, so the trees done are whole if it is stopped
+            queue = ([(label, layout) for label in trees for layout in layouts] if by_tree else
+                     [(label, layout) for layout in layouts for label in trees])
             answers: dict = {label: {} for label in trees}
             running: dict = {}
             done = 0
@@ -146,7 +150,7 @@ def count_trees(trees: dict[str, str], config: dict, rows: list[str], kind: str,
     names = [r for r in rows if all(r in answers[label][layouts[0]]["counts"] for label in trees)]
     out = {r: {label: [answers[label][i]["counts"][r] for i in layouts] for label in trees} for r in names}
     return {"rows": out, "answers": first, "seconds": round(time.monotonic() - t0, 1), "layouts": list(layouts),
-            "preloaded": pre.get("preloaded"), "threads": pre.get("threads")}
+            "preloaded": pre.get("preloaded"), "threads": pre.get("threads"), "aslr": pre.get("aslr")}
 
 
 def _answer(out: str, label: str, layout: int, status: int) -> dict:

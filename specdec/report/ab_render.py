@@ -36,7 +36,8 @@ def _work(work: dict | None, rows: dict) -> dict:
     judged = ab_work.judge(work) if work.get("rows") else {}
     return {"counter": work.get("counter"), "name": work.get("name"), "reason": work.get("reason", ""),
             "failed": bool(work.get("failed")), "seconds": work.get("seconds"), "floor": ab_work.FLOOR,
-            "layouts": work.get("layouts"), "chars": work.get("chars"),
+            "layouts": work.get("layouts"), "chars": work.get("chars"), "aslr": work.get("aslr"),
+            "batched": work.get("batched"),
             "rows": judged, "counts": work.get("rows", {}),
             "disagree": ab_work.disagreements(judged, rows),
             "worse": sorted(n for n, r in judged.items() if r["verdict"] == "worse"),
@@ -163,6 +164,11 @@ def _work_lines(work: dict) -> list[str]:
         lines.append(f"{name:{w}} {r['a']:>14,.0f} {r['b']:>14,.0f} {r['change']:>+9.3%} {r['threshold']:>8.2%}  "
                      f"{r['verdict']:7} {alloc}")
     lines += [f"work and time disagree: {d['row']}: {d['why']}" for d in work["disagree"]]
+    if work.get("aslr") == "on":
+        lines.append("ASLR could not be turned off in the counting process: every layout was also randomised by "
+                     "the kernel, so the layouts spread wider (the thresholds show it)")
+    if work.get("batched") is False:
+        lines.append("the batched rows are timed, not counted (minutes under simulation): --count-batched counts them")
     if work.get("alloc_worse"):
         lines.append("the allocators did more work in: " + ", ".join(work["alloc_worse"])
                      + " (shown, not judged: the callers' own work is the verdict)")
