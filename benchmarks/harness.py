@@ -367,17 +367,30 @@ def tree_generations(drafts: list[str], shapes: list[str]) -> dict:
     return _timed_rows(rows, pairs_per_run=common.scaled(3, 1))
 
 
-def _worker_constant(name: str):
-    """A constant of `specdec ab`'s worker (the running checkout's specdec/measure/ab_worker.py, read by path as
-    `work_counts` reads the method: never the commit's package), so that both methods batch alike."""
+def _method(filename: str):
+    """A module of the running checkout's method (specdec/measure/FILENAME, loaded by path, never the commit's
+    package: the method stays fixed while the code under test varies), registered as specdec_<stem>_method,
+    the name `work_pool` and `ab_worker` load `work.py` by, so that one module object serves them all. These
+    files import only the standard library at import: cheap, and nothing of specdec."""
     import importlib.util
+    import sys
     from pathlib import Path
 
-    path = Path(__file__).resolve().parents[1] / "specdec" / "measure" / "ab_worker.py"
-    spec = importlib.util.spec_from_file_location("specdec_ab_worker_method", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)  # the standard library only at import: cheap, and nothing of specdec
-    return getattr(module, name)
+    name = f"specdec_{Path(filename).stem}_method"
+    module = sys.modules.get(name)
+    if module is None:
+        path = Path(__file__).resolve().parents[1] / "specdec" / "measure" / filename
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module  # registered before it runs: work.py's dataclasses look their module up
+        spec.loader.exec_module(module)
+    return module
+
+
+def _worker_constant(name: str):
+    """A constant of `specdec ab`'s worker (the running checkout's ab_worker.py, `_method`), so that both
+    methods batch alike."""
+    return getattr(_method("ab_worker.py"), name)
 
 
 BATCH = _worker_constant("BATCH")  # sequences at once in the batched rows (bench_batch), as in `specdec ab`
@@ -426,57 +439,63 @@ WORK_ROWS = ["target-only", "pass 1", "verify 5"] + [f"{kind} {d}{k}" for d in (
                                                     for kind, k in (("draft", ""), ("round", " k=4"), ("spec", " k=4"))]
 
 
+# What `specdec ab` counts a revision with (specdec/measure/ab_work.py: LAYOUTS, COUNT_CHARS, counting_config),
+# written out here because the harness never imports the package's method; tests/test_asv_work.py checks that
+# the two agree.
+WORK_LAYOUTS = [1, 2, 3]  # layout seeds (`work.perturb`): the figure is the mean over them
+WORK_CHARS = 12  # characters of a counted generation: the timed row's code, at a fraction of the cost
+
+
+def work_config(backend: str) -> dict:
+    """The counting children's config, as `ab_work.counting_config` makes ab's: rows without their facts
+    (`count`), generations at most WORK_CHARS long, one thread (callgrind adds every thread's instructions, the
+    hardware counter counts the calling thread's). A smoke run builds the cheap rows only (the call path is the
+    same); the rest skip there."""
+    return {"target": common.USER_TARGET, "backend": backend, "dtype": None, "drafts": ["bigram", "ngram"],
+            "ks": [4], "chars": min(common.CHARS, WORK_CHARS), "prompt": common.PROMPT, "seed": common.SEED,
+            "temperature": common.TEMPERATURE, "threads": 1, "count": True,
+            "only": ["pass", "draft"] if common.SMOKE else None}
+
+
 @functools.lru_cache(maxsize=None)
 def work_counts(backend: str = "onnx") -> dict:
-    """Instructions per call of the work rows (`specdec ab`'s rows: the method is the running checkout's
-    specdec/measure/ab_worker.py and work.py, loaded by path, never the commit's), counted in one process
-    under the work counter -- callgrind where the machine has no hardware counter -- with the commit's
-    installed package on its path. {} where no counter runs here (every work benchmark then skips); a row the
-    commit cannot build is absent. The round row is divided by its rounds: instructions per round. Under
-    SPECDEC_BENCH_SMOKE only the pass and draft rows are counted (a user's pair: none)."""
+    """Instructions per call of the work rows, counted as `specdec ab` counts a revision: the running checkout's
+    `work_pool.count_trees` (loaded by path with `work.py` and `ab_worker.py` beside it, never the commit's), the
+    tree being the folder the commit's package is installed in; one zygote under the work counter (callgrind where
+    the machine has no hardware counter), a forked child per layout of WORK_LAYOUTS. A row's figure is the mean
+    over the layouts of its `fewest` (instructions outside the allocators and the type cache's misses); a round
+    row's is divided by its rounds (instructions per round).
+
+    Returns {"counter": name, "rows": {row: figure}, "reasons": {row: why it was not counted}}, or
+    {"counter": None, "reason": why nothing counts here} (every work benchmark then skips with that reason).
+    Under SPECDEC_BENCH_SMOKE only the pass and draft rows are counted, in one layout (its figures mean nothing;
+    a user's pair: none)."""
     import importlib.util
-    import json
-    import subprocess
+    import os
+    import statistics
     import sys
-    import tempfile
     from pathlib import Path
 
-    root = Path(__file__).resolve().parents[1] / "specdec" / "measure"
-    spec = importlib.util.spec_from_file_location("specdec_work_method", root / "work.py")
-    work = sys.modules.get(spec.name) or importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = work  # registered before it runs: its dataclasses look their module up
-    spec.loader.exec_module(work)
-    avail = work.probe()
-    if avail.kind is None or (common.SMOKE and common.USER_TARGET):
-        return {}  # no counter; or a smoke run (tools/check_history.py) of a user's pair: minutes of simulation
-    package = importlib.util.find_spec("specdec")  # the commit's installed package: its folder's parent goes first
+    avail = _method("work.py").probe()
+    if avail.kind is None:
+        return {"counter": None, "reason": avail.reason}
+    if common.SMOKE and common.USER_TARGET:  # tools/check_history.py on a user's pair: minutes of simulation
+        return {"counter": None, "reason": "a smoke run counts no user's pair (SPECDEC_TARGET set)"}
+    package = importlib.util.find_spec("specdec")  # the commit's installed package: the folder holding it is the tree
     site = str(Path(package.origin).resolve().parents[1])
-    config = {"target": common.USER_TARGET, "backend": backend, "dtype": None, "drafts": ["bigram", "ngram"],
-              "ks": [4], "chars": common.CHARS, "prompt": common.PROMPT, "seed": common.SEED,
-              "temperature": common.TEMPERATURE, "threads": common.THREADS, "source": site,
-              # a smoke run counts the cheap rows only (the call path is the same); the rest skip there
-              "only": ["pass", "draft"] if common.SMOKE else None}
-    out: dict = {"counter": avail.name}
-    with tempfile.TemporaryDirectory(prefix="specdec-work-") as tmp:
-        proc = work.popen([sys.executable, str(root / "ab_worker.py")], avail.kind, str(Path(tmp) / "cg.%p"),
-                          {"PYTHONPATH": site}, cwd=tmp, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                          stderr=subprocess.DEVNULL, text=True)
-
-        def ask(req: dict) -> dict:
-            proc.stdin.write(json.dumps(req) + "\n")
-            proc.stdin.flush()
-            answer = json.loads(proc.stdout.readline() or '{"error": "the counting worker exited"}')
-            if "error" in answer:
-                raise RuntimeError(answer["error"])
-            return answer
-
-        try:
-            rows = ask({"op": "setup", "config": config})["rows"]
-            for name in WORK_ROWS:
-                if rows.get(name, {}).get("ok"):
-                    per_call = ask({"op": "count", "row": name})["count"]["per_call"]
-                    out[name] = per_call / rows[name]["facts"]["rounds"] if name.startswith("round") else per_call
-        finally:
-            proc.stdin.close()
-            proc.wait(timeout=120)
-    return out
+    layouts = WORK_LAYOUTS[:1] if common.SMOKE else WORK_LAYOUTS
+    jobs = max(1, min(2, len(os.sched_getaffinity(0))))  # as ab_work.jobs: one child per CPU, at most two
+    pool = _method("work_pool.py")
+    got = pool.count_trees({"C": site}, work_config(backend), WORK_ROWS, avail.kind, layouts=layouts, jobs=jobs,
+                           progress=lambda line: print(line, file=sys.stderr, flush=True))
+    answers = got["answers"]["C"]
+    rows, reasons = {}, {}
+    for name in WORK_ROWS:
+        if name not in got["rows"]:
+            answer = answers.get(name)
+            reasons[name] = (answer["reason"] if answer and answer.get("reason") else
+                             "a smoke run counts the pass and draft rows only" if common.SMOKE else "not built")
+            continue
+        mean = statistics.fmean(float(c["fewest"]) for c in got["rows"][name]["C"])
+        rows[name] = mean / answers[name]["facts"]["rounds"] if name.startswith("round") else mean
+    return {"counter": avail.name, "rows": rows, "reasons": reasons}
