@@ -3,6 +3,7 @@ run, and against real changes of known size -- counted and judged exactly as `sp
 its work rows (`ab_work.count_sources`, `ab_work.judge`), all in one counting process.
 
     python tools/work_study.py --out docs/work-study.json [--keep DIR] [--aa 10] [--null 20]
+    python tools/work_study.py --table docs/work-study.json        # docs/work.md's table from it
 
 Trees (each a copy of this checkout's `specdec/` in a scratch folder, seen through a link of the same length):
 
@@ -16,8 +17,8 @@ Trees (each a copy of this checkout's `specdec/` in a scratch folder, seen throu
     pass-0.25        the target pass made dearer by one small numpy operation (every row that runs the target)
     alloc            one temporary array allocated in the target pass and dropped: an allocation only
 
-Trees are counted one after another (base, the A/A, the injections, deep, the nulls), each in every layout;
-every tree is judged against base. The JSON holds every comparison's per-row change, threshold and verdict,
+Trees are counted one after another (`ORDER`: every kind early), each in every layout; every tree is judged
+against base. The JSON holds every comparison's per-row change, threshold and verdict,
 each row's largest |change| over the A/A and null trees, and the seconds it took; `--keep` keeps every child's
 callgrind dumps and answers (the per-function split of a change: ../shared/tools/cgdiff.py DUMP_A DUMP_B).
 """
@@ -125,10 +126,88 @@ def make_trees(scratch: Path, aa: int, nulls: int) -> tuple[dict, dict]:
             f.write(code)
         label = f"T{len(trees):02d}"
         trees[label], what[label] = tree, (f"null-{i}", f"{module}: +{code.count(chr(10))} lines never run")
-    return trees, what
+    return _interleaved(trees, what)
+
+
+# the order trees are counted in: each kind early, so that a study stopped before its end (its children's answers
+# stay in the counting folder) has some of every kind
+ORDER = ["aa-1", "draft-0.25", "null-1", "null-2", "pass-0.25", "aa-2", "null-3", "null-4", "round-0.25", "draft-0.5",
+         "null-5", "null-6", "draft-1", "alloc", "aa-3", "null-7", "null-8", "draft-0.1", "deep", "null-9", "null-10"]
+
+
+def _interleaved(trees: dict, what: dict) -> tuple[dict, dict]:
+    names = {what[lab][0]: lab for lab in trees}
+    order = ["T00"] + [names[n] for n in ORDER if n in names] + [lab for lab in trees if lab != "T00"
+                                                                 and what[lab][0] not in ORDER]
+    return {lab: trees[lab] for lab in order}, {lab: what[lab] for lab in order}
+
+
+def table(doc: dict) -> str:
+    """docs/work.md's study table from the JSON: per row the largest |change| over the A/A trees, deep and the
+    null trees, the largest threshold, and per injected tree its change and verdict on the rows it moved."""
+    comps = doc["comparisons"]
+    injected = [n for n in comps if not n.startswith(("aa-", "deep", "null-"))]
+    head = ["row", "A/A (largest)", "deep", "nulls (largest)", "threshold (largest)"] + injected
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for row in doc["largest_null_change"]:
+        big = doc["largest_null_change"][row]
+        cells = [row] + [f"{big[k]:.3%}" if big[k] is not None else "-" for k in ("aa", "deep", "null")]
+        cells.append(f"{max(c['rows'][row]['threshold'] for c in comps.values()):.2%}")
+        for n in injected:
+            j = comps[n]["rows"][row]
+            cells.append(f"**{j['change']:+.2%} {j['verdict']}**" if j["verdict"] != "same" else f"{j['change']:+.3%}")
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def study_doc(got: dict, trees: dict, what: dict, head: dict) -> dict:
+    """The study's JSON: every tree judged against base (the first), each row's largest |change| over the A/A,
+    deep and null trees, and every tree's figures per layout."""
+    labels = list(trees)
+    comparisons = {}
+    for i, label in enumerate(labels[1:], start=1):
+        counted = {"rows": {r: {"a": per[0], "b": per[i]} for r, per in got.items()}}
+        judged = ab_work.judge(counted)
+        comparisons[what[label][0]] = {"label": label, "what": what[label][1], "rows": {
+            r: {"change": j["change"], "threshold": j["threshold"], "verdict": j["verdict"],
+                "alloc_change": (j["alloc"] or {}).get("change")} for r, j in judged.items()}}
+    largest = {r: {kind: max([abs(c["rows"][r]["change"]) for n, c in comparisons.items() if n.startswith(kind)],
+                             default=None) for kind in ("aa", "deep", "null")} for r in got}
+    return {**head, "layouts": list(ab_work.LAYOUTS), "floor": ab_work.FLOOR, "kinds": list(KINDS),
+            "largest_null_change": largest,
+            "figures": {r: {what[lab][0]: [c["fewest"] for c in per[i]] for i, lab in enumerate(labels)}
+                        for r, per in got.items()},
+            "comparisons": comparisons}
+
+
+def recover(folder: str, aa: int, nulls: int) -> tuple[dict, dict, dict]:
+    """A stopped study's whole trees from its counting folder's answers (answer-<label>-<layout>.json): the same
+    labels as `make_trees` gives for --aa and --null."""
+    with tempfile.TemporaryDirectory() as tmp:
+        trees, what = make_trees(Path(tmp), aa, nulls)
+    answers = {}
+    for label in trees:
+        files = [Path(folder) / f"answer-{label}-{i}.json" for i in ab_work.LAYOUTS]
+        if all(f.exists() for f in files):
+            answers[label] = [json.loads(f.read_text()) for f in files]
+    trees = {lab: trees[lab] for lab in trees if lab in answers}
+    got = {r: [[a["counts"][r] for a in answers[lab]] for lab in trees] for r in ROWS
+           if all(r in a["counts"] for lab in trees for a in answers[lab])}
+    return got, trees, {lab: what[lab] for lab in trees}
 
 
 def main(argv: list[str]) -> int:
+    if argv[:1] == ["--table"]:  # the table docs/work.md shows, from a study's JSON
+        print(table(json.loads(Path(argv[1]).read_text())))
+        return 0
+    if argv[:1] == ["--recover"]:  # --recover FOLDER AA NULLS OUT: a stopped study's whole trees
+        got, trees, what = recover(argv[1], int(argv[2]), int(argv[3]))
+        doc = study_doc(got, trees, what, {"command": f"python tools/work_study.py --aa {argv[2]} --null {argv[3]} "
+                                           "(stopped; its whole trees recovered)", "counter": work.NAMES["callgrind"],
+                                           "chars": ab_work.COUNT_CHARS})
+        write_atomic(Path(argv[4]), json.dumps(doc, indent=1) + "\n")
+        print(f"recovered {len(trees)} trees into {argv[4]}")
+        return 0
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", required=True)
     p.add_argument("--keep", default=None, help="keep every child's dumps and answers here")
@@ -151,24 +230,11 @@ def main(argv: list[str]) -> int:
         cfg = ab_work.counting_config(CONFIG)
         got = ab_work.count_sources(sources, cfg, avail.kind, ROWS, lambda s: print(s, file=sys.stderr, flush=True),
                                     keep=args.keep, by_tree=True)
-    labels = list(trees)
-    comparisons = {}
-    for i, label in enumerate(labels[1:], start=1):
-        counted = {"rows": {r: {"a": per[0], "b": per[i]} for r, per in got.items()}}
-        judged = ab_work.judge(counted)
-        comparisons[what[label][0]] = {"label": label, "what": what[label][1], "rows": {
-            r: {"change": j["change"], "threshold": j["threshold"], "verdict": j["verdict"],
-                "alloc_change": (j["alloc"] or {}).get("change")} for r, j in judged.items()}}
-    largest = {r: {kind: max([abs(c["rows"][r]["change"]) for n, c in comparisons.items() if n.startswith(kind)],
-                             default=None) for kind in ("aa", "deep", "null")} for r in got}
-    doc = {"command": "python tools/work_study.py " + " ".join(argv), "counter": avail.name,
-           "layouts": list(ab_work.LAYOUTS), "floor": ab_work.FLOOR, "chars": cfg["chars"], "kinds": list(KINDS),
-           "seconds": round(time.monotonic() - t0, 1), "largest_null_change": largest,
-           "figures": {r: {what[lab][0]: [c["fewest"] for c in per[i]] for i, lab in enumerate(labels)}
-                       for r, per in got.items()},
-           "comparisons": comparisons}
+    doc = study_doc(got, trees, what, {"command": "python tools/work_study.py " + " ".join(argv),
+                                       "counter": avail.name, "chars": cfg["chars"],
+                                       "seconds": round(time.monotonic() - t0, 1)})
     write_atomic(Path(args.out), json.dumps(doc, indent=1) + "\n")
-    flagged = {n: [r for r, j in c["rows"].items() if j["verdict"] != "same"] for n, c in comparisons.items()}
+    flagged = {n: [r for r, j in c["rows"].items() if j["verdict"] != "same"] for n, c in doc["comparisons"].items()}
     for n, rows in flagged.items():
         print(f"{n:12} flagged: {', '.join(rows) or '-'}")
     print(f"wrote {args.out} ({doc['seconds']:.0f} s)")

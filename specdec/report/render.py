@@ -206,15 +206,16 @@ def _work_cells(term: dict | None) -> list[str]:
 
 
 def _work_note(doc: dict) -> str:
-    """Which counter gave the work columns (instructions per call: the fewest of its counted calls; a drafted
-    token's is its call's over draft_k), or why they are empty."""
+    """Which counter gave the work columns (instructions per call outside the allocators, the mean over the
+    layouts; a drafted token's is its call's over draft_k), or why they are empty."""
     w = doc.get("work")
     if not w:
         return "\nWork: not counted (`specdec report` counts it after the timed sections; `report.measure` alone does not)."
     if not w.get("rows"):
         return f"\nWork: not counted: {w.get('reason', '')}."
     return (f"\nWork: {w['name']}, in a worker of this checkout after the timed sections ({w['seconds']:.0f} s): "
-            f"instructions per call (the fewest of its counted calls, warmed up, docs/work.md); a drafted "
+            f"instructions per call outside the allocators, the mean over {len(w.get('layouts') or [1])} layouts "
+            f"(docs/work.md); a drafted "
             f"{words(doc)['unit']}'s is a proposal of k = {w['draft_k']} over {w['draft_k']}. ns / instruction is the "
             f"cost table's time over them, so a change in time splits into work and speed.")
 
