@@ -269,7 +269,7 @@ class CallgrindCounter:
                                       "pip install 'pytest-codspeed>=5.0.4'") from None
         self.hooks, self.instance = hooks, hooks.instrument_hooks_init()
         self.regions = 0
-        self.tag = f"specdec-{os.getpid()}-{id(self):x}"
+        self.tag = f"specdec-{os.getpid()}-{os.urandom(6).hex()}"  # unique: an object's id may be reused
 
     def begin(self) -> None:
         self.hooks.callgrind_start_instrumentation()
