@@ -21,7 +21,16 @@ def load_tool():
 
 
 SUITE = """
+from pathlib import Path
+
 items = []
+
+
+def test_the_checkout_is_seen_through_the_fixed_length_link():
+    import specdec
+
+    link = Path(specdec.__file__).parents[1]
+    assert link.name == "A" and link.parent.name.startswith("specdec-work-"), specdec.__file__
 
 
 def loop(n):
@@ -65,6 +74,7 @@ def test_one_counted_run_gives_each_benchmark_its_own_count(tmp_path, capfd):
     saved = list(store.rglob("*.json"))
     assert len(saved) == 1  # one run, one process
     info = {b["name"]: b["extra_info"] for b in json.loads(saved[0].read_text())["benchmarks"]}
+    assert set(info) == {"test_short", "test_long", "test_again_is_honoured"}
     short, long_, again = info["test_short"], info["test_long"], info["test_again_is_honoured"]
     print("instructions:", {k: (v["instructions"], v["alloc"], v["instructions_spread"]) for k, v in info.items()})
     for e in (short, long_, again):

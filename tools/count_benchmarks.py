@@ -32,6 +32,7 @@ from __future__ import annotations
 import ast
 import functools
 import os
+import signal
 import sys
 import tempfile
 from pathlib import Path
@@ -41,6 +42,10 @@ ROOT = Path(os.path.abspath(__file__)).parents[1]
 SUITE = ROOT / "tests" / "benchmarks"
 if __name__ == "__main__":
     sys.path.insert(0, str(ROOT))
+elif os.environ.get("SPECDEC_WORK_COUNTER"):  # the plugin, in the counted pytest run from the link
+    # `python -m pytest` put the working directory first, and getcwd() sees through the link: without it the
+    # checkout is imported through the link (PYTHONPATH), as ab's workers import theirs.
+    sys.path[:] = [p for p in sys.path if p == str(ROOT) or os.path.realpath(p or ".") != os.path.realpath(ROOT)]
 
 import pytest  # noqa: E402
 
@@ -86,7 +91,16 @@ def main(argv: list[str], suite: Path = SUITE) -> int:
         print(f"counting with {avail.name}: {' '.join(cmd)}", file=sys.stderr)
         env = {"PYTHONPATH": os.pathsep.join([str(link), str(link / "tools")])}
         proc = work.popen(cmd, avail.kind, str(Path(tmp) / "cg.%p"), env, cwd=str(link))
-        return proc.wait()
+        try:
+            rc = proc.wait()
+        except BaseException:  # ^C: the counted process has a session of its own, so it is ended here
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            raise
+    if rc < 0:  # a signal from outside: exit 1 saying so (sys.exit of a negative number would read as 256 - n)
+        print(f"count_benchmarks: the counted pytest was killed by {signal.Signals(-rc).name}", file=sys.stderr)
+        return 1
+    return rc
 
 
 # ---- the plugin, inside the counted pytest process --------------------------------------------------------------
