@@ -8,6 +8,9 @@ benchmarks only, and SPECDEC_DRAFT (hf:FOLDER, prompt-lookup, a registered name)
 drafts the target cannot have and every backend but eager are left out. Each saved run's machine_info names the
 target and draft, so `--benchmark-compare` against a run of another pair says that they differ; keep each pair's
 runs in a storage of its own (`--benchmark-storage`).
+
+`python tools/count_benchmarks.py` runs this suite counted (one process under the work counter, its plugin
+adding each benchmarked call's instructions to its extra_info); it refuses a THREADS other than 1.
 """
 
 import functools
@@ -64,27 +67,3 @@ def pytest_benchmark_update_machine_info(config, machine_info):
     machine_info["specdec_target"] = USER_TARGET or "shipped"
     machine_info["specdec_draft"] = USER_DRAFT
     machine_info["specdec_threads"] = {"torch": torch.get_num_threads(), "blas": hygiene.blas_threads()}
-
-
-if os.environ.get("SPECDEC_WORK_COUNTER"):  # this pytest runs under the work counter: tools/count_benchmarks.py
-
-    @pytest.fixture
-    def benchmark(benchmark):
-        """pytest-benchmark's fixture, and then the benchmarked call's instructions (`work.count_calls`: warmed
-        up, the fewest of several counted calls) in its extra_info: `instructions` and `counter`. Saved runs
-        and --benchmark-compare carry them; their times, taken under valgrind, are not this machine's."""
-        from specdec.measure import work
-
-        counter = work.open_counter()
-        plain = type(benchmark)
-
-        class Counted(plain):  # pytest-benchmark checks that the fixture is its own class: a subclass of it
-            def __call__(self, fn, *args, **kwargs):
-                result = plain.__call__(self, fn, *args, **kwargs)
-                count = work.count_calls(lambda: fn(*args, **kwargs), counter, warmup=4, calls=3)
-                self.extra_info.update(instructions=count.per_call, instructions_spread=count.spread,
-                                       counter=work.NAMES[counter.kind])
-                return result
-
-        benchmark.__class__ = Counted
-        return benchmark
