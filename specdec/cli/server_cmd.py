@@ -1,7 +1,8 @@
 """`specdec build-server`: build llama.cpp's `llama-server` once per version, or say where the cached one is.
 
 The binary's path goes to stdout (so `$(specdec build-server)` is the binary), progress to stderr; a build that
-cannot be done (no cmake, no sdist, a failing compile) is one line and exit 2, with the cache left as it was.
+cannot start (no cmake, no compiler) is bad input, one line and exit 2; a build that fails (an sdist that cannot
+be had, a failing compile) is exit 1 with its log's last lines and path; the cache is left as it was either way.
 """
 
 from __future__ import annotations
