@@ -9,14 +9,16 @@ Two ways to count, one interface (`Counter`: `start()`, then `stop()` returns th
     virtualization"). The counted process is started under `valgrind --tool=callgrind --instr-atstart=no`
     (`command`), so it runs uninstrumented until a region starts; the region is bracketed by callgrind's
     client requests (zero, start and stop instrumentation, dump), issued through pytest-codspeed's instrument
-    hooks (a compiled wheel: nothing is built here), and the dump's `totals:` line is the region's count.
+    hooks (a compiled wheel: nothing is built here); the region's dump is split by function (`work_dump.py`:
+    the allocators' own instructions and the type cache's misses apart from the rest, the verdict figure).
     Callgrind counts guest instructions ("Ir"), which is `instructions:u` but for a few instructions' details.
 
 Counts are only as repeatable as the process is (docs/work.md has the study): `command` starts the counted
 process with the address space's layout fixed (ADDR_NO_RANDOMIZE, as `setarch -R`), hash seed 0, and a fixed,
 small environment; `count_calls` warms a call up (the interpreter's adaptive specialisation keeps changing the
 work for a few calls), counts several calls with the garbage collector off inside every region, and keeps the
-fewest instructions (the allocator's state adds work to some calls, never takes it away).
+fewest instructions outside the allocators; `perturb` gives a counting process a layout of its own, so that
+the bias a layout carries is averaged over several (ab_work).
 
 This file is the method, like `ab_worker.py` beside it: it imports only the standard library (and, inside
 a counted process, pytest-codspeed's hooks), so the ab worker and the asv harness load it by path and count
@@ -30,7 +32,6 @@ import ctypes
 import gc
 import os
 import platform
-import re
 import shutil
 import struct
 import subprocess
@@ -49,6 +50,25 @@ CALLS = 6  # counted calls; the figure is the fewest instructions among them
 KEEP_ENV = ("PATH", "HOME", "TMPDIR", "SPECDEC_", "OMP_", "MKL_", "OPENBLAS_", "ATEN_CPU_CAPABILITY",
             "DNNL_MAX_CPU_ISA", "ONEDNN_MAX_CPU_ISA", "HF_", "TRANSFORMERS_", "CUDA_VISIBLE_DEVICES")
 ADDR_NO_RANDOMIZE = 0x0040000  # personality(2): the layout `setarch -R` gives
+
+
+def _sibling(name: str):
+    """A module of the method beside this file, loaded by path (never a revision's copy of it)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(f"specdec_{name}_method",
+                                                  os.path.join(os.path.dirname(os.path.abspath(__file__)), f"{name}.py"))
+    mod = sys.modules.get(spec.name)
+    if mod is None:
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = mod
+        spec.loader.exec_module(mod)
+    return mod
+
+
+_dump = _sibling("work_dump")
+GLIBC_ALLOCATOR, PYMALLOC, LOOKUP_MISS = _dump.GLIBC_ALLOCATOR, _dump.PYMALLOC, _dump.LOOKUP_MISS
+allocator_function, split_dump, find_dump = _dump.allocator_function, _dump.split_dump, _dump.find_dump
 
 
 class WorkUnavailable(RuntimeError):
@@ -127,123 +147,6 @@ class PerfCounter:
 
 # ---- the simulated counter -------------------------------------------------------------------------------------
 
-_TOTALS = re.compile(rb"^totals:\s+(\d+)", re.M)
-
-# The allocators' own functions: their work follows the heap's history (glibc's bins and top chunk, pymalloc's
-# pools and arenas), not the code that calls them, so two processes of one commit differ there and nowhere else
-# (docs/work.md). A call's verdict figure leaves them out and they are shown apart. A change that allocates more
-# still moves the verdict figure: the caller's own instructions, the object's initialisation and the
-# deallocation's bookkeeping stay in it. One list, used by every count (`split_dump`).
-GLIBC_ALLOCATOR = ("malloc", "free", "calloc", "realloc", "cfree", "__libc_malloc", "__libc_free", "__libc_calloc",
-                   "__libc_realloc", "_int_malloc", "_int_free", "_int_realloc", "_int_memalign", "_mid_memalign",
-                   "memalign", "__libc_memalign", "posix_memalign", "__posix_memalign", "aligned_alloc", "valloc",
-                   "pvalloc", "sysmalloc", "systrim", "malloc_consolidate", "unlink_chunk", "tcache_init",
-                   "tcache_get", "tcache_put", "alloc_perturb", "free_perturb", "munmap_chunk", "mremap_chunk",
-                   "arena_get2", "_int_new_arena", "get_free_list", "malloc_trim", "__malloc_trim", "mtrim",
-                   "__default_morecore", "sbrk", "__sbrk", "brk", "__brk", "mmap", "mmap64", "__mmap", "munmap",
-                   "__munmap", "mremap", "__mremap", "madvise", "__madvise")
-PYMALLOC = ("_PyObject_Malloc", "_PyObject_Calloc", "_PyObject_Realloc", "_PyObject_Free", "pymalloc_alloc",
-            "pymalloc_free", "pymalloc_realloc", "allocate_from_new_pool", "insert_to_usedpool", "insert_to_freepool",
-            "new_arena", "_PyObject_ArenaMmap", "_PyObject_ArenaMunmap", "arena_map_get", "arena_map_mark_used",
-            "address_in_range", "PyObject_Malloc", "PyObject_Calloc", "PyObject_Realloc", "PyObject_Free",
-            "PyMem_Malloc", "PyMem_Calloc", "PyMem_Realloc", "PyMem_Free", "PyMem_RawMalloc", "PyMem_RawCalloc",
-            "PyMem_RawRealloc", "PyMem_RawFree", "_PyMem_RawMalloc", "_PyMem_RawCalloc", "_PyMem_RawRealloc",
-            "_PyMem_RawFree")
-_GLIBC_OBJECT = re.compile(r"(^|/)libc[.-]")  # libc.so.6, libc-2.36.so
-
-
-def allocator_function(obj: str, fn: str) -> bool:
-    """Whether a function of a dump (its object file and name) is one of the allocators' own. A compiler's
-    clone suffix (`unlink_chunk.constprop.0`, `_int_free.isra.0`) is the same function."""
-    base = fn.split(".", 1)[0] if not fn.startswith(".") else fn
-    if base in PYMALLOC:
-        return True
-    return base in GLIBC_ALLOCATOR and bool(_GLIBC_OBJECT.search(obj))
-
-
-def _name(line: str, table: dict) -> str:
-    """A name line's value with callgrind's string compression undone: `(12) name` defines 12, `(12)` uses it."""
-    if line.startswith("("):
-        ref, _, rest = line.partition(")")
-        rest = rest.strip()
-        if rest:
-            table[ref] = rest
-            return rest
-        return table.get(ref, ref)
-    return line
-
-
-# The type-attribute cache's misses: `_PyType_Lookup` looks a name up in a 4096-slot cache indexed by the type's
-# version tag XOR the name's address, and on a miss walks the MRO (`find_name_in_mro`, with its dict lookups)
-# and tags the type (`assign_version_tag`). Which lookups collide follows the layout (code loaded, objects
-# allocated before), not the code a call runs: code added anywhere moves a call's misses (docs/work.md). The
-# misses' whole cost (inclusive: the walk's dict lookups too) is counted apart, like the allocators'.
-LOOKUP_MISS = ("find_name_in_mro", "assign_version_tag")
-
-
-def split_dump(path: str) -> dict:
-    """One callgrind dump's instructions (Ir): {"total", "alloc", "lookup", "work"}. alloc: the allocators' own
-    functions (`allocator_function`, exclusive cost); lookup: the type cache's misses (`LOOKUP_MISS`, inclusive
-    cost of every call to them); work = total - alloc - lookup, the call's verdict figure. A cost line right
-    after `calls=` is a callee's inclusive cost, not the caller's own; the functions' own costs are checked
-    against the dump's `totals:` line."""
-    if not os.path.exists(path):
-        raise RuntimeError(f"no callgrind dump {path}: is the process running under callgrind?")
-    total = alloc = lookup = 0
-    positions, obj, fn, cfn, mine = 1, "", "", "", False
-    after_calls = False
-    objects: dict = {}
-    functions: dict = {}
-    stated = None
-    with open(path, errors="replace") as f:
-        for line in f:
-            c = line[:1]
-            if c.isdigit() or c in "+-*":
-                parts = line.split()
-                if len(parts) <= positions:
-                    continue
-                n = int(parts[positions])
-                if after_calls:  # the callee's inclusive cost at this call
-                    after_calls = False
-                    if cfn.split(".", 1)[0] in LOOKUP_MISS and fn.split(".", 1)[0] not in LOOKUP_MISS:
-                        lookup += n
-                    continue
-                total += n
-                if mine:
-                    alloc += n
-            elif line.startswith("fn="):
-                fn = _name(line[3:].strip(), functions)
-                mine = allocator_function(obj, fn)
-            elif line.startswith("ob="):
-                obj = _name(line[3:].strip(), objects)
-            elif line.startswith("calls="):
-                after_calls = True
-            elif line.startswith("cfn="):
-                cfn = _name(line[4:].strip(), functions)
-            elif line.startswith("cob="):
-                _name(line[4:].strip(), objects)
-            elif line.startswith("positions:"):
-                positions = len(line.split()) - 1
-            elif line.startswith("totals:"):
-                stated = int(line.split()[1])
-    if stated is None:
-        raise RuntimeError(f"{path}: no 'totals:' line in the callgrind dump")
-    if stated != total:
-        raise RuntimeError(f"{path}: its functions' costs add up to {total}, its totals line says {stated}")
-    return {"total": total, "alloc": alloc, "lookup": lookup, "work": total - alloc - lookup}
-
-
-def dump_count(path: str) -> int:
-    """The instruction count of one callgrind dump (its `totals:` line: the first event, Ir)."""
-    if not os.path.exists(path):
-        raise RuntimeError(f"no callgrind dump {path}: is the process running under callgrind?")
-    with open(path, "rb") as f:
-        m = _TOTALS.search(f.read())
-    if not m:
-        raise RuntimeError(f"{path}: no 'totals:' line in the callgrind dump")
-    return int(m.group(1))
-
-
 class CallgrindCounter:
     """Ir of a region, in a process running under `valgrind --tool=callgrind --instr-atstart=no`: instrumenting
     from `begin` to `end` (starting and stopping it flushes valgrind's translations, which then run
@@ -289,26 +192,6 @@ class CallgrindCounter:
 
     def end(self) -> None:
         self.hooks.callgrind_stop_instrumentation()
-
-
-def find_dump(prefix: str, name: str) -> str:
-    """The dump among PREFIX.<n> whose trigger names the region `name` (callgrind writes the client request's
-    string on its `desc: Trigger:` line)."""
-    folder, base = os.path.split(prefix)
-    want = f"{name}".encode()
-    found = []
-    for entry in os.listdir(folder or "."):
-        if entry.startswith(base + ".") and entry[len(base) + 1:].isdigit():
-            path = os.path.join(folder, entry)
-            with open(path, "rb") as f:
-                head = f.read(4096)
-            for line in head.splitlines():
-                if line.startswith(b"desc: Trigger:") and line.rstrip().endswith(want):
-                    found.append(path)
-    if len(found) != 1:
-        raise RuntimeError(f"{len(found)} callgrind dumps of {prefix}.* name the region {name!r} (expected one): "
-                           "is the process running under callgrind?")
-    return found[0]
 
 
 def preload_counter() -> None:
