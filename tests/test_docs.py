@@ -272,3 +272,19 @@ def test_ab_md_counts_the_rows_ab_worker_builds(drafts, ks):
     n, m = len(drafts), len(ks)
     assert len(rows) == 2 + m + n * (2 * m + 2)
     assert all(call is not None for call, _ in rows.values())  # every row built, none unavailable
+
+
+def test_work_md_states_the_study_from_its_data():
+    """docs/work.md's study table is what tools/work_study.py renders from docs/work-study.json (the data the
+    figures come from, committed with the command that makes them): no figure is typed by hand."""
+    import importlib.util
+    import json
+
+    spec = importlib.util.spec_from_file_location("work_study_tool", ROOT / "tools" / "work_study.py")
+    study = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(study)
+    doc = json.loads((ROOT / "docs" / "work-study.json").read_text())
+    text = (ROOT / "docs" / "work.md").read_text()
+    shown = text.split("<!-- study-table -->\n", 1)[1].split("\n<!-- /study-table -->", 1)[0]
+    assert shown == study.table(doc)
+    assert "tools/work_study.py" in doc["command"]
