@@ -175,6 +175,8 @@ def _ab_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("b", nargs="?", default=None, help="the revision judged against it")
     p.add_argument("--a-path", default=None, metavar="DIR", help="a source tree for A instead of a revision")
     p.add_argument("--b-path", default=None, metavar="DIR", help="a source tree for B instead of a revision")
+    p.add_argument("--repo", default=".", metavar="PATH", help="the git repository A and B are revisions of "
+                   "(default the current one; any repository: give --target/--drafts as MODULE:CALLABLE)")
     _backend(_checkpoint(p))
     p.add_argument("--drafts", "--draft", dest="drafts", nargs="+", action="extend", default=None,
                    help="drafts whose rows are timed (default bigram ngram; prompt-lookup for an hf: target)")
