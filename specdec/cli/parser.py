@@ -175,6 +175,17 @@ def _ab_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("b", nargs="?", default=None, help="the revision judged against it")
     p.add_argument("--a-path", default=None, metavar="DIR", help="a source tree for A instead of a revision")
     p.add_argument("--b-path", default=None, metavar="DIR", help="a source tree for B instead of a revision")
+    _ab_options(p)
+
+
+def _bisect_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("good", help="a revision that was not slower (anything git rev-parse takes)")
+    p.add_argument("bad", help="a later revision that is slower")
+    _ab_options(p)
+
+
+def _ab_options(p: argparse.ArgumentParser) -> None:
+    """What ab and bisect share: the repository, the pair, the rows, the budget and the work counter."""
     p.add_argument("--repo", default=".", metavar="PATH", help="the git repository A and B are revisions of "
                    "(default the current one; any repository: give --target/--drafts as MODULE:CALLABLE)")
     _backend(_checkpoint(p))
@@ -307,6 +318,8 @@ SUBCOMMANDS = [
     ("compare", "compare two report.json files; exit 1 if anything got worse", _compare_args),
     ("ab", "did revision B make anything slower than A? both timed in one alternated run; exit 1 if worse",
      _ab_args),
+    ("bisect", "the first commit after GOOD up to BAD that made the code slower (work where a counter runs, else "
+     "time), the running specdec the harness at every step; commits without the module are skipped", _bisect_args),
     ("batch", "speedup against batch size B in specdec's own loop: paired at B = 1..32, the cost model at B, the "
      "crossover per draft", _batch_args),
     ("overhead", "the target pass against its roofline floor, and where the time goes", _overhead_args),

@@ -116,22 +116,26 @@ def sources(a: str | None, b: str | None, a_path: str | None = None, b_path: str
     plan = {label: plan[label] for label in given}
     for src in plan.values() if probe is not None else ():
         probe(src, None if src.path else root)
+    with contextlib.ExitStack() as stack:
+        for label, src in plan.items():
+            if src.path:
+                continue
+            where = stack.enter_context(checkout(root, src.commit))
+            plan[label] = Source(label, src.name, str(where), src.commit)
+            if not entries and not (where / "specdec" / "__init__.py").is_file():
+                raise SourceError(f"revision {src.name!r} ({src.commit[:10]}) has no specdec package")
+        yield plan["A"], plan["B"]
+
+
+@contextlib.contextmanager
+def checkout(root: Path, commit: str) -> Iterator[Path]:
+    """`commit` checked out as a temporary worktree outside the checkout for the block, removed after it (an
+    interrupt or an error included)."""
     with tempfile.TemporaryDirectory(prefix="specdec-ab-") as tmp:
-        made: list[Path] = []
+        where = Path(tmp) / "tree"
+        _git(["worktree", "add", "--detach", "--quiet", str(where), commit], root)
         try:
-            for label, src in plan.items():
-                if src.path:
-                    continue
-                where = Path(tmp) / label
-                _git(["worktree", "add", "--detach", "--quiet", str(where), src.commit], root)
-                made.append(where)
-                plan[label] = Source(label, src.name, str(where), src.commit)
-                if not entries and not (where / "specdec" / "__init__.py").is_file():
-                    raise SourceError(f"revision {src.name!r} ({src.commit[:10]}) has no specdec package")
-            yield plan["A"], plan["B"]
+            yield where
         finally:
-            for where in made:
-                subprocess.run(["git", "worktree", "remove", "--force", str(where)], cwd=root,
-                               capture_output=True)
-            if made:
-                subprocess.run(["git", "worktree", "prune"], cwd=root, capture_output=True)
+            subprocess.run(["git", "worktree", "remove", "--force", str(where)], cwd=root, capture_output=True)
+            subprocess.run(["git", "worktree", "prune"], cwd=root, capture_output=True)
