@@ -49,6 +49,11 @@ def cmd_bisect(args) -> int:
     from specdec.measure import ab_work
     from specdec.measure.bisect import search
 
+    from specdec.cli.parser import build_parser
+
+    for name, value in vars(build_parser().parse_args(["ab"])).items():  # ab's defaults for what bisect leaves out
+        if not hasattr(args, name):
+            setattr(args, name, value)
     args.a, args.b, args.a_path, args.b_path = args.good, args.bad, None, None
     config, cpu = ab_cmd._check(args)
     kind, why_not = work_plan(args, config)
