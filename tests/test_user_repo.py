@@ -175,3 +175,49 @@ def test_COUNTS_WORK_ab_of_commit_4_against_5_flags_the_drafts_work_rows_and_no_
     assert code == 1 and "draft mydraft:make" in worse, (rows, err)
     assert all("mydraft:make" in n and not n.startswith("round") for n in worse), worse
     assert 0.01 < rows["draft mydraft:make"]["change"] < 0.04
+
+
+@needs_valgrind
+def test_COUNTS_WORK_bisect_names_commit_5_with_the_running_specdec_at_every_step(sample, capsys):
+    """Counts work (minutes under callgrind): commits 3..8 after GOOD = commit 2, BAD = commit 8; BAD judged, then
+    the midpoints 5 (worse), 3 and 4 (good), each counted once by the running specdec's method."""
+    root, commits = sample
+    code, out, err = _run(["bisect", commits[1], commits[7], "--repo", str(root), "--drafts", "mydraft:make",
+                           "--ks", "4"], capsys)
+    print(err)  # each judged commit's rows, for the log (-s)
+    assert code == 0 and f"first slower commit: {commits[4]}" in out, out + err
+    assert "judged 4 of 6 commits, skipped 0" in out and _worktrees(root) == 1
+
+
+def test_bisect_skips_the_commits_without_the_module(sample, monkeypatch, capsys):
+    """GOOD = commit 2 against BAD = commit 8 of a history whose commit 3 lost the module (commit 4 brings it back):
+    3 is skipped, never judged; the rest judged by a stand-in criterion (commit 5 on is worse), 5 named."""
+    from specdec.cli import bisect_cmd
+
+    root0, commits0 = sample
+    root = root0.parent / "holes"
+    if not root.exists():
+        shutil.copytree(root0, root)
+        git = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
+        subprocess.run(git + ["checkout", "-q", "-b", "holes", commits0[1]], cwd=root, check=True)
+        subprocess.run(git + ["rm", "-q", "mydraft.py"], cwd=root, check=True)
+        subprocess.run(git + ["commit", "-q", "-m", "3: module moved away"], cwd=root, check=True)
+        for i in range(3, 8):  # commits 4..8 with the sample's trees
+            subprocess.run(git + ["checkout", "-q", commits0[i], "--", "."], cwd=root, check=True)
+            subprocess.run(git + ["commit", "-q", "--allow-empty", "-m", f"{i + 1}: as before"], cwd=root, check=True)
+    commits = subprocess.run(["git", "rev-list", "--reverse", "HEAD"], cwd=root, capture_output=True, text=True,
+                             check=True).stdout.split()
+    judged = []
+
+    def by(*_):
+        def judge(commit):
+            judged.append(commits.index(commit))
+            return commits.index(commit) >= 4
+        return judge
+
+    monkeypatch.setattr(bisect_cmd, "_by_work", by)
+    monkeypatch.setattr(bisect_cmd, "_by_time", by)
+    code, out, err = _run(["bisect", commits[1], commits[7], "--repo", str(root), "--drafts", "mydraft:make"],
+                          capsys)
+    assert code == 0 and f"first slower commit: {commits[4]}" in out, out + err
+    assert 2 not in judged and "skipped 1" in out and err.count("the module does not exist there") == 1
