@@ -168,10 +168,13 @@ def test_COUNTS_WORK_ab_of_commit_4_against_5_flags_the_drafts_work_rows_and_no_
     import json
 
     doc = json.loads(out)
-    rows = ab_work.judge(doc["work"])
-    worse = {n for n, r in rows.items() if r["verdict"] == "worse"}
+    rows = doc["work"]["rows"]  # judged: per row the change of mean instructions, its threshold, the verdict
+    worse = set(doc["work"]["worse"])
     for n, r in rows.items():  # the figures, for the log (-s)
-        print(f"{n}: {r['change']:+.3%} (threshold {r['threshold']:.3%}) {r['verdict']}")
+        print(f"work {n}: {r['change']:+.3%} (threshold {r['threshold']:.3%}) {r['verdict']}")
+    for n, r in doc["rows"].items():
+        print(f"time {n}: {r.get('change', float('nan')):+.2%} detects {r.get('detectable', float('nan')):.2%} "
+              f"{r['verdict']}")
     assert code == 1 and "draft mydraft:make" in worse, (rows, err)
     assert all("mydraft:make" in n and not n.startswith("round") for n in worse), worse
     assert 0.01 < rows["draft mydraft:make"]["change"] < 0.04

@@ -56,10 +56,10 @@ def _check(args) -> tuple[dict, int]:
     config = {"target": spec, "backend": models.backend_name(args), "dtype": args.dtype, "drafts": drafts,
               "ks": ks, "chars": args.chars, "prompt": args.prompt, "seed": args.seed,
               "temperature": args.temperature, "threads": args.threads}
-    if entries(config):  # a user's code: the revisions are checked (`probe`), not this checkout
+    if not own:  # a user's target is checked in each revision (`probe`); a shipped or hf: one here, as always
+        _check_models(args, [d for d in drafts if not entry.is_entry(d)], ks)
+    if entries(config):  # a user's code: the running specdec is the harness of both sides
         config["harness"] = entry.harness_root()
-    else:
-        _check_models(args, drafts, ks)
     return config, _cpu(args.cpu)
 
 
