@@ -90,7 +90,7 @@ def make(path: Path) -> list[str]:
              ({"mydraft.py": draft_source()}, "2: my bigram draft"),
              ({"README.md": "my drafts, for specdec\n"}, "3: readme"),
              ({"NOTES.md": "to do: a trigram\n"}, "4: notes"),
-             ({"mydraft.py": draft_source(dearer=True)}, "5: sum the row again per character"),
+             ({"mydraft.py": draft_source(dearer=True)}, "5: copy the draws as float64"),
              ({"NOTES.md": "to do: a trigram, a cache\n"}, "6: notes"),
              ({"LICENSE": "MIT\n"}, "7: license"),
              ({"README.md": "my drafts, for specdec's harness\n"}, "8: readme")]
