@@ -185,8 +185,8 @@ def test_COUNTS_WORK_bisect_names_commit_5_with_the_running_specdec_at_every_ste
     """Counts work (minutes under callgrind): commits 3..8 after GOOD = commit 2, BAD = commit 8; BAD judged, then
     the midpoints 5 (worse), 3 and 4 (good), each counted once by the running specdec's method."""
     root, commits = sample
-    code, out, err = _run(["bisect", commits[1], commits[7], "--repo", str(root), "--drafts", "mydraft:make",
-                           "--ks", "4"], capsys)
+    code, out, err = _run(["bisect", commits[1], commits[7], "--repo", str(root), "--drafts", "mydraft:make"],
+                          capsys)
     print(err)  # each judged commit's rows, for the log (-s)
     assert code == 0 and f"first slower commit: {commits[4]}" in out, out + err
     assert "judged 4 of 6 commits, skipped 0" in out and _worktrees(root) == 1
