@@ -9,6 +9,7 @@ import sys
 
 from specdec.cli import models
 from specdec.cli.checks import UsageError, at_least, temperature_arg, work_plan, work_switches
+from specdec.measure import entry
 
 DEFAULT_DRAFTS = ("bigram", "ngram")  # the shipped target's; an hf: target's default is prompt-lookup
 DEFAULT_KS = (2, 4)
@@ -49,13 +50,34 @@ def _check(args) -> tuple[dict, int]:
     spec = models.target_spec(args)
     if models.is_hf(spec) and not os.path.isdir(spec[len("hf:"):]) and not args.allow_download:
         raise UsageError(f"--target {spec}: no such folder (specdec ab loads a local Hugging Face folder)")
-    drafts = args.drafts or (["prompt-lookup"] if models.is_hf(spec) else list(DEFAULT_DRAFTS))
-    models.check_draft_names(drafts)
-    _check_models(args, drafts, ks)
+    own = entry.is_entry(spec)
+    drafts = args.drafts or (["prompt-lookup"] if models.is_hf(spec) or own else list(DEFAULT_DRAFTS))
+    models.check_draft_names([d for d in drafts if not entry.is_entry(d)])
     config = {"target": spec, "backend": models.backend_name(args), "dtype": args.dtype, "drafts": drafts,
               "ks": ks, "chars": args.chars, "prompt": args.prompt, "seed": args.seed,
               "temperature": args.temperature, "threads": args.threads}
+    if not own:  # a user's target is checked in each revision (`probe`); a shipped or hf: one here, as always
+        _check_models(args, [d for d in drafts if not entry.is_entry(d)], ks)
+    if entries(config):  # a user's code: the running specdec is the harness of both sides
+        config["harness"] = entry.harness_root()
     return config, _cpu(args.cpu)
+
+
+def entries(config: dict) -> list[str]:
+    """The config's `MODULE:CALLABLE` entry points (a user's own target and drafts), target first."""
+    return [s for s in [config.get("target"), *config.get("drafts", [])] if entry.is_entry(s)]
+
+
+def probe(config: dict):
+    """The check `sources` runs on each tree before a worktree exists: its entry points import with the running
+    specdec and return a Target and Drafts (`entry.probe`, in a subprocess on a temporary export)."""
+    def check(src, root) -> None:
+        where = f"{src.label} = {src.name}"
+        if root is None:
+            entry.probe(src.path, where, config["target"], config["drafts"], config["harness"])
+        else:
+            entry.probe_commit(root, src.commit, where, config["target"], config["drafts"], config["harness"])
+    return check
 
 
 def _check_engine(args, ks: list[int]) -> dict:
@@ -99,7 +121,9 @@ def cmd_ab(args) -> int:
 
     config, cpu = _check(args)
     kind, why_not = work_plan(args, config)  # an engine in a server has none
-    with sources(args.a, args.b, args.a_path, args.b_path) as (a, b):  # a bad revision or folder: InputError
+    own = entries(config)
+    with sources(args.a, args.b, args.a_path, args.b_path, cwd=args.repo, entries=own,
+                 probe=probe(config) if own else None) as (a, b):  # a bad revision, folder or entry: InputError
         models.log(f"specdec ab: A = {a.name}, B = {b.name}; {args.pairs} worker pairs on CPU {cpu}, "
                    f"budget {args.budget:g} s; work rows: {ab_work.work.NAMES[kind] if kind else why_not}")
         try:

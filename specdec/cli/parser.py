@@ -175,16 +175,8 @@ def _ab_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("b", nargs="?", default=None, help="the revision judged against it")
     p.add_argument("--a-path", default=None, metavar="DIR", help="a source tree for A instead of a revision")
     p.add_argument("--b-path", default=None, metavar="DIR", help="a source tree for B instead of a revision")
-    _backend(_checkpoint(p))
-    p.add_argument("--drafts", "--draft", dest="drafts", nargs="+", action="extend", default=None,
-                   help="drafts whose rows are timed (default bigram ngram; prompt-lookup for an hf: target)")
-    p.add_argument("--ks", nargs="+", type=int, default=None, help="k values (default 2 4)")
-    p.add_argument("--budget", type=float, default=AB_BUDGET, help=f"seconds for the whole run (default "
-                   f"{AB_BUDGET:g}); each worker pair gets an equal share")
-    p.add_argument("--pairs", type=int, default=AB_PAIRS, help=f"fresh worker pairs (default {AB_PAIRS}): the "
-                   "independent units the intervals count")
-    p.add_argument("--cpu", default=None, help="the one CPU both workers of a pair are pinned to (default the "
-                   "highest-numbered one allowed)")
+    _ab_pair(_pair_options(p, "--drafts", "--draft"))
+    _backend(p)
     p.add_argument("--chars", type=int, default=80, help="characters (tokens) per generation row (default 80)")
     p.add_argument("--prompt", default="ROMEO:")
     p.add_argument("--seed", type=int, default=0)
@@ -195,14 +187,47 @@ def _ab_args(p: argparse.ArgumentParser) -> None:
                    f"{', '.join(n for n in ENGINES if n != 'specdec')}")
     p.add_argument("--url", default=None, help="--engine openai: the server with speculation")
     p.add_argument("--baseline-url", default=None, help="--engine openai: the same model without")
+    _counter_options(p)
+    p.add_argument("--count-batched", action="store_true", help="count the batched rows' work too (minutes "
+                   "under callgrind; they are always timed)")
+    p.add_argument("--json", action="store_true", help="the result as one JSON document on stdout")
+
+
+def _bisect_args(p: argparse.ArgumentParser) -> None:
+    """ab's options that choose what is compared and how; the rest keep ab's defaults (`bisect_cmd`)."""
+    p.add_argument("good", help="a revision that was not slower (anything git rev-parse takes)")
+    p.add_argument("bad", help="a later revision that is slower")
+    _pair_options(p, "--drafts")
+    _counter_options(p)
+
+
+def _pair_options(p: argparse.ArgumentParser, *drafts: str) -> argparse.ArgumentParser:
+    """What ab and bisect share: the repository, the pair and the budget (`drafts`: the options naming them)."""
+    p.add_argument("--repo", default=".", metavar="PATH", help="the git repository A and B are revisions of "
+                   "(default the current one; any repository: give --target/--drafts as MODULE:CALLABLE)")
+    _checkpoint(p)
+    p.add_argument(*drafts, dest="drafts", nargs="+", action="extend", default=None,
+                   help="drafts whose rows are timed (default bigram ngram; prompt-lookup for an hf: target)")
+    p.add_argument("--budget", type=float, default=AB_BUDGET, help=f"seconds for the whole run (default "
+                   f"{AB_BUDGET:g}); each worker pair gets an equal share")
+    return p
+
+
+def _ab_pair(p: argparse.ArgumentParser) -> None:
+    """ab's own: the k values, the worker pairs and the CPU (bisect keeps ab's defaults)."""
+    p.add_argument("--ks", nargs="+", type=int, default=None, help="k values (default 2 4)")
+    p.add_argument("--pairs", type=int, default=AB_PAIRS, help=f"fresh worker pairs (default {AB_PAIRS}): the "
+                   "independent units the intervals count")
+    p.add_argument("--cpu", default=None, help="the one CPU both workers of a pair are pinned to (default the "
+                   "highest-numbered one allowed)")
+
+
+def _counter_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-work", dest="work", action="store_false", help="leave out the work rows (instructions "
                    "per call, counted after the timing; on by default where a counter runs: docs/work.md)")
     p.add_argument("--counter", choices=["auto", "perf", "callgrind"], default="auto",
                    help="the work counter: the hardware counter (perf), callgrind's simulation, or auto (perf "
                    "where the kernel has a PMU, else callgrind)")
-    p.add_argument("--count-batched", action="store_true", help="count the batched rows' work too (minutes "
-                   "under callgrind; they are always timed)")
-    p.add_argument("--json", action="store_true", help="the result as one JSON document on stdout")
 
 
 def _overhead_args(p: argparse.ArgumentParser) -> None:
@@ -305,6 +330,8 @@ SUBCOMMANDS = [
     ("compare", "compare two report.json files; exit 1 if anything got worse", _compare_args),
     ("ab", "did revision B make anything slower than A? both timed in one alternated run; exit 1 if worse",
      _ab_args),
+    ("bisect", "the first commit after GOOD up to BAD that made the code slower (work where a counter runs, else "
+     "time), the running specdec the harness at every step; commits without the module are skipped", _bisect_args),
     ("batch", "speedup against batch size B in specdec's own loop: paired at B = 1..32, the cost model at B, the "
      "crossover per draft", _batch_args),
     ("overhead", "the target pass against its roofline floor, and where the time goes", _overhead_args),

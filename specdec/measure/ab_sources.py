@@ -11,7 +11,7 @@ import contextlib
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -42,11 +42,13 @@ def repo_root(cwd: str | Path = ".") -> Path:
     """The top of the git checkout around `cwd`; SourceError outside one."""
     if shutil.which("git") is None:
         raise SourceError("specdec ab A B needs git on PATH (or give two source trees: --a-path DIR --b-path DIR)")
+    if not Path(cwd).is_dir():
+        raise SourceError(f"--repo {cwd}: no such folder (a git repository: the current one by default)")
     try:
         return Path(_git(["rev-parse", "--show-toplevel"], cwd))
     except SourceError:
-        raise SourceError(f"{Path(cwd).absolute()} is not inside a git checkout: run specdec ab there, or give "
-                          "two source trees with --a-path DIR --b-path DIR") from None
+        raise SourceError(f"{Path(cwd).absolute()} is not inside a git checkout: run specdec ab there, name one with "
+                          "--repo PATH, or give two source trees with --a-path DIR --b-path DIR") from None
 
 
 def resolve(root: Path, rev: str) -> str:
@@ -73,40 +75,67 @@ def _folder_commit(path: str) -> str | None:
         return None
 
 
+def check_folder(option: str, path: str, entries: list[str]) -> str:
+    """A folder holding the entry points' modules (a user's code, `measure.entry`); its absolute path."""
+    from specdec.measure import entry
+
+    p = Path(path).absolute()
+    if not p.is_dir():
+        raise SourceError(f"{option} {path}: no such folder")
+    for spec in entries:
+        entry.check_static(spec, f"{option} {path}", folder=p)
+    return str(p)
+
+
 @contextlib.contextmanager
 def sources(a: str | None, b: str | None, a_path: str | None = None, b_path: str | None = None,
-            cwd: str | Path = ".") -> Iterator[tuple[Source, Source]]:
+            cwd: str | Path = ".", entries: list[str] | None = None,
+            probe: Callable[[Source, Path | None], None] | None = None) -> Iterator[tuple[Source, Source]]:
     """(A, B) ready to import from; revisions are checked out for the block and removed after it.
 
     Everything that can be refused is checked before any checkout: the revisions resolve, the folders hold a
-    package."""
+    package. With `entries` (a user's `MODULE:CALLABLE` entry points, `cwd` their repository) the trees need not
+    hold specdec: each must hold the entry points' modules and names (`entry.check_static`, read from git), and
+    `probe(source, repo root or None)` runs on each before any worktree exists (`entry.probe_commit`)."""
     given = {"A": (a, a_path), "B": (b, b_path)}
     root = None
     plan = {}
     for label, (_, path) in given.items():  # folders first: their check needs no git
         if path is not None:
-            plan[label] = Source(label, path, check_tree(f"--{label.lower()}-path", path), _folder_commit(path))
+            option = f"--{label.lower()}-path"
+            tree = check_folder(option, path, entries) if entries else check_tree(option, path)
+            plan[label] = Source(label, path, tree, _folder_commit(path))
     for label, (rev, path) in given.items():
         if path is None:
             root = root or repo_root(cwd)
             plan[label] = Source(label, rev, "", resolve(root, rev))
+            for spec in entries or ():
+                from specdec.measure import entry
+
+                entry.check_static(spec, f"revision {rev!r} ({plan[label].commit[:10]})", root, plan[label].commit)
     plan = {label: plan[label] for label in given}
+    for src in plan.values() if probe is not None else ():
+        probe(src, None if src.path else root)
+    with contextlib.ExitStack() as stack:
+        for label, src in plan.items():
+            if src.path:
+                continue
+            where = stack.enter_context(checkout(root, src.commit))
+            plan[label] = Source(label, src.name, str(where), src.commit)
+            if not entries and not (where / "specdec" / "__init__.py").is_file():
+                raise SourceError(f"revision {src.name!r} ({src.commit[:10]}) has no specdec package")
+        yield plan["A"], plan["B"]
+
+
+@contextlib.contextmanager
+def checkout(root: Path, commit: str) -> Iterator[Path]:
+    """`commit` checked out as a temporary worktree outside the checkout for the block, removed after it (an
+    interrupt or an error included)."""
     with tempfile.TemporaryDirectory(prefix="specdec-ab-") as tmp:
-        made: list[Path] = []
+        where = Path(tmp) / "tree"
+        _git(["worktree", "add", "--detach", "--quiet", str(where), commit], root)
         try:
-            for label, src in plan.items():
-                if src.path:
-                    continue
-                where = Path(tmp) / label
-                _git(["worktree", "add", "--detach", "--quiet", str(where), src.commit], root)
-                made.append(where)
-                plan[label] = Source(label, src.name, str(where), src.commit)
-                if not (where / "specdec" / "__init__.py").is_file():
-                    raise SourceError(f"revision {src.name!r} ({src.commit[:10]}) has no specdec package")
-            yield plan["A"], plan["B"]
+            yield where
         finally:
-            for where in made:
-                subprocess.run(["git", "worktree", "remove", "--force", str(where)], cwd=root,
-                               capture_output=True)
-            if made:
-                subprocess.run(["git", "worktree", "prune"], cwd=root, capture_output=True)
+            subprocess.run(["git", "worktree", "remove", "--force", str(where)], cwd=root, capture_output=True)
+            subprocess.run(["git", "worktree", "prune"], cwd=root, capture_output=True)

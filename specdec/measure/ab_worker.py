@@ -28,6 +28,10 @@ the standard library, numpy, torch and the revision's *public* API (`specdec.loa
 `generate`, `speculative_generate`, the target's `tokenize`/`ids`/`setup_cache`/call and the Draft interface),
 and a row the revision cannot run is answered `ok: false` with the reason, never a crash. Nothing of the
 running specdec is imported here: its own directory is dropped from sys.path before anything else.
+
+The one exception is a user's repository (cfg["harness"], `specdec ab --repo`): the revision is not specdec, so the
+running specdec (at cfg["harness"]) is imported first and the revision's tree put first on the path after it; the
+user's target and drafts are then `MODULE:CALLABLE` entry points of that tree (`measure.entry`).
 """
 
 from __future__ import annotations
@@ -106,9 +110,21 @@ class _Replay:
         return 0
 
 
+def _entry():
+    """The entry-point loader of the running specdec (`measure.entry`), in a worker of a user's repository only
+    (cfg["harness"]): a specdec revision's worker imports nothing of the running package."""
+    from specdec.measure import entry
+
+    return entry
+
+
 def _target(specdec, cfg: dict):
     import inspect
 
+    if cfg.get("harness") and _entry().is_entry(cfg.get("target")):  # the user's own target, from the revision
+        target = _entry().make_target(cfg["target"])
+        target.setup_cache(1)
+        return target
     options = {}
     if "backend" in inspect.signature(specdec.load_target).parameters and cfg.get("backend"):
         options["backend"] = cfg["backend"]
@@ -203,7 +219,8 @@ def _rows(specdec, cfg: dict) -> dict:
               if generations and not counting else None)
     for name in cfg["drafts"]:
         try:
-            draft = specdec.make_draft(name, target)
+            draft = (_entry().make_draft(name, target) if cfg.get("harness") and _entry().is_entry(name)
+                     else specdec.make_draft(name, target))
         except Exception as exc:  # noqa: BLE001 -- a revision without the draft: its rows are unavailable
             reason = f"{type(exc).__name__}: {exc}".splitlines()[0][:200]
             for row in _draft_rows(name, cfg["ks"]):
@@ -504,10 +521,16 @@ def _setup(cfg: dict) -> tuple[dict, dict]:
     threads = _threads(cfg["threads"])
     # an engine may work in threads of its own or in a server: only the wall clock sees all of it
     CLOCK, clock_name = (time.perf_counter, "perf_counter") if cfg.get("engine") else _clock(cfg["threads"])
+    if cfg.get("harness"):  # a user's repository: the running specdec, then the revision's tree on the path
+        sys.path.insert(0, cfg["harness"])
+        from specdec.measure import entry
+
+        sys.path.remove(cfg["harness"])
+        entry.enter(cfg["source"], cfg["harness"])
     import specdec
 
     where = os.path.dirname(os.path.abspath(specdec.__file__))
-    expected = os.path.join(os.path.abspath(cfg["source"]), "specdec")
+    expected = os.path.join(os.path.abspath(cfg.get("harness") or cfg["source"]), "specdec")
     if os.path.realpath(where) != os.path.realpath(expected):
         raise RuntimeError(f"imported specdec from {where}, not from the revision's {expected}")
     rows = _engine_rows(cfg) if cfg.get("engine") else _rows(specdec, cfg)

@@ -1,0 +1,154 @@
+"""`specdec bisect GOOD BAD`: the first commit that made the code slower, the running specdec the harness at every
+step (`measure.bisect`). The criterion is work (instructions per call of the target pass and of each draft's
+proposal: deterministic, and cheaper than timing) where a counter runs, else time (an `ab` run of the commit
+against GOOD per step, exit 1 of any timed row). Exit 0: one commit named; 1: none could be (BAD not slower,
+skipped commits around the answer, a failure); 2: bad input, before anything is checked out."""
+
+from __future__ import annotations
+
+import contextlib
+import subprocess
+from collections.abc import Iterator
+
+from specdec.cli import ab_cmd, models
+from specdec.cli.checks import UsageError, work_plan
+from specdec.measure import entry
+from specdec.measure.ab_sources import Source, SourceError, checkout, repo_root, resolve
+
+
+def _commits(root, good: str, bad: str) -> list[str]:
+    """The commits after GOOD up to BAD along BAD's first parents, oldest first (BAD last)."""
+    if subprocess.run(["git", "merge-base", "--is-ancestor", good, bad], cwd=root).returncode:
+        raise UsageError(f"GOOD {good[:10]} is not an ancestor of BAD {bad[:10]}: bisect searches the history "
+                         "from GOOD to BAD")
+    out = subprocess.run(["git", "rev-list", "--first-parent", "--reverse", f"{good}..{bad}"], cwd=root,
+                         capture_output=True, text=True, check=True).stdout.split()
+    if not out:
+        raise UsageError("GOOD and BAD are the same commit: nothing to search")
+    return out
+
+
+def _subject(root, commit: str) -> str:
+    return subprocess.run(["git", "log", "-1", "--format=%h %s", commit], cwd=root, capture_output=True,
+                          text=True).stdout.strip()
+
+
+def _holds(root, commit: str, own: list[str]) -> bool:
+    """Whether the commit holds what the workers import: the entry points' modules, or a specdec package."""
+    if own:
+        try:
+            for spec in own:
+                entry.check_static(spec, commit[:10], root, commit)
+        except entry.EntryError:
+            return False
+        return True
+    return subprocess.run(["git", "cat-file", "-e", f"{commit}:specdec/__init__.py"], cwd=root).returncode == 0
+
+
+def cmd_bisect(args) -> int:
+    from specdec.measure import ab_work
+    from specdec.measure.bisect import search
+
+    from specdec.cli.parser import build_parser
+
+    for name, value in vars(build_parser().parse_args(["ab"])).items():  # ab's defaults for what bisect leaves out
+        if not hasattr(args, name):
+            setattr(args, name, value)
+    args.a, args.b, args.a_path, args.b_path = args.good, args.bad, None, None
+    config, cpu = ab_cmd._check(args)
+    kind, why_not = work_plan(args, config)
+    own = ab_cmd.entries(config)
+    root = repo_root(args.repo)
+    good, bad = resolve(root, args.good), resolve(root, args.bad)
+    commits = _commits(root, good, bad)
+    for name, commit in (("GOOD", good), ("BAD", bad)):  # both ends must run: bad input otherwise
+        if not _holds(root, commit, own):
+            raise SourceError(f"{name} {commit[:10]} holds no {' or '.join(own) if own else 'specdec package'}")
+        if own:
+            entry.probe_commit(root, commit, f"{name} {commit[:10]}", config["target"], config["drafts"],
+                               config["harness"])
+    criterion = f"work ({ab_work.work.NAMES[kind]})" if kind else f"time (work: {why_not})"
+    models.log(f"specdec bisect: {len(commits)} commits after {good[:10]} up to {bad[:10]}; criterion {criterion}")
+    judge = _by_work(root, good, bad, config, kind) if kind else _by_time(root, good, config, cpu, args)
+
+    def step(i: int) -> bool | None:
+        verdict = judge(commits[i])
+        models.log(f"  {_subject(root, commits[i])}: "
+                   f"{'skipped (nothing measurable)' if verdict is None else 'worse' if verdict else 'good'}")
+        return verdict
+
+    def skip(i: int) -> bool:
+        missing = not _holds(root, commits[i], own)
+        if missing:
+            models.log(f"  {_subject(root, commits[i])}: skipped (the module does not exist there)")
+        return missing
+
+    found = search(len(commits), step, skip)
+    print(f"criterion: {criterion}; judged {len(found.judged)} of {len(commits)} commits, "
+          f"skipped {len(found.skipped)}")
+    if found.first is None:
+        print(f"BAD {bad[:10]} is not worse than GOOD {good[:10]}: no commit to name")
+        return 1
+    if len(found.candidates) > 1:
+        print("the first slower commit is one of (skipped commits border it):")
+        for i in found.candidates:
+            print(f"  {_subject(root, commits[i])}")
+        return 1
+    print(f"first slower commit: {commits[found.first]} ({_subject(root, commits[found.first])})")
+    return 0
+
+
+def _by_work(root, good: str, bad: str, config: dict, kind: str):
+    """A commit judged against GOOD by its work: the target pass and every draft's proposal counted once per
+    commit (GOOD with BAD in one counting process, then each commit alone), worse beyond `ab_work.compare`'s
+    threshold on any row."""
+    from specdec.measure import ab_work
+
+    rows = ["pass 1"] + [f"draft {d}" for d in config["drafts"]]
+    cfg = ab_work.counting_config({**config, "only": ["pass", "draft"]})
+    cache: dict[str, dict] = {}
+
+    def count(commits: list[str]) -> None:
+        with _trees(root, commits) as sources:
+            got = ab_work.count_sources(sources, cfg, kind, rows, progress=models.log)
+        for i, commit in enumerate(commits):
+            cache[commit] = {row: per[i] for row, per in got.items()}
+
+    def judge(commit: str) -> bool | None:
+        if good not in cache:
+            count([good, bad] if commit != bad else [good, commit])
+        if commit not in cache:
+            count([commit])
+        g, c = cache[good], cache[commit]
+        names = [r for r in rows if r in g and r in c]
+        if not names:
+            return None
+        verdicts = {r: ab_work.compare(ab_work.figure(g[r]), ab_work.figure(c[r]), len(names)) for r in names}
+        for r, v in verdicts.items():
+            models.log(f"    {r}: {v['change']:+.2%} of work (threshold {v['threshold']:.2%}): {v['verdict']}")
+        return any(v["verdict"] == "worse" for v in verdicts.values())
+
+    return judge
+
+
+def _by_time(root, good: str, config: dict, cpu: int, args):
+    """A commit judged against GOOD by an `ab` timing run of the budget given: worse where any row is."""
+    from specdec.measure import ab
+    from specdec.report import ab_render
+
+    def judge(commit: str) -> bool | None:
+        with _trees(root, [good, commit]) as (a, b):
+            run = ab.measure(a, b, config, args.budget, args.pairs, cpu, progress=models.log)
+            doc = ab_render.document(run, a, b, cpu)
+        if not doc["rows"]:
+            return None
+        return bool(doc["worse"])
+
+    return judge
+
+
+@contextlib.contextmanager
+def _trees(root, commits: list[str]) -> Iterator[list[Source]]:
+    """The commits checked out as Sources labelled A, B (equal-length labels) for the block, removed after it."""
+    with contextlib.ExitStack() as stack:
+        yield [Source("AB"[i], c[:10], str(stack.enter_context(checkout(root, c))), c) for i, c in enumerate(commits)]

@@ -1,0 +1,226 @@
+"""`specdec ab --repo` and `specdec bisect` over a user's own repository (tests/user_repo.py builds one): entry
+points imported from each revision with the running specdec as the harness, the bad input refused before any
+worktree, bisect's search with git bisect's skip semantics, and, counted under the work counter, commit 5's
+dearer draft flagged and named."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from specdec.cli.commands import main
+from specdec.measure import ab, ab_work, entry
+from specdec.measure.bisect import search
+from tests import user_repo
+
+
+@pytest.fixture(scope="module")
+def sample(tmp_path_factory) -> tuple[Path, list[str]]:
+    root = tmp_path_factory.mktemp("user") / "repo"
+    return root, user_repo.make(root)
+
+
+def _worktrees(root: Path) -> int:
+    out = subprocess.run(["git", "worktree", "list"], cwd=root, capture_output=True, text=True, check=True).stdout
+    return len(out.splitlines())
+
+
+def _run(argv, capsys) -> tuple[int, str, str]:
+    try:
+        code = main(argv)
+    except SystemExit as exc:
+        code = exc.code
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+# --- bisect's search: git bisect's, skipped commits never judged, never bad -----------------------------------
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.data())
+def test_the_search_names_the_first_bad_commit_or_the_skipped_run_before_it(data):
+    n = data.draw(st.integers(1, 40))
+    first = data.draw(st.integers(0, n - 1))
+    skipped = data.draw(st.sets(st.integers(0, n - 2), max_size=n) if n > 1 else st.just(set()))  # BAD is not
+    judged = []
+
+    def judge(i):
+        assert i not in skipped, "a skipped commit was judged"
+        judged.append(i)
+        return i >= first
+
+    found = search(n, judge, lambda i: i in skipped)
+    q = min(i for i in range(first, n) if i not in skipped)  # the first measurable bad commit
+    p = max([i for i in range(first) if i not in skipped], default=-1)  # the last measurable good one
+    assert found.first == q and found.candidates == list(range(p + 1, q + 1))
+    assert not set(found.judged) & skipped and len(judged) == len(set(judged))
+    assert all(found.judged[i] == (i >= first) for i in found.judged)
+
+
+@pytest.mark.parametrize("n, first, skipped, judged, candidates", [
+    (7, 3, set(), [6, 2, 4, 3], [3]),  # halving: BAD, then the midpoints 2, 4, 3
+    (7, 3, {5}, [6, 2, 4, 3], [3]),  # a skipped commit away from the answer changes nothing
+    (7, 3, {2}, [6, 1, 3], [2, 3]),  # a skipped midpoint: its nearest neighbour, the lower first; 2 borders 3
+    (7, 3, {1, 2}, [6, 3, 0], [1, 2, 3]),
+    (7, 3, {2, 3, 4, 5}, [6, 1], [2, 3, 4, 5, 6]),  # only skipped commits left: each of them could be it
+])
+def test_the_search_by_hand(n, first, skipped, judged, candidates):
+    order = []
+    found = search(n, lambda i: order.append(i) or i >= first, lambda i: i in skipped)
+    assert order == judged and found.candidates == candidates
+
+
+def test_bad_not_worse_names_nothing_and_a_judge_without_rows_skips():
+    assert search(5, lambda i: False, lambda i: False).first is None
+    found = search(5, lambda i: None if i == 2 else i >= 2, lambda i: False)
+    assert found.candidates == [2, 3] and found.skipped == [2]
+
+
+# --- bad input: one line, exit 2, before any worktree ---------------------------------------------------------
+
+
+def _user(tmp_path, text: str) -> Path:
+    folder = tmp_path / "tree"
+    folder.mkdir(exist_ok=True)
+    (folder / "mydraft.py").write_text(text)
+    return folder
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["ab", "{c1}", "{c2}", "--repo", "{root}", "--drafts", "mydraft:make"],
+     "mydraft:make: no module 'mydraft' at revision '{c1}'"),
+    (["ab", "{c2}", "{c3}", "--repo", "{root}", "--drafts", "mydraft:nope"],
+     "mydraft:nope: module 'mydraft' at revision '{c2}'"),
+    (["ab", "{c2}", "{c3}", "--repo", "{root}", "--drafts", "other.mod:make"], "no module 'other.mod'"),
+    (["ab", "{c2}", "{c3}", "--repo", "{tmp}", "--drafts", "mydraft:make"], "is not inside a git checkout"),
+    (["ab", "{c2}", "{c3}", "--repo", "{tmp}/none", "--drafts", "mydraft:make"], "--repo {tmp}/none: no such folder"),
+    (["ab", "{c2}", "nope", "--repo", "{root}", "--drafts", "mydraft:make"], "revision 'nope' is not a commit"),
+    (["bisect", "{c1}", "{c8}", "--repo", "{root}", "--drafts", "mydraft:make"], "GOOD {s1} holds no mydraft:make"),
+    (["bisect", "{c8}", "{c2}", "--repo", "{root}", "--drafts", "mydraft:make"], "is not an ancestor of BAD"),
+    (["bisect", "{c2}", "{c2}", "--repo", "{root}", "--drafts", "mydraft:make"], "nothing to search"),
+])
+def test_bad_input_is_one_line_and_exit_2_before_any_worktree(sample, tmp_path, monkeypatch, capsys, argv, says):
+    root, commits = sample
+    names = {"root": str(root), "tmp": str(tmp_path), **{f"c{i + 1}": c for i, c in enumerate(commits)},
+             **{f"s{i + 1}": c[:10] for i, c in enumerate(commits)}}
+    monkeypatch.setattr(ab, "measure", lambda *a, **k: pytest.fail("measured despite bad input"))
+    code, _, err = _run([a.format(**names) for a in argv] + ["--no-work"], capsys)
+    assert code == 2 and says.format(**names) in err and len(err.strip().splitlines()) == 1, err
+    assert _worktrees(root) == 1
+
+
+@pytest.mark.parametrize("text, code, says", [
+    ("def make(target):\n    return 3\n", 2,
+     "--drafts mydraft:make returned a int, not a specdec Draft (missing: name, reset, rollback, propose)"),
+    ("import nosuchmodule_i48\n\ndef make(target):\n    return 3\n", 2,
+     "the code imports 'nosuchmodule_i48', which the current environment"),
+    ("def make(target):\n    raise ValueError('boom')\n", 1, "failed: A = "),  # the user's code failed: not bad input
+])
+def test_what_an_entry_point_returns_is_checked_in_a_probe_before_any_timing(tmp_path, monkeypatch, capsys, text,
+                                                                             code, says):
+    folder = str(_user(tmp_path, text))
+    monkeypatch.setattr(ab, "measure", lambda *a, **k: pytest.fail("measured despite a bad entry point"))
+    got, _, err = _run(["ab", "--a-path", folder, "--b-path", folder, "--drafts", "mydraft:make", "--no-work"],
+                       capsys)
+    assert got == code and says in err, err
+
+
+def test_a_revisions_probe_runs_on_an_export_not_a_worktree(sample):
+    root, commits = sample
+    entry.probe_commit(root, commits[1], "C2", None, ["mydraft:make"])  # a Draft: no error
+    assert _worktrees(root) == 1
+    assert entry.is_entry("mydraft:make") and entry.is_entry("a.b:c")
+    assert not any(entry.is_entry(s) for s in ("hf:gpt2", "ngram", "hf:org/m:x", None, "a:b:c"))
+
+
+# --- real runs ------------------------------------------------------------------------------------------------
+
+
+def test_an_a_a_of_one_commit_is_clean_and_the_rows_say_what_they_detect(sample, capsys):
+    """Timing only (--no-work): two worker pairs of commit 4 against itself, the user's draft imported from its
+    worktree, the running specdec's rows and statistics."""
+    root, commits = sample
+    code, out, err = _run(["ab", commits[3], commits[3], "--repo", str(root), "--drafts", "mydraft:make", "--ks", "4",
+                           "--chars", "12", "--budget", "6", "--pairs", "2", "--no-work"], capsys)
+    assert code == 0, out + err
+    assert "draft mydraft:make" in out and "detects" in out and "no row got worse" in out
+    assert "worse" not in out.replace("no row got worse", "")
+    assert _worktrees(root) == 1
+
+
+needs_valgrind = pytest.mark.skipif(shutil.which("valgrind") is None or ab_work.plan({}, "auto")[0] is None,
+                                    reason="no work counter here (valgrind not installed, no PMU)")
+
+
+@needs_valgrind
+def test_COUNTS_WORK_ab_of_commit_4_against_5_flags_the_drafts_work_rows_and_no_other(sample, capsys):
+    """Counts work under the counter (minutes under callgrind): commit 5's draft does 2.3 % more instructions
+    per proposal; its draft row is flagged, the rows that do not run it are not, and ab exits 1."""
+    root, commits = sample
+    code, out, err = _run(["ab", commits[3], commits[4], "--repo", str(root), "--drafts", "mydraft:make", "--ks", "4",
+                           "--chars", "12", "--budget", "6", "--pairs", "2", "--json"], capsys)
+    import json
+
+    doc = json.loads(out)
+    rows = doc["work"]["rows"]  # judged: per row the change of mean instructions, its threshold, the verdict
+    worse = set(doc["work"]["worse"])
+    for n, r in rows.items():  # the figures, for the log (-s)
+        print(f"work {n}: {r['change']:+.3%} (threshold {r['threshold']:.3%}) {r['verdict']}")
+    for n, r in doc["rows"].items():
+        print(f"time {n}: {r.get('change', float('nan')):+.2%} detects {r.get('detectable', float('nan')):.2%} "
+              f"{r['verdict']}")
+    assert code == 1 and "draft mydraft:make" in worse, (rows, err)
+    assert all("mydraft:make" in n and not n.startswith("round") for n in worse), worse
+    assert 0.01 < rows["draft mydraft:make"]["change"] < 0.04
+
+
+@needs_valgrind
+def test_COUNTS_WORK_bisect_names_commit_5_with_the_running_specdec_at_every_step(sample, capsys):
+    """Counts work (minutes under callgrind): commits 3..8 after GOOD = commit 2, BAD = commit 8; BAD judged, then
+    the midpoints 5 (worse), 3 and 4 (good), each counted once by the running specdec's method."""
+    root, commits = sample
+    code, out, err = _run(["bisect", commits[1], commits[7], "--repo", str(root), "--drafts", "mydraft:make"],
+                          capsys)
+    print(err)  # each judged commit's rows, for the log (-s)
+    assert code == 0 and f"first slower commit: {commits[4]}" in out, out + err
+    assert "judged 4 of 6 commits, skipped 0" in out and _worktrees(root) == 1
+
+
+def test_bisect_skips_the_commits_without_the_module(sample, monkeypatch, capsys):
+    """GOOD = commit 2 against BAD = commit 8 of a history whose commit 3 lost the module (commit 4 brings it back):
+    3 is skipped, never judged; the rest judged by a stand-in criterion (commit 5 on is worse), 5 named."""
+    from specdec.cli import bisect_cmd
+
+    root0, commits0 = sample
+    root = root0.parent / "holes"
+    if not root.exists():
+        shutil.copytree(root0, root)
+        git = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
+        subprocess.run(git + ["checkout", "-q", "-b", "holes", commits0[1]], cwd=root, check=True)
+        subprocess.run(git + ["rm", "-q", "mydraft.py"], cwd=root, check=True)
+        subprocess.run(git + ["commit", "-q", "-m", "3: module moved away"], cwd=root, check=True)
+        for i in range(3, 8):  # commits 4..8 with the sample's trees
+            subprocess.run(git + ["checkout", "-q", commits0[i], "--", "."], cwd=root, check=True)
+            subprocess.run(git + ["commit", "-q", "--allow-empty", "-m", f"{i + 1}: as before"], cwd=root, check=True)
+    commits = subprocess.run(["git", "rev-list", "--reverse", "HEAD"], cwd=root, capture_output=True, text=True,
+                             check=True).stdout.split()
+    judged = []
+
+    def by(*_):
+        def judge(commit):
+            judged.append(commits.index(commit))
+            return commits.index(commit) >= 4
+        return judge
+
+    monkeypatch.setattr(bisect_cmd, "_by_work", by)
+    monkeypatch.setattr(bisect_cmd, "_by_time", by)
+    code, out, err = _run(["bisect", commits[1], commits[7], "--repo", str(root), "--drafts", "mydraft:make"],
+                          capsys)
+    assert code == 0 and f"first slower commit: {commits[4]}" in out, out + err
+    assert 2 not in judged and "skipped 1" in out and err.count("the module does not exist there") == 1
