@@ -454,7 +454,10 @@ def work_config(backend: str) -> dict:
     return {"target": common.USER_TARGET, "backend": backend, "dtype": None, "drafts": ["bigram", "ngram"],
             "ks": [4], "chars": min(common.CHARS, WORK_CHARS), "prompt": common.PROMPT, "seed": common.SEED,
             "temperature": common.TEMPERATURE, "threads": 1, "count": True,
-            "only": ["pass", "draft"] if common.SMOKE else None}
+            "only": ["pass", "draft"] if common.SMOKE else list(WORK_KINDS)}
+
+
+WORK_KINDS = ("target-only", "pass", "verify", "draft", "spec", "round")  # ab_work.ROW_KINDS: the batched row is not counted
 
 
 @functools.lru_cache(maxsize=None)

@@ -273,7 +273,21 @@ BAD = [
     (["compare", "{dir}/t.json", "{dir}/t.json", "--min-effect", "inf"], "got inf"),
     (["compare", "{dir}/t.json", "{dir}/t.json", "--min-effect", "five"], "argument --min-effect: invalid float value"),
     ([], "the following arguments are required: command"),
-    (["ab", "HEAD", "HEAD"], "is not inside a git checkout: run specdec ab there, or give two source trees"),
+    (["ab", "HEAD", "HEAD"], "is not inside a git checkout: run specdec ab there, name one with --repo PATH, or "
+     "give two source trees"),
+    (["ab", "HEAD", "HEAD", "--repo", "{dir}/no-such-repo"], "no-such-repo: no such folder (a git repository: the "
+     "current one by default)"),
+    (["bisect", "HEAD", "HEAD"], "is not inside a git checkout: run specdec ab there, name one with --repo PATH"),
+    (["bisect", "HEAD", "HEAD", "--repo", "{dir}/no-such-repo"], "no-such-repo: no such folder (a git repository"),
+    (["bisect", "HEAD", "HEAD", "--checkpoint", "{dir}/t.pt"], "not found; retrain it with `specdec train"),
+    (["bisect", "HEAD", "HEAD", "--target", "hf:{dir}/nowhere"], "no such folder (specdec ab loads a local"),
+    (["bisect", "HEAD", "HEAD", "--dtype", "float8"], "argument --dtype: invalid choice: 'float8'"),
+    (["bisect", "HEAD", "HEAD", "--allow-download"], "--allow-download is for Hugging Face model ids"),
+    (["bisect", "HEAD", "HEAD", "--drafts", "nope"], "unknown draft 'nope'"),
+    (["bisect", "HEAD", "HEAD", "--budget", "-1"], "--budget must be seconds in (0, 3600], got -1.0"),
+    (["bisect", "HEAD", "HEAD", "--no-work", "--counter", "perf"], "--counter perf names the work rows' counter and "
+     "--no-work leaves them out"),
+    (["bisect", "HEAD", "HEAD", "--counter", "cycles"], "argument --counter: invalid choice: 'cycles' (choose from"),
     (["ab", "--a-path", "{dir}", "--b-path", "{dir}"], "--a-path {dir}: not a specdec source tree"),
     (["ab", "HEAD", "--b-path", "{dir}/a-folder"], "--b-path {dir}/a-folder: not a specdec source tree"),
     (["ab", "HEAD", "HEAD", "--checkpoint", "{dir}/t.pt"], "not found; retrain it with `specdec train"),

@@ -21,6 +21,8 @@ OWN_CLOCKS = {
     "measure/clock.py": "the seam itself",
     "measure/ab_worker.py": "the A/B method, run as a script at each revision: its samples' own clock (the "
                             "thread's CPU time with one thread); the parent's scheduling reads the seam",
+    "measure/work_pool.py": "the counting method, loaded by path like ab_worker (standard library only): the "
+                            "seconds its progress lines and its answer report; its time-outs bound a hung child",
     "model/train.py": "the training log's seconds (no budget: training runs its steps whatever they take)",
     # the engines layer lies below measure (the seam): its reads bound a failure or fill a log, not a budget
     "engines/llama_server.py": "a server's start timeout (how long to wait for /health before calling it dead)",

@@ -204,7 +204,7 @@ def _bisect_args(p: argparse.ArgumentParser) -> None:
 def _pair_options(p: argparse.ArgumentParser, *drafts: str) -> argparse.ArgumentParser:
     """What ab and bisect share: the repository, the pair and the budget (`drafts`: the options naming them)."""
     p.add_argument("--repo", default=".", metavar="PATH", help="the git repository A and B are revisions of "
-                   "(default the current one; any repository: give --target/--drafts as MODULE:CALLABLE)")
+                   "(default ., the current one; any repository: give --target/--drafts as MODULE:CALLABLE)")
     _checkpoint(p)
     p.add_argument(*drafts, dest="drafts", nargs="+", action="extend", default=None,
                    help="drafts whose rows are timed (default bigram ngram; prompt-lookup for an hf: target)")
