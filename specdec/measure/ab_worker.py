@@ -396,14 +396,13 @@ def _work():
     return work
 
 
-def _count(call, warmup: int | None = None, calls: int | None = None, begun: bool = False) -> dict:
+def _count(call, warmup: int | None = None, calls: int | None = None) -> dict:
     global COUNTER
     work = _work()
     if COUNTER is None:
         COUNTER = work.open_counter()
     warmup = int(os.environ.get("SPECDEC_WORK_WARMUP", work.WARMUP if warmup is None else warmup))
-    return work.count_calls(call, COUNTER, warmup=warmup, calls=work.CALLS if calls is None else calls,
-                            begun=begun).as_dict()
+    return work.count_calls(call, COUNTER, warmup=warmup, calls=work.CALLS if calls is None else calls).as_dict()
 
 
 # ---- the counting zygote: one process under the counter, a forked child per (revision, layout) ----------------
@@ -465,17 +464,12 @@ def _child(req: dict) -> int:
         seconds = {"setup": round(time.monotonic() - t0, 1)}
         COUNTER = work.open_counter()
         counts = {}
-        once = bool(req.get("instrument_once"))
-        if once:
-            COUNTER.begin()
         for row in req["rows"]:
             if row in calls:
                 t0 = time.monotonic()
                 warmup, n = _plan(row)
-                counts[row] = _count(calls[row], req.get("warmup") or warmup, req.get("calls") or n, begun=once)
+                counts[row] = _count(calls[row], req.get("warmup") or warmup, req.get("calls") or n)
                 seconds[row] = round(time.monotonic() - t0, 1)
-        if once:
-            COUNTER.end()
         result = {"rows": answer["rows"], "counts": counts, "layout": req["layout"], "pid": os.getpid(),
                   "threads": answer["threads"], "seconds": seconds}
         code = 0

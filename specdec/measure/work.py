@@ -274,7 +274,7 @@ def as_split(token_value) -> dict:
 
 
 def count_calls(call: Callable[[], object], counter: Counter, warmup: int = WARMUP, calls: int = CALLS,
-                prepare: bool = True, begun: bool = False) -> Count:
+                prepare: bool = True) -> Count:
     """Instructions per call: `warmup` uncounted calls (the interpreter's adaptive specialisation changes the
     work of the first few), then `calls` counted ones, each split into the allocators' instructions and the
     rest (`split_dump`); the figure is the fewest of the rest (`summarise`).
@@ -300,8 +300,7 @@ def count_calls(call: Callable[[], object], counter: Counter, warmup: int = WARM
     gc.collect()
     gc.disable()
     try:
-        if not begun:
-            counter.begin()
+        counter.begin()
         try:
             for _ in range(calls):
                 if before is not None:
@@ -310,8 +309,7 @@ def count_calls(call: Callable[[], object], counter: Counter, warmup: int = WARM
                 call()
                 tokens.append(counter.stop())
         finally:
-            if not begun:
-                counter.end()
+            counter.end()
     finally:
         if was:
             gc.enable()

@@ -101,7 +101,7 @@ class Zygote:
 
 
 def count_trees(trees: dict[str, str], config: dict, rows: list[str], kind: str, layouts: list[int],
-                jobs: int = 1, warmup: int | None = None, calls: int | None = None, instrument_once: bool = False,
+                jobs: int = 1, warmup: int | None = None, calls: int | None = None,
                 progress: Callable[[str], None] = lambda line: None, keep: str | None = None,
                 by_tree: bool = False) -> dict:
     """Count `rows` of every tree (label -> folder holding the revision's code) in every layout.
@@ -133,7 +133,7 @@ def count_trees(trees: dict[str, str], config: dict, rows: list[str], kind: str,
                     label, layout = queue.pop(0)
                     out = str(Path(tmp) / f"answer-{label}-{layout}.json")
                     req = {"op": "fork", "out": out, "layout": layout, "rows": rows, "warmup": warmup,
-                           "calls": calls, "instrument_once": instrument_once, "config": {**config, "source": str(links[label])}}
+                           "calls": calls, "config": {**config, "source": str(links[label])}}
                     running[zygote.ask(req, 60.0)["pid"]] = (label, layout, out)
                 ended = zygote.ask({"op": "wait"}, JOB_TIMEOUT)
                 label, layout, out = running.pop(ended["pid"])
