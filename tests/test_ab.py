@@ -71,6 +71,39 @@ def test_bonferroni_makes_more_rows_need_a_smaller_p():
     assert ab_stats.row_test(logs, m=100)["verdict"] == "same"  # 1e-4 threshold
 
 
+def test_yuens_variance_bounds_a_pairs_trimmed_mean():
+    # 5 samples, 20 % trimmed: g = 1 cut each end, h = 3 kept; winsorized 0.01, 0.01, 0.02, 0.03, 0.03 (mean 0.02,
+    # s_w^2 = 4e-4 / 4 = 1e-4); Yuen: (n - 1) s_w^2 / (h (h - 1)) = 4e-4 / 6, with h - 1 = 2 degrees of freedom
+    assert ab_stats.within_se([[0.0, 0.01, 0.02, 0.03, 0.10]]) == pytest.approx((math.sqrt(4e-4 / 6), 2))
+    # two pairs: the mean of two estimates has (v1 + v2) / 4; a one-sample pair adds nothing but counts in P
+    v1, v2 = 0.1**2 / 2 / 2, 0.092**2 / 2 / 2  # n = 2: nothing trimmed, s^2 / 2
+    assert ab_stats.within_se([[0.076, -0.024], [-0.02, 0.072]]) == pytest.approx((math.sqrt(v1 + v2) / 2, 2))
+    assert ab_stats.within_se([[0.076, -0.024], [0.3]]) == pytest.approx((math.sqrt(v1) / 2, 1))
+    assert ab_stats.within_se([[0.1], [0.2]]) == (0.0, 0)
+
+
+def test_two_pairs_that_agree_by_chance_are_not_a_change():
+    # the A/A that flagged `round` +2.6 % (p = 6e-5) in a CI run: two pairs of two samples, their estimates equal to
+    # 0.1 % while each pair's own samples lay 10 % apart. Their spread says se ~ 0; their samples say 3.4 %.
+    logs = [[0.076, -0.024], [-0.02, 0.072]]
+    t = ab_stats.row_test(logs, m=6)
+    floor = math.sqrt(0.1**2 / 4 + 0.092**2 / 4) / 2
+    assert t["se"] == pytest.approx(floor) and t["se_floor"] == pytest.approx(floor)
+    sd = math.hypot(floor, ab_stats.TAU)
+    assert t["dof"] == pytest.approx(sd**4 / (floor**4 / 2))
+    assert t["p"] == pytest.approx(2 * stats.t.sf(0.026 / sd, t["dof"]))
+    assert t["verdict"] == "same" and t["detectable"] > 0.5
+
+
+def test_the_false_alarm_rate_of_few_pairs_is_the_nominal_one():
+    # A/A rows of 2 pairs x 2 samples, log ratios N(0, 8 %) (a short run's samples): the rule flags at most its
+    # nominal 0.01 / 6 per row. Without the floor on the pairs' spread it flagged 6.2 % of them (seed 0, 4000 rows).
+    rng = np.random.default_rng(0)
+    flagged = sum(ab_stats.row_test([list(rng.normal(0, 0.08, 2)) for _ in range(2)], m=6)["verdict"] != "same"
+                  for _ in range(4000))
+    assert flagged <= 4000 * 0.01 / 6 * 1.5  # 10 here; binomial sd at the nominal rate is 2.6
+
+
 def test_one_pair_gives_no_verdict():
     t = ab_stats.row_test([[0.1, 0.1, 0.1]], m=1)
     assert t["verdict"] == "too few pairs" and t["p"] is None and math.isinf(t["detectable"])

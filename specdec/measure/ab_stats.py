@@ -5,7 +5,8 @@ heavy tails of a shared machine: 5-95 % of adjacent samples lie within ±25 % he
 few samples a burst lands on). Across the P pairs those estimates are independent -- each pair is two fresh
 processes -- so the row's change is their mean, its standard error their spread over √P, and Student's t with
 P - 1 degrees of freedom gives the interval and the test. Per-process bias (layout, hash seed) is therefore
-inside the interval, not assumed away.
+inside the interval, not assumed away. That spread is never taken below what each pair's own samples say its
+estimate's noise is (`within_se`): with two or three pairs it can come out near zero by chance.
 
 Pairs of one run still share what a run shares (the two checkouts, the machine's state over those minutes),
 and A/A runs scatter more from run to run than the pairs' spread says. So every row's variance also carries a
@@ -42,16 +43,43 @@ def row_test(logs: list[list[float]], m: int, alpha: float = ALPHA, tau: float =
     if len(est) < 2:
         return {**out, "change": math.expm1(float(est.mean())) if len(est) else None, "verdict": "too few pairs",
                 "p": None, "ci95": None, "detectable": math.inf}
-    mean, se = float(est.mean()), float(est.std(ddof=1) / math.sqrt(len(est)))
+    mean, se, se_dof = float(est.mean()), float(est.std(ddof=1) / math.sqrt(len(est))), len(est) - 1
+    floor, floor_dof = within_se(logs)
+    if floor > se:  # the pairs agreed more closely than their own samples allow: chance, not precision
+        se, se_dof = floor, floor_dof
     sd = math.hypot(se, tau)
-    dof = sd**4 / (se**4 / (len(est) - 1)) if se > 0 else math.inf
+    dof = sd**4 / (se**4 / se_dof) if se > 0 else math.inf
     p = float(2 * stats.t.sf(abs(mean) / sd, dof)) if sd > 0 else (0.0 if mean else 1.0)
     half95 = float(stats.t.isf(0.025, dof)) * sd
     detect = math.expm1(float(stats.t.isf(alpha / m / 2, dof)) * sd)
     verdict = ("worse" if mean > 0 else "better") if p < alpha / m else "same"
     spread = spreads(logs)
     return {**out, "change": math.expm1(mean), "ci95": [math.expm1(mean - half95), math.expm1(mean + half95)],
-            "p": p, "verdict": verdict, "detectable": detect, "se": se, "tau": tau, "dof": dof, **spread}
+            "p": p, "verdict": verdict, "detectable": detect, "se": se, "se_floor": floor, "tau": tau, "dof": dof,
+            **spread}
+
+
+def within_se(logs: list[list[float]]) -> tuple[float, int]:
+    """The standard error the pairs' mean must have at least, from the noise inside each pair alone, and its
+    degrees of freedom: each pair's trimmed mean has Yuen's variance (n - 1)·s_w² / (h·(h - 1)), s_w² the
+    winsorized variance, h = n - 2·floor(TRIM·n) the samples kept; the mean of P estimates has the sum of those
+    over P². The pairs' own spread (P - 1 degrees of freedom) estimates the same variance plus any per-process
+    term, but with two or three pairs it can come out near zero by chance (two pairs that agree to 0.1 % while
+    each pair's samples scatter by 5 % flagged an A/A here); the larger of the two is used. A pair with fewer
+    than two kept samples adds nothing (the bound stays a lower bound); (0, 0) when none has two."""
+    pairs = sum(1 for x in logs if len(x))
+    parts, dof = [], 0
+    for x in logs:
+        n = len(x)
+        g = int(TRIM * n)
+        h = n - 2 * g
+        if h < 2:
+            continue
+        w = np.sort(np.asarray(x, dtype=float))
+        w[:g], w[n - g:] = w[g], w[n - g - 1]  # winsorized: the cut ends set to the nearest kept value
+        parts.append((n - 1) * float(w.var(ddof=1)) / (h * (h - 1)))
+        dof += h - 1
+    return (math.sqrt(sum(parts)) / pairs, dof) if parts else (0.0, 0)
 
 
 def spreads(logs: list[list[float]]) -> dict:
