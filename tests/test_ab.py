@@ -104,6 +104,15 @@ def test_the_false_alarm_rate_of_few_pairs_is_the_nominal_one():
     assert flagged <= 4000 * 0.01 / 6 * 1.5  # 10 here; binomial sd at the nominal rate is 2.6
 
 
+def test_the_generation_rows_are_counted_at_each_drafts_largest_k():
+    rows = ["target-only", "pass 1", "verify 3", "verify 5", "draft bigram", "draft ngram", "spec bigram k=2",
+            "spec bigram k=4", "spec ngram k=2", "round bigram k=2", "round bigram k=4", "round ngram k=2",
+            "spec-batch8 bigram k=2", "spec-batch8 bigram k=4"]
+    assert ab_work.largest_k(rows) == ["target-only", "pass 1", "verify 3", "verify 5", "draft bigram",
+                                       "draft ngram", "spec bigram k=4", "spec ngram k=2", "round bigram k=4",
+                                       "round ngram k=2", "spec-batch8 bigram k=4"]
+
+
 def test_one_pair_gives_no_verdict():
     t = ab_stats.row_test([[0.1, 0.1, 0.1]], m=1)
     assert t["verdict"] == "too few pairs" and t["p"] is None and math.isinf(t["detectable"])

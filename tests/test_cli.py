@@ -310,6 +310,8 @@ BAD = [
      "and --no-work leaves them out"),
     (["ab", "HEAD", "HEAD", "--no-work", "--count-batched"], "--count-batched counts more work rows and --no-work "
      "leaves them out"),
+    (["ab", "HEAD", "HEAD", "--no-work", "--count-all-ks"], "--count-all-ks counts more work rows and --no-work "
+     "leaves them out"),
     (["ab", "HEAD", "HEAD", "--counter", "cycles"], "argument --counter: invalid choice: 'cycles' (choose from"),
     (["batch", "--batches", "1", "0"], "--batches: 0 is not a batch size (allowed: 1 to 256)"),
     (["batch", "--budget", "0"], "--budget must be a positive number of seconds, got 0.0"),

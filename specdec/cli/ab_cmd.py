@@ -133,7 +133,7 @@ def cmd_ab(args) -> int:
             return 1
         try:
             counted = (ab_work.count(a, b, config, kind, list(run.logs), progress=models.log,
-                                     batched=args.count_batched) if kind
+                                     batched=args.count_batched, all_ks=args.count_all_ks) if kind
                        else ab_work.unavailable(why_not))
         except ab.WorkerError as exc:  # the timing rows stand; the run is incomplete without its work rows
             counted = ab_work.unavailable(f"the counting worker failed: {exc}", failed=True)

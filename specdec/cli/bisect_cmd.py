@@ -47,7 +47,6 @@ def _holds(root, commit: str, own: list[str]) -> bool:
 
 def cmd_bisect(args) -> int:
     from specdec.measure import ab_work
-    from specdec.measure.bisect import search
 
     from specdec.cli.parser import build_parser
 
@@ -69,7 +68,14 @@ def cmd_bisect(args) -> int:
                                config["harness"])
     criterion = f"work ({ab_work.work.NAMES[kind]})" if kind else f"time (work: {why_not})"
     models.log(f"specdec bisect: {len(commits)} commits after {good[:10]} up to {bad[:10]}; criterion {criterion}")
-    judge = _by_work(root, good, bad, config, kind) if kind else _by_time(root, good, config, cpu, args)
+    with contextlib.ExitStack() as stack:
+        judge = _by_work(root, good, bad, config, kind, stack) if kind else _by_time(root, good, config, cpu, args)
+        return _search(root, good, bad, commits, own, criterion, judge)
+
+
+def _search(root, good: str, bad: str, commits: list[str], own: list[str], criterion: str, judge) -> int:
+    """git bisect's search over `commits` with `judge`, its progress on stderr, its answer on stdout."""
+    from specdec.measure.bisect import search
 
     def step(i: int) -> bool | None:
         verdict = judge(commits[i])
@@ -98,19 +104,24 @@ def cmd_bisect(args) -> int:
     return 0
 
 
-def _by_work(root, good: str, bad: str, config: dict, kind: str):
+def _by_work(root, good: str, bad: str, config: dict, kind: str, stack: contextlib.ExitStack):
     """A commit judged against GOOD by its work: the target pass and every draft's proposal counted once per
-    commit (GOOD with BAD in one counting process, then each commit alone), worse beyond `ab_work.compare`'s
-    threshold on any row."""
-    from specdec.measure import ab_work
+    commit (GOOD with BAD together, then each commit alone), all in one counting pool (its start-up paid once,
+    closed with `stack`), worse beyond `ab_work.compare`'s threshold on any row."""
+    from specdec.measure import ab_work, work_pool
 
     rows = ["pass 1"] + [f"draft {d}" for d in config["drafts"]]
     cfg = ab_work.counting_config({**config, "only": ["pass", "draft"]})
     cache: dict[str, dict] = {}
 
+    pools: list[work_pool.Pool] = []
+
     def count(commits: list[str]) -> None:
+        if not pools:
+            pools.append(stack.enter_context(work_pool.Pool(kind, cfg.get("threads", 1))))
+            models.log(f"work: counting process ready ({pools[0].ready} s; {ab_work.work.NAMES[kind]})")
         with _trees(root, commits) as sources:
-            got = ab_work.count_sources(sources, cfg, kind, rows, progress=models.log)
+            got = ab_work.count_sources(sources, cfg, kind, rows, progress=models.log, pool=pools[0])
         for i, commit in enumerate(commits):
             cache[commit] = {row: per[i] for row, per in got.items()}
 

@@ -95,8 +95,10 @@ def work_switches(args: argparse.Namespace, what: str) -> None:
     if not args.work and args.counter != "auto":
         raise UsageError(f"--counter {args.counter} names the {what}' counter and --no-work leaves them out: "
                          "give one or the other")
-    if not args.work and getattr(args, "count_batched", False):
-        raise UsageError(f"--count-batched counts more {what} and --no-work leaves them out: give one or the other")
+    for flag in ("count_batched", "count_all_ks"):
+        if not args.work and getattr(args, flag, False):
+            raise UsageError(f"--{flag.replace('_', '-')} counts more {what} and --no-work leaves them out: give "
+                             "one or the other")
 
 
 def work_plan(args: argparse.Namespace, config: dict, not_here: str = "") -> tuple[str | None, str]:

@@ -39,17 +39,40 @@ COUNT_CHARS = 12  # characters of a counted generation row: the timed row's code
 
 
 def count(a: Source, b: Source, config: dict, kind: str, rows: list[str],
-          progress: Callable[[str], None] = lambda line: None, layouts: tuple = LAYOUTS, batched: bool = False) -> dict:
+          progress: Callable[[str], None] = lambda line: None, layouts: tuple = LAYOUTS, batched: bool = False,
+          all_ks: bool = False) -> dict:
     """{"counter", "name", "rows": {name: {"a": [Count dict per layout], "b": [...]}}, "seconds", "layouts",
-    "chars"}: `rows` counted in both revisions (a row either side cannot build is left out: its timing row says
-    why). The batched rows are counted only with `batched` (minutes under callgrind)."""
+    "chars", "aslr", "batched", "largest_k_only"}: `rows` counted in both revisions (a row either side cannot
+    build is left out: its timing row says why). The batched rows are counted only with `batched` (minutes
+    under callgrind); a draft's generation rows only at its largest k unless `all_ks` (`largest_k`)."""
     t0 = measured()
     cfg = counting_config(config, batched)
     facts: dict = {}
-    got = count_sources([a, b], cfg, kind, rows, progress, layouts, facts=facts)
+    kept = rows if all_ks else largest_k(rows)
+    got = count_sources([a, b], cfg, kind, kept, progress, layouts, facts=facts)
     out = {name: {"a": per[0], "b": per[1]} for name, per in got.items()}
     return {"counter": kind, "name": work.NAMES[kind], "rows": out, "seconds": round(measured() - t0, 1),
-            "layouts": list(layouts), "chars": cfg["chars"], "aslr": facts.get("aslr"), "batched": batched}
+            "layouts": list(layouts), "chars": cfg["chars"], "aslr": facts.get("aslr"), "batched": batched,
+            "largest_k_only": [r for r in rows if r not in kept]}
+
+
+def largest_k(rows: list[str]) -> list[str]:
+    """The rows without a draft's generation rows (`spec D k=K`, `round D k=K`, batched ones) below its largest
+    k. Those rows run the same code at every k (the draft's proposal, the verify pass, the rule and its
+    bookkeeping, only more or fewer positions of it), so a change of their work shows at the largest k, the
+    one with most of each; the pass and verify rows keep every k. Counting them once per draft instead of once
+    per k halves the generation rows of `specdec ab`'s default two ks, most of the work rows' cost."""
+    def key(name: str) -> tuple[str, str, int] | None:
+        parts = name.split()
+        if len(parts) == 3 and parts[2].startswith("k=") and parts[0] != "verify":
+            return parts[0], parts[1], int(parts[2][2:])
+        return None
+
+    top: dict[tuple[str, str], int] = {}
+    for name in rows:
+        if (k := key(name)) is not None:
+            top[k[:2]] = max(top.get(k[:2], k[2]), k[2])
+    return [n for n in rows if (k := key(n)) is None or k[2] == top[k[:2]]]
 
 
 ROW_KINDS = ("target-only", "pass", "verify", "draft", "spec", "round")  # ab_worker's kinds but the batched
@@ -70,13 +93,15 @@ def jobs() -> int:
 
 def count_sources(sources: list[Source], config: dict, kind: str, rows: list[str],
                   progress: Callable[[str], None] = lambda line: None, layouts: tuple = LAYOUTS,
-                  keep: str | None = None, facts: dict | None = None, by_tree: bool = False) -> dict[str, list]:
+                  keep: str | None = None, facts: dict | None = None, by_tree: bool = False,
+                  pool: work_pool.Pool | None = None) -> dict[str, list]:
     """row -> one list of Count dicts (per layout) per source, in order: `rows` counted in every source's tree
-    (`work_pool.count_trees`; a row some source cannot build is left out). `ab` counts its two revisions so; a
-    report counts its own checkout so (`work_costs`)."""
+    (`work_pool.count_trees`, in `pool`'s zygote when given; a row some source cannot build is left out). `ab`
+    counts its two revisions so; a report counts its own checkout so (`work_costs`); bisect its commits, one
+    pool for the search."""
     try:
         got = work_pool.count_trees({s.label: s.path for s in sources}, config, rows, kind, list(layouts),
-                                    jobs=jobs(), progress=progress, keep=keep, by_tree=by_tree)
+                                    jobs=jobs(), progress=progress, keep=keep, by_tree=by_tree, pool=pool)
     except work_pool.CountError as exc:
         raise WorkerError(str(exc)) from None
     if facts is not None:  # what the counting process says of itself (its layout's randomisation, its threads)

@@ -6,11 +6,11 @@ address-space layout fixed, hash seed 0, a fixed environment). It imports what e
 environment (torch, numpy, ONNX Runtime: most of a minute under callgrind) once, then forks a child per job. A
 child shifts its layout by its seed (`work.perturb`), imports the revision's code from that revision's tree,
 builds the rows and counts each (`work.count_calls`), and writes its answer to a file; `jobs` children run at
-once (one per CPU). The same layout seeds are used for every revision, so layout i of A and layout i of B differ
-only in the revision's code.
+once (one per CPU). A `Pool` keeps one zygote for several counts (a bisect's steps). The same layout seeds are
+used for every revision, so layout i of A and layout i of B differ only in the revision's code.
 
-Every tree is seen through a link of the same length in one temporary folder (`.../A`, `.../B`): a path's length
-moves a process's work (module paths, the strings built from them, where later objects land).
+Every tree is seen through a link of the same length in one temporary folder (`.../t000/A`, `.../t000/B`): a
+path's length moves a process's work (module paths, the strings built from them, where later objects land).
 
 Like `work.py` and `ab_worker.py`, this file is the method: it imports only the standard library and `work.py`
 beside it (loaded by path), so the asv harness loads it by path and counts every commit the same way.
@@ -100,57 +100,97 @@ class Zygote:
             stream.close()
 
 
+class Pool:
+    """One counting zygote kept for several counts (the steps of a bisect): its start-up, importing torch, numpy
+    and ONNX Runtime under the counter (most of a minute), is paid once. `count` may be called any number of
+    times; every tree of every call is seen through a link of one length (`.../tNNN/A`)."""
+
+    def __init__(self, kind: str, threads: int = 1):
+        self.kind, self.counts, self.t0 = kind, 0, time.monotonic()
+        self._tmp = tempfile.TemporaryDirectory(prefix="specdec-work-")
+        self.folder = self._tmp.name
+        try:
+            self.zygote = Zygote(kind, self.folder)
+            self.pre = self.zygote.ask({"op": "preload", "config": {"threads": threads}}, PRELOAD_TIMEOUT)
+        except BaseException:
+            self._tmp.cleanup()
+            raise
+        self.ready = round(time.monotonic() - self.t0)
+
+    def __enter__(self) -> "Pool":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        try:
+            self.zygote.close()
+        finally:
+            self._tmp.cleanup()
+
+    def count(self, trees: dict[str, str], config: dict, rows: list[str], layouts: list[int], jobs: int = 1,
+              warmup: int | None = None, calls: int | None = None,
+              progress: Callable[[str], None] = lambda line: None, keep: str | None = None,
+              by_tree: bool = False) -> dict:
+        """`count_trees`' answer for these trees, counted by this pool's zygote."""
+        t0 = time.monotonic()
+        sub = Path(self.folder) / f"t{self.counts:03d}"
+        self.counts += 1
+        sub.mkdir()
+        links = {}
+        for label, path in trees.items():
+            links[label] = sub / label
+            links[label].symlink_to(os.path.abspath(path), target_is_directory=True)
+        # A0 B0 A1 B1 ...: like with like, close in time; `by_tree` (a study of many trees): each tree's layouts
+        # together, so the trees done are whole if it is stopped
+        queue = ([(label, layout) for label in trees for layout in layouts] if by_tree else
+                 [(label, layout) for layout in layouts for label in trees])
+        answers: dict = {label: {} for label in trees}
+        running: dict = {}
+        done = 0
+        while queue or running:
+            while queue and len(running) < max(1, jobs):
+                label, layout = queue.pop(0)
+                out = str(sub / f"answer-{label}-{layout}.json")
+                req = {"op": "fork", "out": out, "layout": layout, "rows": rows, "warmup": warmup,
+                       "calls": calls, "config": {**config, "source": str(links[label])}}
+                running[self.zygote.ask(req, 60.0)["pid"]] = (label, layout, out)
+            ended = self.zygote.ask({"op": "wait"}, JOB_TIMEOUT)
+            label, layout, out = running.pop(ended["pid"])
+            answers[label][layout] = _answer(out, label, layout, ended["status"])
+            done += 1
+            progress(f"work {done}/{len(trees) * len(layouts)}: {label} layout {layout} counted "
+                     f"({time.monotonic() - t0:.0f} s)")
+        if keep:
+            _keep(self.folder, sub, keep)
+        first = {label: answers[label][layouts[0]]["rows"] for label in trees}
+        names = [r for r in rows if all(r in answers[label][layouts[0]]["counts"] for label in trees)]
+        out = {r: {label: [answers[label][i]["counts"][r] for i in layouts] for label in trees} for r in names}
+        return {"rows": out, "answers": first, "seconds": round(time.monotonic() - t0, 1), "layouts": list(layouts),
+                "preloaded": self.pre.get("preloaded"), "threads": self.pre.get("threads"),
+                "aslr": self.pre.get("aslr")}
+
+
 def count_trees(trees: dict[str, str], config: dict, rows: list[str], kind: str, layouts: list[int],
                 jobs: int = 1, warmup: int | None = None, calls: int | None = None,
                 progress: Callable[[str], None] = lambda line: None, keep: str | None = None,
-                by_tree: bool = False) -> dict:
-    """Count `rows` of every tree (label -> folder holding the revision's code) in every layout.
+                by_tree: bool = False, pool: Pool | None = None) -> dict:
+    """Count `rows` of every tree (label -> folder holding the revision's code) in every layout: in `pool`'s
+    zygote when one is given, else in a zygote of its own, started and ended here.
 
     Returns {"rows": {row: {label: [Count dict per layout, in `layouts` order]}}, "answers": {label: the rows'
-    setup answer (ok, reason, facts)}, "seconds", "layouts", "preloaded"}. A row some tree cannot build is left
-    out of "rows" (its answer says why). With `keep` (a folder), every child's dumps and answers are kept there
-    (the determinism study reads them per function); `by_tree` counts each tree's layouts one after another."""
-    work = _work()
+    setup answer (ok, reason, facts)}, "seconds" (the zygote's start-up included when it is this call's),
+    "layouts", "preloaded"}. A row some tree cannot build is left out of "rows" (its answer says why). With
+    `keep` (a folder), every child's dumps and answers are kept there (the determinism study reads them per
+    function); `by_tree` counts each tree's layouts one after another."""
+    if pool is not None:
+        return pool.count(trees, config, rows, layouts, jobs, warmup, calls, progress, keep, by_tree)
     t0 = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="specdec-work-") as tmp:
-        links = {}
-        for label, path in trees.items():
-            links[label] = Path(tmp) / label
-            links[label].symlink_to(os.path.abspath(path), target_is_directory=True)
-        zygote = Zygote(kind, tmp)
-        try:
-            pre = zygote.ask({"op": "preload", "config": {"threads": config.get("threads", 1)}}, PRELOAD_TIMEOUT)
-            progress(f"work: counting process ready ({time.monotonic() - t0:.0f} s; {work.NAMES[kind]})")
-            # A0 B0 A1 B1 ...: like with like, close in time; `by_tree` (a study of many trees): each tree's
-            # layouts together, so the trees done are whole if it is stopped
-            queue = ([(label, layout) for label in trees for layout in layouts] if by_tree else
-                     [(label, layout) for layout in layouts for label in trees])
-            answers: dict = {label: {} for label in trees}
-            running: dict = {}
-            done = 0
-            while queue or running:
-                while queue and len(running) < max(1, jobs):
-                    label, layout = queue.pop(0)
-                    out = str(Path(tmp) / f"answer-{label}-{layout}.json")
-                    req = {"op": "fork", "out": out, "layout": layout, "rows": rows, "warmup": warmup,
-                           "calls": calls, "config": {**config, "source": str(links[label])}}
-                    running[zygote.ask(req, 60.0)["pid"]] = (label, layout, out)
-                ended = zygote.ask({"op": "wait"}, JOB_TIMEOUT)
-                label, layout, out = running.pop(ended["pid"])
-                answer = _answer(out, label, layout, ended["status"])
-                answers[label][layout] = answer
-                done += 1
-                progress(f"work {done}/{len(trees) * len(layouts)}: {label} layout {layout} counted "
-                         f"({time.monotonic() - t0:.0f} s)")
-            if keep:
-                _keep(tmp, keep)
-        finally:
-            zygote.close()
-    first = {label: answers[label][layouts[0]]["rows"] for label in trees}
-    names = [r for r in rows if all(r in answers[label][layouts[0]]["counts"] for label in trees)]
-    out = {r: {label: [answers[label][i]["counts"][r] for i in layouts] for label in trees} for r in names}
-    return {"rows": out, "answers": first, "seconds": round(time.monotonic() - t0, 1), "layouts": list(layouts),
-            "preloaded": pre.get("preloaded"), "threads": pre.get("threads"), "aslr": pre.get("aslr")}
+    with Pool(kind, config.get("threads", 1)) as own:
+        progress(f"work: counting process ready ({own.ready} s; {_work().NAMES[kind]})")
+        got = own.count(trees, config, rows, layouts, jobs, warmup, calls, progress, keep, by_tree)
+    return {**got, "seconds": round(time.monotonic() - t0, 1)}
 
 
 def _answer(out: str, label: str, layout: int, status: int) -> dict:
@@ -163,11 +203,13 @@ def _answer(out: str, label: str, layout: int, status: int) -> dict:
     return answer
 
 
-def _keep(tmp: str, keep: str) -> None:
+def _keep(folder: str, sub: Path, keep: str) -> None:
+    """The zygote's folder's files (dumps, its log) and this count's answers, copied into `keep`."""
     import shutil
 
     os.makedirs(keep, exist_ok=True)
-    for entry in os.listdir(tmp):
-        path = os.path.join(tmp, entry)
-        if os.path.isfile(path) and not os.path.islink(path):
-            shutil.copy2(path, os.path.join(keep, entry))
+    for base in (folder, str(sub)):
+        for entry in os.listdir(base):
+            path = os.path.join(base, entry)
+            if os.path.isfile(path) and not os.path.islink(path):
+                shutil.copy2(path, os.path.join(keep, entry))

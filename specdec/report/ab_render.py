@@ -37,7 +37,7 @@ def _work(work: dict | None, rows: dict) -> dict:
     return {"counter": work.get("counter"), "name": work.get("name"), "reason": work.get("reason", ""),
             "failed": bool(work.get("failed")), "seconds": work.get("seconds"), "floor": ab_work.FLOOR,
             "layouts": work.get("layouts"), "chars": work.get("chars"), "aslr": work.get("aslr"),
-            "batched": work.get("batched"),
+            "batched": work.get("batched"), "largest_k_only": work.get("largest_k_only") or [],
             "rows": judged, "counts": work.get("rows", {}),
             "disagree": ab_work.disagreements(judged, rows),
             "worse": sorted(n for n, r in judged.items() if r["verdict"] == "worse"),
@@ -167,6 +167,9 @@ def _work_lines(work: dict) -> list[str]:
     if work.get("aslr") == "on":
         lines.append("ASLR could not be turned off in the counting process: every layout was also randomised by "
                      "the kernel, so the layouts spread wider (the thresholds show it)")
+    if work.get("largest_k_only"):
+        lines.append("timed, counted at their draft's largest k only (the same code at every k): "
+                     + ", ".join(work["largest_k_only"]) + "; --count-all-ks counts them")
     if work.get("batched") is False:
         lines.append("the batched rows are timed, not counted (minutes under simulation): --count-batched counts them")
     if work.get("alloc_worse"):
