@@ -5,9 +5,9 @@ recipe recording only with `--set-commit-hash`. Figures asserted are exact (pass
 (instructions: callgrind's counts repeat to ~0.1 %); no assertion depends on a time.
 
 asv runs with this checkout's specdec as the harness (PYTHONPATH, which the asv environment `measure.asv_env`
-hands on to the benchmarks), SPECDEC_BENCH_SMOKE=1 (one sample, one layout) and a HOME of its own (asv's machine
-file). The continuous run counts two commits under callgrind (a counting process each, most of a minute): it
-starts first, in the background, and the other asv runs go meanwhile in copies of their own."""
+hands on to the benchmarks), SPECDEC_BENCH_SMOKE=1 (one sample) and a HOME of its own (asv's machine file). The
+continuous run counts two commits under callgrind in ab's three layouts (a counting process each, most of a
+minute): it starts first, in the background, and the other asv runs go meanwhile in copies of their own."""
 
 from __future__ import annotations
 
@@ -89,8 +89,9 @@ def continuous(sample, tmp_path_factory):
     _init(repo)
     _machine(repo)
     c4, c5 = sample[1][3], sample[1][4]
+    env = {k: v for k, v in _env(repo.parent).items() if k != "SPECDEC_BENCH_SMOKE"}  # ab's three layouts, averaged
     proc = subprocess.Popen([sys.executable, "-m", "asv", "continuous", "--machine", MACHINE, "--factor", "1.002",
-                             "-b", "Work", c4, c5], cwd=repo, env=_env(repo.parent), stdout=subprocess.PIPE,
+                             "-b", "Work", c4, c5], cwd=repo, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
     yield repo, proc, c4, c5
     if proc.poll() is None:
@@ -140,14 +141,14 @@ def test_asv_continuous_flags_commit_5s_dearer_draft_by_its_work(continuous):
     assert proc.returncode == 1, out[-4000:]
     assert "PERFORMANCE DECREASED" in out
     name = "bench_specdec.Work.track_instructions"
-    flagged = [line for line in out.splitlines() if name in line]  # the draft's row, not the target pass's
+    flagged = [line for line in out.splitlines() if line.startswith("|") and name in line]  # the draft's row only
     assert len(flagged) == 1 and flagged[0].startswith("| +") and "'draft mydraft:make'" in flagged[0], out[-4000:]
     (a,), (b,) = ([_value(p, name) for p in _results(repo, c)] for c in (c4, c5))
     assert abs(b[0] / a[0] - 1) < 0.002, (a, b)  # the pass: untouched (commit 5 changed only the draft)
     a, b = a[1], b[1]
-    # commit 5 copies the draws as float64: +2.3 % of the proposal's instructions (tests/user_repo.py), against
-    # ~0.1 % from one count of a commit to the next
-    assert 1.015 < b / a < 1.03, (a, b)
+    # commit 5 copies the draws as float64: +2.3 % of the proposal's instructions (tests/user_repo.py: ab's mean over
+    # the same three layouts); one layout alone moved it by up to 1 % here, the mean by far less
+    assert 1.015 < b / a < 1.035, (a, b)
 
 
 # --- bad input: one line, exit 2, nothing written -------------------------------------------------------------
