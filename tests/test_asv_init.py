@@ -30,6 +30,7 @@ asv = pytest.importorskip("asv")
 
 ROOT = Path(__file__).resolve().parent.parent
 MACHINE = "test"
+RECIPE = "asv run --machine mypair --python=same --set-commit-hash HEAD"  # README's, for the current environment
 CONTINUOUS_TIMEOUT = 900  # seconds: two counting processes under callgrind and asv's own processes
 
 
@@ -60,13 +61,13 @@ def _asv(repo: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=CONTINUOUS_TIMEOUT)
 
 
-def _machine(repo: Path) -> None:
-    got = _asv(repo, "machine", "--yes", "--machine", MACHINE)
+def _machine(repo: Path, name: str = MACHINE) -> None:
+    got = _asv(repo, "machine", "--yes", "--machine", name)
     assert got.returncode == 0, got.stdout + got.stderr
 
 
-def _results(repo: Path, commit: str) -> list[Path]:
-    return sorted((repo / ".asv" / "results" / MACHINE).glob(f"{commit[:8]}-*.json"))
+def _results(repo: Path, commit: str, machine: str = MACHINE) -> list[Path]:
+    return sorted((repo / ".asv" / "results" / machine).glob(f"{commit[:8]}-*.json"))
 
 
 def _value(path: Path, name: str):
@@ -117,18 +118,22 @@ def test_asv_run_records_each_commit_and_skips_the_one_without_the_module(sample
 
 
 def test_the_python_same_recipe_records_only_with_set_commit_hash(sample, continuous, tmp_path):
+    """The recipe README and docs/your-own-code.md give, run as written (one benchmark, once), records HEAD's
+    result; without --set-commit-hash asv 0.6.6 keeps nothing from an existing environment."""
+    for page in (ROOT / "README.md", ROOT / "docs" / "your-own-code.md"):
+        assert RECIPE in " ".join(page.read_text().split()), page.name
     repo = _copy(sample, tmp_path / "repo")
     _init(repo)
-    _machine(repo)
+    _machine(repo, "mypair")
     head = sample[1][-1]
-    args = ("run", "--machine", MACHINE, "--python=same", "--quick", "-b", "passes_per_char")
+    selection = ("--quick", "-b", "passes_per_char")
     # asv's existing environment drops PYTHONPATH's folders from the benchmark's path: ASV_PYTHONPATH keeps this
     # checkout's specdec there (an installed specdec needs nothing)
-    bare = _asv(repo, *args, ASV_PYTHONPATH=str(ROOT))
-    assert bare.returncode == 0 and _results(repo, head) == [], bare.stdout[-2000:]  # asv 0.6.6 keeps nothing
-    got = _asv(repo, *args, "--set-commit-hash", "HEAD", ASV_PYTHONPATH=str(ROOT))
+    bare = _asv(repo, *RECIPE.split()[1:-2], *selection, ASV_PYTHONPATH=str(ROOT))
+    assert bare.returncode == 0 and _results(repo, head, "mypair") == [], bare.stdout[-2000:]
+    got = _asv(repo, *RECIPE.split()[1:], *selection, ASV_PYTHONPATH=str(ROOT))
     assert got.returncode == 0, got.stdout[-3000:] + got.stderr[-3000:]
-    (path,) = _results(repo, head)
+    (path,) = _results(repo, head, "mypair")
     value = _value(path, "bench_specdec.Speedup.track_passes_per_char")
     assert value is not None and value[0] is not None and "existing" in path.name
 
