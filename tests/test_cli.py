@@ -288,6 +288,14 @@ BAD = [
     (["bisect", "HEAD", "HEAD", "--no-work", "--counter", "perf"], "--counter perf names the work rows' counter and "
      "--no-work leaves them out"),
     (["bisect", "HEAD", "HEAD", "--counter", "cycles"], "argument --counter: invalid choice: 'cycles' (choose from"),
+    (["asv-init", "--drafts", "mydraft:make"], "is not inside a git checkout: run specdec ab there"),
+    (["asv-init", "--drafts", "mydraft:make", "--force"], "is not inside a git checkout"),  # --force writes no more
+    (["asv-init", "--drafts", "mydraft:make", "--repo", "{dir}/no-such-repo"], "no-such-repo: no such folder"),
+    (["asv-init", "--drafts", "nope"], "unknown draft 'nope'"),
+    (["asv-init", "--drafts", "my-draft:make"], "--drafts 'my-draft:make': not MODULE:CALLABLE"),
+    (["asv-init", "--drafts", "mydraft:make", "--target", "bigram"], "--target 'bigram': not MODULE:CALLABLE"),
+    (["asv-init", "--drafts", "mydraft:make", "--ks", "0"], "k must be at least 1, got 0"),
+    (["asv-init", "--drafts", "mydraft:make", "--chars", "1"], "--chars must be at least 2, got 1"),
     (["ab", "--a-path", "{dir}", "--b-path", "{dir}"], "--a-path {dir}: not a specdec source tree"),
     (["ab", "HEAD", "--b-path", "{dir}/a-folder"], "--b-path {dir}/a-folder: not a specdec source tree"),
     (["ab", "HEAD", "HEAD", "--checkpoint", "{dir}/t.pt"], "not found; retrain it with `specdec train"),
@@ -500,7 +508,7 @@ def test_overhead_help_says_what_backend_all_does_there():
 def _code_defaults() -> dict:
     """(command, option dest) -> what the code does when the option is not given (its parser default is None), as
     the help states it: each from the constant the code reads."""
-    from specdec.cli import ab_cmd, parser
+    from specdec.cli import ab_cmd, asv_cmd, parser
     from specdec.measure import exactness
     from specdec.measure import workload as wl
     from specdec.measure.pairs import MIN_PAIRS
@@ -519,6 +527,7 @@ def _code_defaults() -> dict:
         ("batch", "workload"): [wl.DEFAULT_WORKLOAD],
         ("ab", "ks"): [" ".join(map(str, ab_cmd.DEFAULT_KS))],
         ("ab", "drafts"): [" ".join(ab_cmd.DEFAULT_DRAFTS)],
+        ("asv-init", "ks"): [" ".join(map(str, asv_cmd.DEFAULT_KS))],
         ("export-gguf", "widen"): [str(grow.DEFAULT_WIDEN)],
         ("export-gguf", "layers"): [str(grow.DEFAULT_LAYERS)],
         ("export-gguf", "mix"): [f"{grow.DEFAULT_MIX:g}"],

@@ -19,7 +19,7 @@ import sys
 
 from specdec.cli.checks import (UsageError, at_least, device_arg, fraction_arg, hf_extra, temperature_arg,
                                 writable_dir, writable_file)
-from specdec.cli import ab_cmd, batch_cmd, bisect_cmd, models, report_cmd, server_cmd
+from specdec.cli import ab_cmd, asv_cmd, batch_cmd, bisect_cmd, models, report_cmd, server_cmd
 from specdec.cli.parser import GENERATE_K, VERIFY_SAMPLES, build_parser
 from specdec.util.errors import Failure, InputError
 from specdec.util.files import write_atomic
@@ -396,7 +396,7 @@ def _cmd_export_hf(args) -> int:
 
 COMMANDS = {"train": _cmd_train, "info": _cmd_info, "generate": _cmd_generate, "verify": _cmd_verify,
             "report": report_cmd.cmd_report, "calibrate": report_cmd.cmd_calibrate, "compare": _cmd_compare,
-            "ab": ab_cmd.cmd_ab, "bisect": bisect_cmd.cmd_bisect, "batch": batch_cmd.cmd_batch,
+            "ab": ab_cmd.cmd_ab, "bisect": bisect_cmd.cmd_bisect, "asv-init": asv_cmd.cmd_asv_init, "batch": batch_cmd.cmd_batch,
             "overhead": _cmd_overhead, "export-hf": _cmd_export_hf, "export-gguf": _cmd_export_gguf,
             "build-server": server_cmd.cmd_build_server, "load": server_cmd.cmd_load}
 

@@ -203,6 +203,19 @@ def _bisect_args(p: argparse.ArgumentParser) -> None:
     _counter_options(p)
 
 
+def _asv_init_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--repo", default=".", metavar="PATH", help="the git repository to write into (default .)")
+    p.add_argument("--drafts", "--draft", dest="drafts", nargs="+", action="extend", required=True,
+                   metavar="MODULE:CALLABLE", help="your drafts (a callable of the target returning a Draft), or "
+                   "shipped drafts' names")
+    p.add_argument("--target", dest="entry_target", default=None, metavar="MODULE:CALLABLE", help="your target (a "
+                   "callable of no arguments returning a Target; default specdec's shipped one)")
+    p.add_argument("--ks", nargs="+", type=int, default=None, help="k values of the speedup rows (default 4; a "
+                   "draft's cost is taken at the largest)")
+    p.add_argument("--chars", type=int, default=200, help="characters (tokens) per generation (default 200)")
+    p.add_argument("--force", action="store_true", help="overwrite asv.conf.json and benchmarks/bench_specdec.py")
+
+
 def _pair_options(p: argparse.ArgumentParser, *drafts: str) -> argparse.ArgumentParser:
     """What ab and bisect share: the repository, the pair and the budget (`drafts`: the options naming them)."""
     p.add_argument("--repo", default=".", metavar="PATH", help="the git repository A and B are revisions of "
@@ -334,6 +347,8 @@ SUBCOMMANDS = [
      _ab_args),
     ("bisect", "the first commit after GOOD up to BAD that made the code slower (work where a counter runs, else "
      "time), the running specdec the harness at every step; commits without the module are skipped", _bisect_args),
+    ("asv-init", "write asv.conf.json and benchmarks/ into your repository: asv over your commits, your pair by "
+     "entry point, the installed specdec the fixed harness", _asv_init_args),
     ("batch", "speedup against batch size B in specdec's own loop: paired at B = 1..32, the cost model at B, the "
      "crossover per draft", _batch_args),
     ("overhead", "the target pass against its roofline floor, and where the time goes", _overhead_args),
