@@ -189,7 +189,8 @@ def test_the_work_rows_stand_beside_the_timing_rows_and_say_where_they_disagree(
                 "rows": {"pass 1": {"a": _layouts(700000, 700000, 700000), "b": _layouts(700350, 700350, 700350)},
                          "draft bigram": {"a": _layouts(50000, 50000, 50000), "b": _layouts(50300, 50300, 50300)},
                          "verify 5": {"a": _layouts(1000000, 1000000, 1000000),
-                                      "b": _layouts(1000000, 1000000, 1000000)}}}
+                                      "b": _layouts(1000000, 1000000, 1000000)}},
+                "largest_k_only": ["spec bigram k=2", "round bigram k=2"]}
     doc = ab_render.document(run, Source("A", "main", "/a", None), Source("B", "HEAD", "/b", None), cpu=1,
                              work=work_doc)
     assert doc["worse"] == ["pass 1"] and doc["work"]["worse"] == ["draft bigram"]  # pass 1: +0.05 % < 0.1 %
@@ -199,6 +200,8 @@ def test_the_work_rows_stand_beside_the_timing_rows_and_say_where_they_disagree(
     assert "draft bigram                   50,000         50,300   +0.600%    0.10%  worse   " in out
     assert "work and time disagree: draft bigram: work worse while time stayed within its interval" in out
     assert "work and time disagree: pass 1: time worse with the same work: a cache, memory-layout" in out
+    assert ("timed, counted at their draft's largest k only (the same code at every k): spec bigram k=2, "
+            "round bigram k=2; --count-all-ks counts them") in out
     assert out.splitlines()[-1] == "WORSE (work): draft bigram +0.6%"
 
 
