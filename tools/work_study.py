@@ -67,6 +67,9 @@ INJECTIONS = {
                 "    def _key(self, tokens):\n        t = tokens[-1]\n"
                 "        return (t | 0) + (t & 0) - (t ^ t) if t >= 0 else -t\n",
                 "BigramDraft._key: a sign check and four integer operations per drafted token"),
+    "draft-copy": ("specdec/decoding/drafts.py", '    name = "bigram"\n\n    def __init__',
+                   '    name = "bigram"\n    history = 7\n\n    def __init__',
+                   "BigramDraft: its context copied 7 characters deep, not 1 (it reads one): about +0.3 % per proposal"),
     "round-0.25": ("specdec/decoding/rule.py", "    k = len(drafted)\n    for i in range(k):\n",
                    "    k = len(drafted)\n    if q.min() < 0:\n        raise ValueError('q')\n"
                    "    for i in range(k):\n", "accept_reject: a check that q is not negative (one reduction) per round"),
