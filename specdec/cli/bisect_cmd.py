@@ -114,14 +114,11 @@ def _by_work(root, good: str, bad: str, config: dict, kind: str, stack: contextl
     cfg = ab_work.counting_config({**config, "only": ["pass", "draft"]})
     cache: dict[str, dict] = {}
 
-    pools: list[work_pool.Pool] = []
+    pool = stack.enter_context(work_pool.Pool(kind, cfg["threads"], models.log))  # BAD is always judged: needed
 
     def count(commits: list[str]) -> None:
-        if not pools:
-            pools.append(stack.enter_context(work_pool.Pool(kind, cfg.get("threads", 1))))
-            models.log(f"work: counting process ready ({pools[0].ready} s; {ab_work.work.NAMES[kind]})")
         with _trees(root, commits) as sources:
-            got = ab_work.count_sources(sources, cfg, kind, rows, progress=models.log, pool=pools[0])
+            got = ab_work.count_sources(sources, cfg, kind, rows, progress=models.log, pool=pool)
         for i, commit in enumerate(commits):
             cache[commit] = {row: per[i] for row, per in got.items()}
 

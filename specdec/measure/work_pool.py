@@ -105,7 +105,7 @@ class Pool:
     and ONNX Runtime under the counter (most of a minute), is paid once. `count` may be called any number of
     times; every tree of every call is seen through a link of one length (`.../tNNN/A`)."""
 
-    def __init__(self, kind: str, threads: int = 1):
+    def __init__(self, kind: str, threads: int = 1, progress: Callable[[str], None] = lambda line: None):
         self.kind, self.counts, self.t0 = kind, 0, time.monotonic()
         self._tmp = tempfile.TemporaryDirectory(prefix="specdec-work-")
         self.folder = self._tmp.name
@@ -116,6 +116,7 @@ class Pool:
             self._tmp.cleanup()
             raise
         self.ready = round(time.monotonic() - self.t0)
+        progress(f"work: counting process ready ({self.ready} s; {_work().NAMES[kind]})")
 
     def __enter__(self) -> "Pool":
         return self
@@ -187,8 +188,7 @@ def count_trees(trees: dict[str, str], config: dict, rows: list[str], kind: str,
     if pool is not None:
         return pool.count(trees, config, rows, layouts, jobs, warmup, calls, progress, keep, by_tree)
     t0 = time.monotonic()
-    with Pool(kind, config.get("threads", 1)) as own:
-        progress(f"work: counting process ready ({own.ready} s; {_work().NAMES[kind]})")
+    with Pool(kind, config.get("threads", 1), progress) as own:
         got = own.count(trees, config, rows, layouts, jobs, warmup, calls, progress, keep, by_tree)
     return {**got, "seconds": round(time.monotonic() - t0, 1)}
 
