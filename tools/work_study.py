@@ -4,14 +4,16 @@ its work rows (`ab_work.count_sources`, `ab_work.judge`), all in one counting pr
 
     python tools/work_study.py --out docs/work-study.json [--keep DIR] [--aa 10] [--null 20]
     python tools/work_study.py --table docs/work-study.json        # docs/work.md's table from it
+    python tools/work_study.py --per-call 6                         # a generation row's count, call by call
 
 Trees (each a copy of this checkout's `specdec/` in a scratch folder, seen through a link of the same length):
 
     base             the checkout as it is
     aa-N             the base again under another link name (N = 1..--aa): an A/A of the method
     deep             the base copied into a folder 60 characters deeper: two worktrees at different depths
-    null-N           code the rows import but never run, appended to a module they import (functions,
-                     constants, strings and classes of seeded sizes: `NULLS`)
+    null-N           code the rows never run, appended to a module they import (functions, constants,
+                     strings and classes of seeded sizes: `null_code`); from null-11 on also to the report
+                     modules, which no row imports
     draft-<size>     the bigram draft's proposal made dearer by a real change of about <size> of its work
     round-0.25       the accept/reject rule made dearer (every spec and round row runs it)
     pass-0.25        the target pass made dearer by one small numpy operation (every row that runs the target)
@@ -51,6 +53,12 @@ NULL_MODULES = ["specdec/__init__.py", "specdec/decoding/registry.py", "specdec/
                 "specdec/decoding/generate.py", "specdec/model/backend_onnx.py", "specdec/decoding/ngram.py",
                 "specdec/decoding/rule.py", "specdec/model/gpt.py", "specdec/measure/clock.py",
                 "specdec/model/train.py"]
+# nulls 11 on: the report modules (no row imports them: a change there must not move a verdict either) beside more
+# of what the rows do import; nulls 1-10 keep the list above, so a study's first ten are the same at any --null
+MORE_NULL_MODULES = ["specdec/report/ab_render.py", "specdec/report/render.py", "specdec/decoding/registry.py",
+                     "specdec/__init__.py", "specdec/model/protocol.py", "specdec/decoding/batch.py",
+                     "specdec/model/sampling.py", "specdec/decoding/outputs.py", "specdec/report/markdown.py",
+                     "specdec/measure/ab.py"]
 
 # (file, old, new, what): real code changes, each made once in its tree
 INJECTIONS = {
@@ -86,7 +94,8 @@ def null_code(i: int) -> tuple[str, str]:
     """The i-th null change: (module, code appended), drawn from seed i: a function, a constant, a string or a
     class of a random size. None of it runs: nothing calls, reads or subclasses it."""
     rng = random.Random(1000 + i)
-    module = NULL_MODULES[i % len(NULL_MODULES)]
+    modules = NULL_MODULES if i <= len(NULL_MODULES) else MORE_NULL_MODULES
+    module = modules[i % len(modules)]
     kind = ["function", "constant", "string", "class"][i % 4]
     name = f"_study_null_{i}"
     if kind == "function":
@@ -199,7 +208,39 @@ def recover(folder: str, aa: int, nulls: int) -> tuple[dict, dict, dict]:
     return got, trees, {lab: what[lab] for lab in trees}
 
 
+def per_call(calls: int) -> int:
+    """The checkout's generation rows (and pass 1, draft bigram) counted with no warm-up, `calls` calls each, in
+    every layout: per call, the mean over the layouts and their spread (sd / mean). `ab_worker._plan`'s warm-ups
+    rest on this table."""
+    import os
+    import statistics
+
+    from specdec.measure import work_pool
+
+    os.environ["SPECDEC_WORK_WARMUP"] = "0"  # the zygote's children read it (0 asked for in a request means "the plan")
+    avail = work.probe()
+    if avail.kind is None:
+        print(f"work_study: no counter here: {avail.reason}", file=sys.stderr)
+        return 2
+    rows = ["target-only", "spec bigram k=4", "round bigram k=4", "spec ngram k=4", "round ngram k=4", "pass 1",
+            "draft bigram"]
+    got = work_pool.count_trees({"base": str(ROOT)}, ab_work.counting_config(CONFIG), rows, avail.kind,
+                                list(ab_work.LAYOUTS), jobs=2, calls=calls,
+                                progress=lambda line: print(line, file=sys.stderr, flush=True))
+    print("row | " + " | ".join(f"call {i + 1}" for i in range(calls)))
+    for row in rows:
+        cells = []
+        for i in range(calls):
+            xs = [c["counts"][i]["work"] for c in got["rows"][row]["base"]]
+            mean = statistics.fmean(xs)
+            cells.append(f"{mean:,.0f} (sd {statistics.pstdev(xs) / mean:.3%})")
+        print(f"{row} | " + " | ".join(cells))
+    return 0
+
+
 def main(argv: list[str]) -> int:
+    if argv[:1] == ["--per-call"]:
+        return per_call(int(argv[1]))
     if argv[:1] == ["--table"]:  # the table docs/work.md shows, from a study's JSON
         print(table(json.loads(Path(argv[1]).read_text())))
         return 0
