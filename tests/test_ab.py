@@ -104,13 +104,15 @@ def test_the_false_alarm_rate_of_few_pairs_is_the_nominal_one():
     assert flagged <= 4000 * 0.01 / 6 * 1.5  # 10 here; binomial sd at the nominal rate is 2.6
 
 
-def test_the_generation_rows_are_counted_at_each_drafts_largest_k():
+def test_the_generation_and_verify_rows_are_counted_at_the_largest_k():
     rows = ["target-only", "pass 1", "verify 3", "verify 5", "draft bigram", "draft ngram", "spec bigram k=2",
             "spec bigram k=4", "spec ngram k=2", "round bigram k=2", "round bigram k=4", "round ngram k=2",
             "spec-batch8 bigram k=2", "spec-batch8 bigram k=4"]
-    assert ab_work.largest_k(rows) == ["target-only", "pass 1", "verify 3", "verify 5", "draft bigram",
+    assert ab_work.largest_k(rows) == ["target-only", "pass 1", "verify 5", "draft bigram",
                                        "draft ngram", "spec bigram k=4", "spec ngram k=2", "round bigram k=4",
                                        "round ngram k=2", "spec-batch8 bigram k=4"]
+    # one k: nothing left out; the verify pass of k = 1 (2 positions) is its own largest
+    assert ab_work.largest_k(["pass 1", "verify 2", "spec bigram k=1"]) == ["pass 1", "verify 2", "spec bigram k=1"]
 
 
 def test_one_pair_gives_no_verdict():
@@ -200,7 +202,7 @@ def test_the_work_rows_stand_beside_the_timing_rows_and_say_where_they_disagree(
     assert "draft bigram                   50,000         50,300   +0.600%    0.10%  worse   " in out
     assert "work and time disagree: draft bigram: work worse while time stayed within its interval" in out
     assert "work and time disagree: pass 1: time worse with the same work: a cache, memory-layout" in out
-    assert ("timed, counted at their draft's largest k only (the same code at every k): spec bigram k=2, "
+    assert ("timed, counted at the largest k only (the same code at every k): spec bigram k=2, "
             "round bigram k=2; --count-all-ks counts them") in out
     assert out.splitlines()[-1] == "WORSE (work): draft bigram +0.6%"
 

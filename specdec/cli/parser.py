@@ -190,8 +190,8 @@ def _ab_args(p: argparse.ArgumentParser) -> None:
     _counter_options(p)
     p.add_argument("--count-batched", action="store_true", help="count the batched rows' work too (minutes "
                    "under callgrind; they are always timed)")
-    p.add_argument("--count-all-ks", action="store_true", help="count every k's spec and round rows (default: "
-                   "each draft's largest k; every k is timed)")
+    p.add_argument("--count-all-ks", action="store_true", help="count every k's spec, round and verify rows "
+                   "(default: the largest k; every k is timed)")
     p.add_argument("--json", action="store_true", help="the result as one JSON document on stdout")
 
 

@@ -58,14 +58,17 @@ def count(a: Source, b: Source, config: dict, kind: str, rows: list[str],
 
 def largest_k(rows: list[str]) -> list[str]:
     """The rows without a draft's generation rows (`spec D k=K`, `round D k=K`, batched ones) below its largest
-    k. Those rows run the same code at every k (the draft's proposal, the verify pass, the rule and its
-    bookkeeping, only more or fewer positions of it), so a change of their work shows at the largest k, the
-    one with most of each; the pass and verify rows keep every k. Counting them once per draft instead of once
-    per k halves the generation rows of `specdec ab`'s default two ks, most of the work rows' cost."""
+    k, and without the verify passes (`verify K+1`) below the largest. Those rows run the same code at every k
+    (the draft's proposal, the verify pass, the rule and its bookkeeping, only more or fewer positions of it),
+    so a change of their work shows at the largest k, the one with most of each; `pass 1` stays, the one-position
+    step of target-only generation. Counting them once per draft instead of once per k halves the generation
+    rows of `specdec ab`'s default two ks, most of the work rows' cost."""
     def key(name: str) -> tuple[str, str, int] | None:
         parts = name.split()
         if len(parts) == 3 and parts[2].startswith("k=") and parts[0] != "verify":
             return parts[0], parts[1], int(parts[2][2:])
+        if len(parts) == 2 and parts[0] == "verify" and parts[1].isdigit():
+            return "verify", "", int(parts[1])
         return None
 
     top: dict[tuple[str, str], int] = {}

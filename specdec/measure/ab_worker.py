@@ -410,8 +410,10 @@ def _count(call, warmup: int | None = None, calls: int | None = None) -> dict:
 def _plan(row: str) -> tuple[int, int]:
     """(uncounted calls, counted calls) of a row in a counting child. The interpreter quickens a code object after
     8 calls or loop iterations and then specialises each instruction on its next executions, retrying with
-    back-off where that fails: a single call (a pass, a draft's proposal) needs dozens of calls before its work
-    settles (a draft's still changed at its tenth), and costs little, so 24 warm-ups and the fewest of 3. A
+    back-off where that fails: a draft's proposal needs dozens of calls before its work settles (it still
+    changed at its tenth) and costs little, so 24 warm-ups and the fewest of 3; a target pass settles within a
+    dozen calls but for single calls with an event in them (which the fewest of 3 leaves out), and a verify
+    pass costs a fifth of a second a call here, so 12 and the fewest of 3 (`tools/work_study.py --per-call`). A
     generation's count drops most in its first call (its loop quickens there) and then still moves call to call
     by up to 0.1 %, in the same sequence in every layout and revision; its counted call is most of a child's
     cost, so 2 warm-ups and the third call counted, where the layouts agree as closely as at any later call
@@ -419,6 +421,8 @@ def _plan(row: str) -> tuple[int, int]:
     the same amounts in A and B), and the layouts' mean does the rest."""
     if row == "target-only" or row.startswith(("spec", "round")):
         return 2, 1
+    if row.startswith(("pass", "verify")):
+        return 12, 3
     return 24, 3
 
 

@@ -168,7 +168,7 @@ def _work_lines(work: dict) -> list[str]:
         lines.append("ASLR could not be turned off in the counting process: every layout was also randomised by "
                      "the kernel, so the layouts spread wider (the thresholds show it)")
     if work.get("largest_k_only"):
-        lines.append("timed, counted at their draft's largest k only (the same code at every k): "
+        lines.append("timed, counted at the largest k only (the same code at every k): "
                      + ", ".join(work["largest_k_only"]) + "; --count-all-ks counts them")
     if work.get("batched") is False:
         lines.append("the batched rows are timed, not counted (minutes under simulation): --count-batched counts them")
