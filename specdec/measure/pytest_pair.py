@@ -115,7 +115,7 @@ def specdec_pair(benchmark, request) -> PairBenchmark:
 def count(counted: list[tuple[user_bench.Pair, str, dict]], tree: str) -> None:
     """Each benchmark's row counted, into its extra_info: one `user_bench.work` per target and generation length
     (its drafts and ks the union of theirs)."""
-    from specdec.measure.ab_work import COUNT_CHARS
+    from specdec.measure.work_pool import COUNT_CHARS
 
     groups: dict = {}
     for pair, row, info in counted:
