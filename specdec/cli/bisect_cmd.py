@@ -12,6 +12,7 @@ from collections.abc import Iterator
 
 from specdec.cli import ab_cmd, models
 from specdec.cli.checks import UsageError, work_plan
+from specdec.util.errors import Failure
 from specdec.measure import entry
 from specdec.measure.ab_sources import Source, SourceError, checkout, repo_root, resolve
 
@@ -75,10 +76,16 @@ def cmd_bisect(args) -> int:
 
 def _search(root, good: str, bad: str, commits: list[str], own: list[str], criterion: str, judge) -> int:
     """git bisect's search over `commits` with `judge`, its progress on stderr, its answer on stdout."""
+    from specdec.measure.ab import WorkerError
     from specdec.measure.bisect import search
 
     def step(i: int) -> bool | None:
-        verdict = judge(commits[i])
+        try:
+            verdict = judge(commits[i])
+        except WorkerError as exc:  # the user's code failed at a step, or a worker died: exit 1 with what failed
+            lines = str(exc).splitlines()
+            raise Failure(f"{_subject(root, commits[i])} could not be judged against GOOD {good[:10]}: "
+                          f"{lines[0] if lines else 'a worker failed'}", tail=lines[1:][-12:]) from None
         models.log(f"  {_subject(root, commits[i])}: "
                    f"{'skipped (nothing measurable)' if verdict is None else 'worse' if verdict else 'good'}")
         return verdict
