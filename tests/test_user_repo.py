@@ -301,7 +301,8 @@ def decoy(sample) -> tuple[Path, list[str]]:
 
 @pytest.mark.parametrize("history, good, bad, code, says, judged, skipped", [
     ("holes", 1, 7, 0, ["first slower commit: {c5} "], [7, 4, 3], 1),  # BAD, then halving; 3 (no module) skipped
-    ("holes", 4, 7, 1, ["BAD {s8} is not worse than GOOD {s5}: no commit to name"], [7], 0),  # BAD not worse: ends
+    ("holes", 4, 7, 1, ["BAD {s8} is not worse than GOOD {s5}: no commit to name (by time: no row changed beyond "
+                        "what it could detect"], [7], 0),  # BAD not worse: the end
     ("decoy", 4, 6, 1, ["the first slower commit is one of (skipped commits border it):\n  {h6} ", "\n  {h7} "],
      [6], 1),  # BAD worse, the only commit before it skipped: both named, exit 1
 ])
@@ -333,6 +334,9 @@ def test_bisect_by_time_judges_each_commit_against_good_in_checked_out_trees(req
     assert out.startswith(f"criterion: time (work: left out (--no-work)); judged {len(judged)} of {bad - good} "
                           f"commits, skipped {skipped}\n"), out
     assert calls == [(good, j, 7.0) for j in judged]  # each judged once, against GOOD, with the budget given
+    rows = [line for line in err.splitlines() if line.startswith("    draft mydraft:make: ")]
+    assert len(rows) == len(judged) and all(" of time (could detect " in line for line in rows), err
+    assert rows[0].endswith(": worse" if code == 0 or history == "decoy" else ": same"), rows
     assert _worktrees(root) == 1
 
 
@@ -362,6 +366,7 @@ def test_bisect_by_time_with_real_timing_judges_with_the_running_specdec_whateve
     root, commits = decoy
     code, out, err = _run(["bisect", commits[4], commits[6], "--repo", str(root), "--drafts", "mydraft:make",
                            "--no-work", "--budget", "4"], capsys)
+    print(err + out)  # for the log (-s): docs/your-own-code.md's sample of the time criterion
     d2, d3 = (f"{_short(root, commits[i])} decoy {i - 4}" for i in (5, 6))  # their subjects in the output
     assert re.search(r"pair \d+/\d+: ", err) and "imported" not in err and "failed" not in err, err  # ab ran
     worse = f"  {d3}: from 4: worse" in err.splitlines()  # D3's verdict, by time

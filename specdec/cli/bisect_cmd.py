@@ -58,7 +58,7 @@ def cmd_bisect(args) -> int:
     config, cpu = ab_cmd._check(args)
     kind, why_not = work_plan(args, config)
     own = ab_cmd.entries(config)
-    root = repo_root(args.repo)
+    root = repo_root(args.repo, "bisect")
     good, bad = resolve(root, args.good), resolve(root, args.bad)
     commits = _commits(root, good, bad)
     for name, commit in (("GOOD", good), ("BAD", bad)):  # both ends must run: bad input otherwise
@@ -100,7 +100,9 @@ def _search(root, good: str, bad: str, commits: list[str], own: list[str], crite
     print(f"criterion: {criterion}; judged {len(found.judged)} of {len(commits)} commits, "
           f"skipped {len(found.skipped)}")
     if found.first is None:
-        print(f"BAD {bad[:10]} is not worse than GOOD {good[:10]}: no commit to name")
+        print(f"BAD {bad[:10]} is not worse than GOOD {good[:10]}: no commit to name"
+              + (" (by time: no row changed beyond what it could detect, each row's logged above; a larger --budget "
+                 "detects smaller changes)" if criterion.startswith("time") else ""))
         return 1
     if len(found.candidates) > 1:
         print("the first slower commit is one of (skipped commits border it):")
@@ -155,6 +157,9 @@ def _by_time(root, good: str, config: dict, cpu: int, args):
         with _trees(root, [good, commit]) as (a, b):
             run = ab.measure(a, b, config, args.budget, args.pairs, cpu, progress=models.log)
             doc = ab_render.document(run, a, b, cpu)
+        for r, row in doc["rows"].items():
+            models.log(f"    {r}: {row['change']:+.2%} of time (could detect {row['detectable']:.2%}): "
+                       f"{row['verdict']}")
         if not doc["rows"]:
             return None
         return bool(doc["worse"])
