@@ -203,7 +203,7 @@ def test_COUNTS_WORK_bisect_names_commit_5_with_the_running_specdec_at_every_ste
     root, commits = sample
     code, out, err = _run(["bisect", commits[3], commits[5], "--repo", str(root), "--drafts", "mydraft:make"],
                           capsys)
-    print(err)  # each judged commit's rows, for the log (-s)
+    print(err + out)  # each judged commit's rows and the answer, for the log (-s): docs/your-own-code.md's sample
     assert code == 0 and f"first slower commit: {commits[4]}" in out, out + err
     assert "judged 2 of 2 commits, skipped 0" in out and _worktrees(root) == 1
     assert err.count("counting process ready") == 1  # one pool for the search: its start-up paid once
