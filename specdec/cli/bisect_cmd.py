@@ -157,9 +157,9 @@ def _by_time(root, good: str, config: dict, cpu: int, args):
         with _trees(root, [good, commit]) as (a, b):
             run = ab.measure(a, b, config, args.budget, args.pairs, cpu, progress=models.log)
             doc = ab_render.document(run, a, b, cpu)
-        for r, row in doc["rows"].items():
-            models.log(f"    {r}: {row['change']:+.2%} of time (could detect {row['detectable']:.2%}): "
-                       f"{row['verdict']}")
+        for r, row in doc["rows"].items():  # a row without a pair's estimate has no change: n/a
+            change = "n/a" if row["change"] is None else f"{row['change']:+.2%}"
+            models.log(f"    {r}: {change} of time (could detect {row['detectable']:.2%}): {row['verdict']}")
         if not doc["rows"]:
             return None
         return bool(doc["worse"])
