@@ -2,7 +2,10 @@
 
 The report measures through `specdec.measure.timing`; this suite does not import it (nor `measure.stats` or any other
 internal), because asv runs today's benchmarks against every commit's package: a method living in the package
-would change from commit to commit, and move the figures with no change in performance.
+would change from commit to commit, and move the figures with no change in performance. (So its round-robin and
+pairs have twins in the package, `timing.round_robin` and `measure.user_bench`, which time a user's commits with
+`specdec ab`'s worker: they import the package and cannot be loaded by path, as the counting method's
+stdlib-only files `work.py` and `work_pool.py` are below.)
 
 The method, in four rules:
   * Two things compared are measured side by side, never in separate runs: generations in alternated pairs
@@ -439,25 +442,22 @@ WORK_ROWS = ["target-only", "pass 1", "verify 5"] + [f"{kind} {d}{k}" for d in (
                                                     for kind, k in (("draft", ""), ("round", " k=4"), ("spec", " k=4"))]
 
 
-# What `specdec ab` counts a revision with (specdec/measure/ab_work.py: LAYOUTS, COUNT_CHARS, counting_config),
-# written out here because the harness never imports the package's method; tests/test_asv_work.py checks that
-# the two agree.
-WORK_LAYOUTS = [1, 2, 3]  # layout seeds (`work.perturb`): the figure is the mean over them
-WORK_CHARS = 12  # characters of a counted generation: the timed row's code, at a fraction of the cost
+# What `specdec ab` counts a revision with: the running checkout's `work_pool.py` (loaded by path, `_method`),
+# where ab, bisect and a user's suite take it from too, so the two cannot drift apart.
+WORK_LAYOUTS = list(_method("work_pool.py").LAYOUTS)  # layout seeds (`work.perturb`): the figure is the mean over them
+WORK_CHARS = _method("work_pool.py").COUNT_CHARS  # characters of a counted generation: the timed row's code, cheaper
+WORK_KINDS = _method("work_pool.py").ROW_KINDS  # the row kinds counted: the batched row is not
 
 
 def work_config(backend: str) -> dict:
-    """The counting children's config, as `ab_work.counting_config` makes ab's: rows without their facts
+    """The counting children's config, `work_pool.counting_config` of this suite's pair: rows without their facts
     (`count`), generations at most WORK_CHARS long, one thread (callgrind adds every thread's instructions, the
     hardware counter counts the calling thread's). A smoke run builds the cheap rows only (the call path is the
     same); the rest skip there."""
-    return {"target": common.USER_TARGET, "backend": backend, "dtype": None, "drafts": ["bigram", "ngram"],
-            "ks": [4], "chars": min(common.CHARS, WORK_CHARS), "prompt": common.PROMPT, "seed": common.SEED,
-            "temperature": common.TEMPERATURE, "threads": 1, "count": True,
-            "only": ["pass", "draft"] if common.SMOKE else list(WORK_KINDS)}
-
-
-WORK_KINDS = ("target-only", "pass", "verify", "draft", "spec", "round")  # ab_work.ROW_KINDS: the batched row is not counted
+    return _method("work_pool.py").counting_config(
+        {"target": common.USER_TARGET, "backend": backend, "dtype": None, "drafts": ["bigram", "ngram"], "ks": [4],
+         "chars": common.CHARS, "prompt": common.PROMPT, "seed": common.SEED, "temperature": common.TEMPERATURE,
+         "threads": 1, "only": ["pass", "draft"] if common.SMOKE else None})
 
 
 @functools.lru_cache(maxsize=None)
@@ -474,7 +474,6 @@ def work_counts(backend: str = "onnx") -> dict:
     Under SPECDEC_BENCH_SMOKE only the pass and draft rows are counted, in one layout (its figures mean nothing;
     a user's pair: none)."""
     import importlib.util
-    import os
     import statistics
     import sys
     from pathlib import Path
@@ -487,9 +486,8 @@ def work_counts(backend: str = "onnx") -> dict:
     package = importlib.util.find_spec("specdec")  # the commit's installed package: the folder holding it is the tree
     site = str(Path(package.origin).resolve().parents[1])
     layouts = WORK_LAYOUTS[:1] if common.SMOKE else WORK_LAYOUTS
-    jobs = max(1, min(2, len(os.sched_getaffinity(0))))  # as ab_work.jobs: one child per CPU, at most two
     pool = _method("work_pool.py")
-    got = pool.count_trees({"C": site}, work_config(backend), WORK_ROWS, avail.kind, layouts=layouts, jobs=jobs,
+    got = pool.count_trees({"C": site}, work_config(backend), WORK_ROWS, avail.kind, layouts=layouts, jobs=pool.jobs(),
                            progress=lambda line: print(line, file=sys.stderr, flush=True))
     answers = got["answers"]["C"]
     rows, reasons = {}, {}
@@ -499,6 +497,6 @@ def work_counts(backend: str = "onnx") -> dict:
             reasons[name] = (answer["reason"] if answer and answer.get("reason") else
                              "a smoke run counts the pass and draft rows only" if common.SMOKE else "not built")
             continue
-        mean = statistics.fmean(float(c["fewest"]) for c in got["rows"][name]["C"])
+        mean = statistics.fmean(pool.figure(got["rows"][name]["C"]))
         rows[name] = mean / answers[name]["facts"]["rounds"] if name.startswith("round") else mean
     return {"counter": avail.name, "rows": rows, "reasons": reasons}

@@ -273,14 +273,15 @@ BAD = [
     (["compare", "{dir}/t.json", "{dir}/t.json", "--min-effect", "inf"], "got inf"),
     (["compare", "{dir}/t.json", "{dir}/t.json", "--min-effect", "five"], "argument --min-effect: invalid float value"),
     ([], "the following arguments are required: command"),
-    (["ab", "HEAD", "HEAD"], "is not inside a git checkout: run specdec ab there, name one with --repo PATH, or "
-     "give two source trees"),
+    (["ab", "HEAD", "HEAD"], "is not inside a git checkout: run specdec ab in one, or name one with --repo PATH "
+     "(or give two source trees: --a-path DIR --b-path DIR)"),
     (["ab", "HEAD", "HEAD", "--repo", "{dir}/no-such-repo"], "no-such-repo: no such folder (a git repository: the "
      "current one by default)"),
-    (["bisect", "HEAD", "HEAD"], "is not inside a git checkout: run specdec ab there, name one with --repo PATH"),
+    (["bisect", "HEAD", "HEAD"], "is not inside a git checkout: run specdec bisect in one, or name one with --repo "
+     "PATH"),  # not ab's advice: bisect takes no folders
     (["bisect", "HEAD", "HEAD", "--repo", "{dir}/no-such-repo"], "no-such-repo: no such folder (a git repository"),
     (["bisect", "HEAD", "HEAD", "--checkpoint", "{dir}/t.pt"], "not found; retrain it with `specdec train"),
-    (["bisect", "HEAD", "HEAD", "--target", "hf:{dir}/nowhere"], "no such folder (specdec ab loads a local"),
+    (["bisect", "HEAD", "HEAD", "--target", "hf:{dir}/nowhere"], "no such folder (specdec bisect loads a local"),
     (["bisect", "HEAD", "HEAD", "--dtype", "float8"], "argument --dtype: invalid choice: 'float8'"),
     (["bisect", "HEAD", "HEAD", "--allow-download"], "--allow-download is for Hugging Face model ids"),
     (["bisect", "HEAD", "HEAD", "--drafts", "nope"], "unknown draft 'nope'"),
@@ -288,7 +289,8 @@ BAD = [
     (["bisect", "HEAD", "HEAD", "--no-work", "--counter", "perf"], "--counter perf names the work rows' counter and "
      "--no-work leaves them out"),
     (["bisect", "HEAD", "HEAD", "--counter", "cycles"], "argument --counter: invalid choice: 'cycles' (choose from"),
-    (["asv-init", "--drafts", "mydraft:make"], "is not inside a git checkout: run specdec ab there"),
+    (["asv-init", "--drafts", "mydraft:make"], "is not inside a git checkout: run specdec asv-init in one, or name "
+     "one with --repo PATH"),
     (["asv-init", "--drafts", "mydraft:make", "--force"], "is not inside a git checkout"),  # --force writes no more
     (["asv-init", "--drafts", "mydraft:make", "--repo", "{dir}/no-such-repo"], "no-such-repo: no such folder"),
     (["asv-init", "--drafts", "nope"], "unknown draft 'nope'"),

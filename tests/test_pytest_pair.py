@@ -91,3 +91,16 @@ def test_work_counts_land_in_extra_info(runs):
     # the same row ab counts (tests/user_repo.py's figure, from another checkout's path: within 5 %)
     assert abs(draft["instructions"] / DRAFT_INSTRUCTIONS - 1) < 0.05, draft["instructions"]
     assert single["instructions"] > 10 * draft["instructions"]  # a target pass is a model's forward
+
+
+@pytest.mark.parametrize("target", ["nonsense", "a:b:c", "hf:gpt2"])
+def test_a_bad_specdec_target_is_pytests_usage_error_before_any_test(tmp_path, target):
+    """docs/your-own-code.md: exit 4 (pytest's usage error) and one line naming the value, not an error per test."""
+    (tmp_path / "conftest.py").write_text(CONFTEST)
+    (tmp_path / "test_mine.py").write_text("def test_pass(specdec_pair):\n    specdec_pair.target_pass()\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SPECDEC_", "PYTEST_"))}
+    got = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
+                          "--benchmark-disable", "--specdec-target", target], cwd=tmp_path, capture_output=True,
+                         text=True, env={**env, "PYTHONPATH": str(ROOT)}, timeout=300)
+    assert got.returncode == 4, got.stdout + got.stderr
+    assert f"ERROR: --specdec-target {target!r}: not MODULE:CALLABLE" in got.stderr and "test_pass" not in got.stdout

@@ -5,6 +5,7 @@ dearer draft flagged and named."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -202,30 +203,53 @@ def test_COUNTS_WORK_bisect_names_commit_5_with_the_running_specdec_at_every_ste
     root, commits = sample
     code, out, err = _run(["bisect", commits[3], commits[5], "--repo", str(root), "--drafts", "mydraft:make"],
                           capsys)
-    print(err)  # each judged commit's rows, for the log (-s)
+    print(err + out)  # each judged commit's rows and the answer, for the log (-s): docs/your-own-code.md's sample
     assert code == 0 and f"first slower commit: {commits[4]}" in out, out + err
     assert "judged 2 of 2 commits, skipped 0" in out and _worktrees(root) == 1
     assert err.count("counting process ready") == 1  # one pool for the search: its start-up paid once
 
 
-def test_bisect_skips_the_commits_without_the_module(sample, monkeypatch, capsys):
+GIT = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
+
+
+def _history(sample, name: str, steps) -> list[str]:
+    """A copy of the sample repository (once per name) with branch `name` checked out: from the sample's commit
+    steps[0], then one commit per step (`rm PATH`, `from I` (the sample's commit index I's tree), `add PATH TEXT`).
+    Its commits' hashes, oldest first."""
+    root0, commits0 = sample
+    root = root0.parent / name
+    if not root.exists():
+        shutil.copytree(root0, root)
+        subprocess.run(GIT + ["checkout", "-q", "-b", name, commits0[steps[0]]], cwd=root, check=True)
+        for i, step in enumerate(steps[1:]):
+            op, arg, *text = step
+            if op == "rm":
+                subprocess.run(GIT + ["rm", "-q", arg], cwd=root, check=True)
+            elif op == "from":
+                subprocess.run(GIT + ["checkout", "-q", commits0[arg], "--", "."], cwd=root, check=True)
+            else:
+                (root / arg).parent.mkdir(parents=True, exist_ok=True)
+                (root / arg).write_text(text[0])
+                subprocess.run(GIT + ["add", arg], cwd=root, check=True)
+            subprocess.run(GIT + ["commit", "-q", "--allow-empty", "-m", f"{name} {i}: {op} {arg}"], cwd=root,
+                           check=True)
+    return root, subprocess.run(["git", "rev-list", "--reverse", "HEAD"], cwd=root, capture_output=True, text=True,
+                                check=True).stdout.split()
+
+
+@pytest.fixture
+def holes(sample) -> tuple[Path, list[str]]:
+    """The sample's commits 1 and 2, then a commit 3 that lost the module, then commits 4..8 with the sample's
+    trees (commit 4 brings the module back, 5 makes the draft dearer)."""
+    return _history(sample, "holes", [1, ("rm", "mydraft.py")] + [("from", i) for i in range(3, 8)])
+
+
+def test_bisect_skips_the_commits_without_the_module(holes, monkeypatch, capsys):
     """GOOD = commit 2 against BAD = commit 8 of a history whose commit 3 lost the module (commit 4 brings it back):
     3 is skipped, never judged; the rest judged by a stand-in criterion (commit 5 on is worse), 5 named."""
     from specdec.cli import bisect_cmd
 
-    root0, commits0 = sample
-    root = root0.parent / "holes"
-    if not root.exists():
-        shutil.copytree(root0, root)
-        git = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
-        subprocess.run(git + ["checkout", "-q", "-b", "holes", commits0[1]], cwd=root, check=True)
-        subprocess.run(git + ["rm", "-q", "mydraft.py"], cwd=root, check=True)
-        subprocess.run(git + ["commit", "-q", "-m", "3: module moved away"], cwd=root, check=True)
-        for i in range(3, 8):  # commits 4..8 with the sample's trees
-            subprocess.run(git + ["checkout", "-q", commits0[i], "--", "."], cwd=root, check=True)
-            subprocess.run(git + ["commit", "-q", "--allow-empty", "-m", f"{i + 1}: as before"], cwd=root, check=True)
-    commits = subprocess.run(["git", "rev-list", "--reverse", "HEAD"], cwd=root, capture_output=True, text=True,
-                             check=True).stdout.split()
+    root, commits = holes
     judged = []
 
     def by(*_):
@@ -240,3 +264,117 @@ def test_bisect_skips_the_commits_without_the_module(sample, monkeypatch, capsys
                           capsys)
     assert code == 0 and f"first slower commit: {commits[4]}" in out, out + err
     assert 2 not in judged and "skipped 1" in out and err.count("the module does not exist there") == 1
+
+
+def _short(root: Path, commit: str) -> str:
+    return subprocess.run(["git", "log", "-1", "--format=%h", commit], cwd=root, capture_output=True, text=True,
+                          check=True).stdout.strip()
+
+
+def _timed_run(dearer: bool) -> ab.Run:
+    """What `ab.measure` would return for two revisions whose draft row differs by +9 % (`dearer`) or not at all:
+    five worker pairs of two samples each, a tiny spread, every other row unchanged (`tests/test_ab.py`'s shape)."""
+    import math
+
+    run = ab.Run({})
+    for name in ("target-only", "pass 1", "draft mydraft:make", "spec mydraft:make k=4"):
+        shift = 0.09 if dearer and "mydraft" in name else 0.0
+        run.rows[name] = {side: {"ok": True, "reason": "", "facts": {}} for side in "ab"}
+        run.numbers[name] = 1
+        run.logs[name] = [[shift + d, shift - d] for d in (0.001, 0.002, 0.003, 0.0015, 0.0025)]
+        run.seconds[name] = {"a": [1e-3] * 10, "b": [1e-3 * math.exp(shift)] * 10}
+    run.pairs = [{"a": {}, "b": {}}] * 5
+    return run
+
+
+# A specdec package of the user's own in the repository: a step that imported its commit's specdec (as
+# `git bisect run specdec ab` does with an editable install) would fail on it; the running specdec never reads it.
+DECOY = 'raise RuntimeError("a commit\'s own specdec was imported: the harness must be the running specdec")\n'
+
+
+@pytest.fixture
+def decoy(sample) -> tuple[Path, list[str]]:
+    """The sample's commits 1..4, then D1: a decoy `specdec` package added, D2: the module removed, D3: the module
+    back with commit 5's dearer draft (the decoy still there). D1 is index 4, D3 index 6."""
+    return _history(sample, "decoy", [3, ("add", "specdec/__init__.py", DECOY), ("rm", "mydraft.py"), ("from", 4)])
+
+
+@pytest.mark.parametrize("history, good, bad, code, says, judged, skipped", [
+    ("holes", 1, 7, 0, ["first slower commit: {c5} "], [7, 4, 3], 1),  # BAD, then halving; 3 (no module) skipped
+    ("holes", 4, 7, 1, ["BAD {s8} is not worse than GOOD {s5}: no commit to name (by time: no row changed beyond "
+                        "what it could detect"], [7], 0),  # BAD not worse: the end
+    ("decoy", 4, 6, 1, ["the first slower commit is one of (skipped commits border it):\n  {h6} ", "\n  {h7} "],
+     [6], 1),  # BAD worse, the only commit before it skipped: both named, exit 1
+])
+def test_bisect_by_time_judges_each_commit_against_good_in_checked_out_trees(request, monkeypatch, capsys, history,
+                                                                           good, bad, code, says, judged, skipped):
+    """The time criterion (--no-work) end to end but for the timing itself: each step's two revisions checked
+    out, `ab.measure` of GOOD against the commit (a stand-in that reads the checked-out draft: +9 % where it copies
+    its draws, the sample's commit 5 on), ab's own document and verdict, the search, its output and exit status,
+    and every worktree removed. Nothing depends on how fast the machine is."""
+    root, commits = request.getfixturevalue(history)
+    calls = []
+
+    def dearer(source) -> bool:
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=source.path, capture_output=True, text=True,
+                              check=True).stdout.strip()
+        assert head == source.commit  # the tree is that commit's
+        return "astype" in (Path(source.path) / "mydraft.py").read_text()
+
+    def measure(a, b, config, budget, pairs, cpu, progress=None, **_):
+        calls.append((commits.index(a.commit), commits.index(b.commit), budget))
+        return _timed_run(dearer(b) and not dearer(a))
+
+    monkeypatch.setattr(ab, "measure", measure)
+    got, out, err = _run(["bisect", commits[good], commits[bad], "--repo", str(root), "--drafts", "mydraft:make",
+                          "--no-work", "--budget", "7"], capsys)
+    names = {**{f"c{i + 1}": c for i, c in enumerate(commits)}, **{f"s{i + 1}": c[:10] for i, c in enumerate(commits)},
+             **{f"h{i + 1}": _short(root, c) for i, c in enumerate(commits)}}
+    assert got == code and all(line.format(**names) in out for line in says), out + err
+    assert out.startswith(f"criterion: time (work: left out (--no-work)); judged {len(judged)} of {bad - good} "
+                          f"commits, skipped {skipped}\n"), out
+    assert calls == [(good, j, 7.0) for j in judged]  # each judged once, against GOOD, with the budget given
+    rows = [line for line in err.splitlines() if line.startswith("    draft mydraft:make: ")]
+    assert len(rows) == len(judged) and all(" of time (could detect " in line for line in rows), err
+    assert rows[0].endswith(": worse" if code == 0 or history == "decoy" else ": same"), rows
+    assert _worktrees(root) == 1
+
+
+def test_a_worker_that_fails_at_a_step_is_exit_1_naming_the_commit_and_what_failed(holes, monkeypatch, capsys):
+    """The user's code raising at a commit (or a worker dying) is a failure, not bad input and not a traceback:
+    exit 1, one line naming the commit, the worker's last lines under it, no commit named, no worktree left."""
+    root, commits = holes
+
+    def measure(a, b, *_, **__):
+        raise ab.WorkerError(f"worker B ({b.name}) failed:\nTraceback (most recent call last):\nValueError: boom")
+
+    monkeypatch.setattr(ab, "measure", measure)
+    code, out, err = _run(["bisect", commits[1], commits[7], "--repo", str(root), "--drafts", "mydraft:make",
+                           "--no-work"], capsys)
+    first = next(line for line in err.splitlines() if line.startswith("specdec bisect: failed: "))
+    assert code == 1 and f"{_short(root, commits[7])} holes 5: from 7 could not be judged against GOOD " \
+        f"{commits[1][:10]}: worker B ({commits[7][:10]}) failed:" in first, err
+    assert "  | ValueError: boom" in err and "first slower commit" not in out and _worktrees(root) == 1
+
+
+def test_bisect_by_time_with_real_timing_judges_with_the_running_specdec_whatever_it_finds(decoy, capsys):
+    """The time criterion with nothing stood in (two worker pairs of ab at a small budget): GOOD = D1, BAD = D3,
+    D2 without the module. Whatever the timing finds (the +2.3 % draft may or may not show at this budget), it
+    holds that: D3 is judged against D1 by the running specdec (the commits' own decoy specdec would fail the
+    step), D2 is never judged, the output names both as candidates where D3 was worse and says nothing is named
+    where it was not, the exit status is 1 either way (docs/your-own-code.md), and no worktree is left."""
+    root, commits = decoy
+    code, out, err = _run(["bisect", commits[4], commits[6], "--repo", str(root), "--drafts", "mydraft:make",
+                           "--no-work", "--budget", "4"], capsys)
+    print(err + out)  # for the log (-s): docs/your-own-code.md's sample of the time criterion
+    d2, d3 = (f"{_short(root, commits[i])} decoy {i - 4}" for i in (5, 6))  # their subjects in the output
+    assert re.search(r"pair \d+/\d+: ", err) and "imported" not in err and "failed" not in err, err  # ab ran
+    worse = f"  {d3}: from 4: worse" in err.splitlines()  # D3's verdict, by time
+    assert worse or f"  {d3}: from 4: good" in err.splitlines(), err
+    assert not any(line.startswith(f"  {d2}") and line.endswith((": good", ": worse")) for line in err.splitlines())
+    assert code == 1 and out.startswith("criterion: time (work: left out (--no-work)); judged 1 of 2 commits")
+    if worse:
+        assert "one of (skipped commits border it)" in out and d2 in out and d3 in out, out
+    else:
+        assert f"BAD {commits[6][:10]} is not worse than GOOD {commits[4][:10]}: no commit to name" in out, out
+    assert _worktrees(root) == 1

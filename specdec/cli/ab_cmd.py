@@ -49,7 +49,8 @@ def _check(args) -> tuple[dict, int]:
         raise UsageError("--url and --baseline-url are for --engine openai")
     spec = models.target_spec(args)
     if models.is_hf(spec) and not os.path.isdir(spec[len("hf:"):]) and not args.allow_download:
-        raise UsageError(f"--target {spec}: no such folder (specdec ab loads a local Hugging Face folder)")
+        raise UsageError(f"--target {spec}: no such folder (specdec {args.command} loads a local Hugging Face "
+                         "folder)")
     own = entry.is_entry(spec)
     drafts = args.drafts or (["prompt-lookup"] if models.is_hf(spec) or own else list(DEFAULT_DRAFTS))
     models.check_draft_names([d for d in drafts if not entry.is_entry(d)])

@@ -77,7 +77,7 @@ def cmd_asv_init(args) -> int:
     target, drafts = _check_specs(args)
     ks = models.ks_arg(args.ks, DEFAULT_KS)
     at_least("--chars", args.chars, 2)
-    root = repo_root(args.repo)
+    root = repo_root(args.repo, "asv-init")
     head = resolve(root, "HEAD")
     out = {root / "asv.conf.json": json.dumps(conf(root), indent=4) + "\n",
            root / "benchmarks" / MODULE: SHIM.format(target=target, drafts=drafts, ks=ks, chars=args.chars)}

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 
 from specdec.cli import ab_cmd, models
 from specdec.cli.checks import UsageError, work_plan
+from specdec.util.errors import Failure
 from specdec.measure import entry
 from specdec.measure.ab_sources import Source, SourceError, checkout, repo_root, resolve
 
@@ -57,7 +58,7 @@ def cmd_bisect(args) -> int:
     config, cpu = ab_cmd._check(args)
     kind, why_not = work_plan(args, config)
     own = ab_cmd.entries(config)
-    root = repo_root(args.repo)
+    root = repo_root(args.repo, "bisect")
     good, bad = resolve(root, args.good), resolve(root, args.bad)
     commits = _commits(root, good, bad)
     for name, commit in (("GOOD", good), ("BAD", bad)):  # both ends must run: bad input otherwise
@@ -75,10 +76,16 @@ def cmd_bisect(args) -> int:
 
 def _search(root, good: str, bad: str, commits: list[str], own: list[str], criterion: str, judge) -> int:
     """git bisect's search over `commits` with `judge`, its progress on stderr, its answer on stdout."""
+    from specdec.measure.ab import WorkerError
     from specdec.measure.bisect import search
 
     def step(i: int) -> bool | None:
-        verdict = judge(commits[i])
+        try:
+            verdict = judge(commits[i])
+        except WorkerError as exc:  # the user's code failed at a step, or a worker died: exit 1 with what failed
+            lines = str(exc).splitlines()
+            raise Failure(f"{_subject(root, commits[i])} could not be judged against GOOD {good[:10]}: "
+                          f"{lines[0] if lines else 'a worker failed'}", tail=lines[1:][-12:]) from None
         models.log(f"  {_subject(root, commits[i])}: "
                    f"{'skipped (nothing measurable)' if verdict is None else 'worse' if verdict else 'good'}")
         return verdict
@@ -93,7 +100,9 @@ def _search(root, good: str, bad: str, commits: list[str], own: list[str], crite
     print(f"criterion: {criterion}; judged {len(found.judged)} of {len(commits)} commits, "
           f"skipped {len(found.skipped)}")
     if found.first is None:
-        print(f"BAD {bad[:10]} is not worse than GOOD {good[:10]}: no commit to name")
+        print(f"BAD {bad[:10]} is not worse than GOOD {good[:10]}: no commit to name"
+              + (" (by time: no row changed beyond what it could detect, each row's logged above; a larger --budget "
+                 "detects smaller changes)" if criterion.startswith("time") else ""))
         return 1
     if len(found.candidates) > 1:
         print("the first slower commit is one of (skipped commits border it):")
@@ -148,6 +157,9 @@ def _by_time(root, good: str, config: dict, cpu: int, args):
         with _trees(root, [good, commit]) as (a, b):
             run = ab.measure(a, b, config, args.budget, args.pairs, cpu, progress=models.log)
             doc = ab_render.document(run, a, b, cpu)
+        for r, row in doc["rows"].items():  # a row without a pair's estimate has no change: n/a
+            change = "n/a" if row["change"] is None else f"{row['change']:+.2%}"
+            models.log(f"    {r}: {change} of time (could detect {row['detectable']:.2%}): {row['verdict']}")
         if not doc["rows"]:
             return None
         return bool(doc["worse"])

@@ -23,13 +23,14 @@ VERIFY_SAMPLES = 20_000  # `specdec verify`'s first-character draws (--joint: ex
 
 
 
-def _checkpoint(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
+def _checkpoint(p: argparse.ArgumentParser, own: str = "") -> argparse.ArgumentParser:
     """The target's options: which model (--checkpoint, or the general --target) and how a Hugging Face model
-    loads (--dtype, --allow-download; they apply to hf: drafts too)."""
+    loads (--dtype, --allow-download; they apply to hf: drafts too). `own`: what --target's help adds where a
+    user's MODULE:CALLABLE is taken too."""
     p.add_argument("--checkpoint", default=None, help="target checkpoint (default: the shipped one)")
     p.add_argument("--target", default=None, metavar="SPEC", help="the target: a checkpoint path, or hf:PATH (a "
-                   "Hugging Face causal LM: a local folder, or a model id already in the local cache); "
-                   "not with --checkpoint")
+                   "Hugging Face causal LM: a local folder, or a model id already in the local cache)" + own +
+                   "; not with --checkpoint")
     p.add_argument("--dtype", choices=list(DTYPE_NAMES), default=None, help="weights of the hf: target and hf: drafts "
                    "(default float32; the shipped model computes in float32 only)")
     p.add_argument("--allow-download", action="store_true", help="let an hf: model id missing from the local "
@@ -175,7 +176,8 @@ def _ab_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("b", nargs="?", default=None, help="the revision judged against it")
     p.add_argument("--a-path", default=None, metavar="DIR", help="a source tree for A instead of a revision")
     p.add_argument("--b-path", default=None, metavar="DIR", help="a source tree for B instead of a revision")
-    _ab_pair(_pair_options(p, "--drafts", "--draft"))
+    _ab_pair(_pair_options(p, "--drafts", "--draft", budget="for the whole run; each worker pair gets an equal "
+                           "share"))
     _backend(p)
     p.add_argument("--chars", type=int, default=80, help="characters (tokens) per generation row (default 80)")
     p.add_argument("--prompt", default="ROMEO:")
@@ -199,7 +201,8 @@ def _bisect_args(p: argparse.ArgumentParser) -> None:
     """ab's options that choose what is compared and how; the rest keep ab's defaults (`bisect_cmd`)."""
     p.add_argument("good", help="a revision that was not slower (anything git rev-parse takes)")
     p.add_argument("bad", help="a later revision that is slower")
-    _pair_options(p, "--drafts")
+    _pair_options(p, "--drafts", budget="of each step's ab timing run, where time is the criterion (no work "
+                  "counter, or --no-work); a step by work counts the pass and drafts, untimed")
     _counter_options(p)
 
 
@@ -216,15 +219,18 @@ def _asv_init_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--force", action="store_true", help="overwrite asv.conf.json and benchmarks/bench_specdec.py")
 
 
-def _pair_options(p: argparse.ArgumentParser, *drafts: str) -> argparse.ArgumentParser:
-    """What ab and bisect share: the repository, the pair and the budget (`drafts`: the options naming them)."""
+def _pair_options(p: argparse.ArgumentParser, *drafts: str, budget: str) -> argparse.ArgumentParser:
+    """What ab and bisect share: the repository, the pair and the budget (`drafts`: the options naming them;
+    `budget`: what --budget's seconds pay for)."""
     p.add_argument("--repo", default=".", metavar="PATH", help="the git repository A and B are revisions of "
                    "(default ., the current one; any repository: give --target/--drafts as MODULE:CALLABLE)")
-    _checkpoint(p)
+    _checkpoint(p, own=", or MODULE:CALLABLE (yours: a callable of no arguments returning a Target, imported "
+                "from each revision)")
     p.add_argument(*drafts, dest="drafts", nargs="+", action="extend", default=None,
-                   help="drafts whose rows are timed (default bigram ngram; prompt-lookup for an hf: target)")
-    p.add_argument("--budget", type=float, default=AB_BUDGET, help=f"seconds for the whole run (default "
-                   f"{AB_BUDGET:g}); each worker pair gets an equal share")
+                   help="drafts: shipped names, hf:PATH, or MODULE:CALLABLE (yours: a callable of the target "
+                   "returning a Draft, imported from each revision); default bigram ngram (prompt-lookup for an "
+                   "hf: or MODULE:CALLABLE target)")
+    p.add_argument("--budget", type=float, default=AB_BUDGET, help=f"seconds {budget} (default {AB_BUDGET:g})")
     return p
 
 

@@ -38,17 +38,19 @@ def _git(args: list[str], cwd: str | Path) -> str:
     return out.stdout.strip()
 
 
-def repo_root(cwd: str | Path = ".") -> Path:
-    """The top of the git checkout around `cwd`; SourceError outside one."""
+def repo_root(cwd: str | Path = ".", command: str = "ab") -> Path:
+    """The top of the git checkout around `cwd`; SourceError outside one, saying what `specdec COMMAND` can do
+    instead (only ab takes two folders)."""
+    folders = " (or give two source trees: --a-path DIR --b-path DIR)" if command == "ab" else ""
     if shutil.which("git") is None:
-        raise SourceError("specdec ab A B needs git on PATH (or give two source trees: --a-path DIR --b-path DIR)")
+        raise SourceError(f"specdec {command} needs git on PATH{folders}")
     if not Path(cwd).is_dir():
         raise SourceError(f"--repo {cwd}: no such folder (a git repository: the current one by default)")
     try:
         return Path(_git(["rev-parse", "--show-toplevel"], cwd))
     except SourceError:
-        raise SourceError(f"{Path(cwd).absolute()} is not inside a git checkout: run specdec ab there, name one with "
-                          "--repo PATH, or give two source trees with --a-path DIR --b-path DIR") from None
+        raise SourceError(f"{Path(cwd).absolute()} is not inside a git checkout: run specdec {command} in one, or "
+                          f"name one with --repo PATH{folders}") from None
 
 
 def resolve(root: Path, rev: str) -> str:

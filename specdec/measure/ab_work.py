@@ -19,7 +19,6 @@ shown apart: it does not decide the exit status.
 from __future__ import annotations
 
 import math
-import os
 import statistics
 from collections.abc import Callable
 
@@ -27,6 +26,7 @@ from specdec.measure import work, work_pool
 from specdec.measure.ab import WorkerError
 from specdec.measure.ab_sources import Source
 from specdec.measure.clock import measured
+from specdec.measure.work_pool import COUNT_CHARS, LAYOUTS, ROW_KINDS, counting_config, figure, jobs  # noqa: F401
 
 # 0.1 %: the smallest change a work row is judged on. The determinism study (tools/work_study.py,
 # docs/work-study.json, docs/work.md) found one commit against itself, and against commits that add code the rows
@@ -34,8 +34,8 @@ from specdec.measure.clock import measured
 # layouts averaged; a row whose layouts spread wider gets the wider threshold its spread gives.
 FLOOR = 0.001
 ALPHA = 0.05  # the family's false-alarm rate: a row's threshold is Bonferroni's over the rows judged
-LAYOUTS = (1, 2, 3)  # layout seeds counted for every revision (`work.perturb`; 0 would be the unshifted layout)
-COUNT_CHARS = 12  # characters of a counted generation row: the timed row's code, at a fraction of the cost
+# LAYOUTS, COUNT_CHARS, ROW_KINDS, counting_config, jobs and figure are the method's (`work_pool`, imported above
+# and used here by these names): the asv harness, which cannot import this package, loads that file by path.
 
 
 def count(a: Source, b: Source, config: dict, kind: str, rows: list[str],
@@ -78,22 +78,6 @@ def largest_k(rows: list[str]) -> list[str]:
     return [n for n in rows if (k := key(n)) is None or k[2] == top[k[:2]]]
 
 
-ROW_KINDS = ("target-only", "pass", "verify", "draft", "spec", "round")  # ab_worker's kinds but the batched
-
-
-def counting_config(config: dict, batched: bool = False) -> dict:
-    """The workers' config as a counting child takes it: rows without facts, generations COUNT_CHARS long, one
-    thread (callgrind adds every thread's instructions, the hardware counter counts the calling thread's), the
-    batched rows only where asked for."""
-    only = config.get("only") or (ROW_KINDS + ("batch",) if batched else ROW_KINDS)
-    return {**config, "count": True, "chars": min(config["chars"], COUNT_CHARS), "threads": 1, "only": list(only)}
-
-
-def jobs() -> int:
-    """Counting children at once: one per CPU this process may use, at most two (each child holds a model)."""
-    return max(1, min(2, len(os.sched_getaffinity(0))))
-
-
 def count_sources(sources: list[Source], config: dict, kind: str, rows: list[str],
                   progress: Callable[[str], None] = lambda line: None, layouts: tuple = LAYOUTS,
                   keep: str | None = None, facts: dict | None = None, by_tree: bool = False,
@@ -110,11 +94,6 @@ def count_sources(sources: list[Source], config: dict, kind: str, rows: list[str
     if facts is not None:  # what the counting process says of itself (its layout's randomisation, its threads)
         facts.update(aslr=got.get("aslr"), threads=got.get("threads"))
     return {name: [per[s.label] for s in sources] for name, per in got["rows"].items()}
-
-
-def figure(counts: list[dict], key: str = "fewest") -> list[float]:
-    """A row's figure in each layout: its Count dicts' `key` ("fewest": the verdict figure; "alloc")."""
-    return [float(c[key]) for c in counts if c.get(key) is not None]
 
 
 def compare(a: list[float], b: list[float], tests: int, floor: float = FLOOR, alpha: float = ALPHA) -> dict:

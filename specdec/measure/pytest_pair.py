@@ -40,14 +40,21 @@ def pytest_addoption(parser) -> None:
                     "counting process after the last test)")
 
 
+def pytest_configure(config) -> None:
+    """A bad --specdec-target is a usage error here, before any test (pytest's exit 4); in a fixture it would be
+    each test's error."""
+    target = config.getoption("specdec_target")
+    if target is not None and not entry.is_entry(target):
+        raise pytest.UsageError(f"--specdec-target {target!r}: not MODULE:CALLABLE (a callable of no arguments "
+                                "returning a Target, e.g. mymodel:load; leave it out for specdec's shipped target)")
+
+
 class _Session:
     """The rows built so far (one build per pair and kind) and the benchmarks to count at the end."""
 
     def __init__(self, config):
         self.config = config
         self.target = config.getoption("specdec_target")
-        if self.target is not None and not entry.is_entry(self.target):
-            raise pytest.UsageError(f"--specdec-target {self.target!r}: not MODULE:CALLABLE")
         self.tree = str(config.rootpath)
         self.built: dict = {}
         self.counted: list[tuple[user_bench.Pair, str, dict]] = []
@@ -115,7 +122,7 @@ def specdec_pair(benchmark, request) -> PairBenchmark:
 def count(counted: list[tuple[user_bench.Pair, str, dict]], tree: str) -> None:
     """Each benchmark's row counted, into its extra_info: one `user_bench.work` per target and generation length
     (its drafts and ks the union of theirs)."""
-    from specdec.measure.ab_work import COUNT_CHARS
+    from specdec.measure.work_pool import COUNT_CHARS
 
     groups: dict = {}
     for pair, row, info in counted:

@@ -3,9 +3,15 @@
 The harness is the installed specdec, fixed while the user's commits vary: the rows are `specdec ab`'s (its worker's
 `_setup`, with the user's `MODULE:CALLABLE` entry points imported from the tree under test after the running
 specdec, `measure.entry`), timed by its worker's clock (`_timed`, `_number`: the thread's CPU time at one thread)
-in `timing.round_robin`'s rotating turns, and counted by its work pool (`work_pool.count_trees`, `ab_work`'s
-configuration, a row's figure the mean over layouts of its instructions outside the allocators). Nothing here
-is imported from the user's commit but their entry points' modules.
+in `timing.round_robin`'s rotating turns, and counted by its work pool (`work_pool.count_trees`, the method's
+`counting_config`, a row's `figure` the mean over layouts of its instructions outside the allocators). Nothing
+here is imported from the user's commit but their entry points' modules.
+
+benchmarks/harness.py, specdec's own asv suite, counts with the same `work_pool` (it loads the file by path);
+its round-robin, alternated pairs, `sampled` and its SPECDEC_BENCH_SMOKE/SCALE reading (benchmarks/common.py)
+stay apart from this module's because they time with the suite's own clock and reference kernel beside old
+commits' packages, which cannot import this one, while this module times with the worker `specdec ab` runs
+(`ab_worker._timed`, the package's `timing.round_robin`), which that suite must not load from the package.
 
 The figures, each lower-is-better (asv reads every `track_*` so):
   * c: the draft's proposal per drafted token in single-position target passes, and the same in seconds;
@@ -163,22 +169,22 @@ def work_rows(pair: Pair) -> list[str]:
 def work(pair: Pair, where: str, rows_: list[str] | None = None, layouts: tuple | None = None,
          chars: int | None = None, progress=lambda line: None) -> dict:
     """Instructions per call of `rows_` (default the pass and each draft's proposal) of `where`, counted as
-    `specdec ab` counts a revision (`work_pool.count_trees` with `ab_work.counting_config`); a row's figure is
+    `specdec ab` counts a revision (`work_pool.count_trees` with `work_pool.counting_config`); a row's figure is
     the mean over the layouts of its instructions outside the allocators and the type cache's misses.
     {"counter": name, "rows": {row: figure}, "reasons": {row: why}} or {"counter": None, "reason": why}."""
-    from specdec.measure import ab_work, work as work_, work_pool
+    from specdec.measure import work as work_, work_pool
 
     avail = work_.probe()
     if avail.kind is None:
         return {"counter": None, "reason": avail.reason}
     check_tree(pair, where)
     wanted = rows_ or work_rows(pair)
-    layouts = layouts or (ab_work.LAYOUTS[:1] if smoke() else ab_work.LAYOUTS)
+    layouts = layouts or (work_pool.LAYOUTS[:1] if smoke() else work_pool.LAYOUTS)
     kinds = sorted({row.split(" ", 1)[0] for row in wanted})
-    cfg = ab_work.counting_config(pair.config(where, kinds, chars))
-    got = work_pool.count_trees({"C": where}, cfg, wanted, avail.kind, list(layouts), jobs=ab_work.jobs(),
+    cfg = work_pool.counting_config(pair.config(where, kinds, chars))
+    got = work_pool.count_trees({"C": where}, cfg, wanted, avail.kind, list(layouts), jobs=work_pool.jobs(),
                                 progress=progress)
-    figures = {row: statistics.fmean(ab_work.figure(per["C"])) for row, per in got["rows"].items()}
+    figures = {row: statistics.fmean(work_pool.figure(per["C"])) for row, per in got["rows"].items()}
     reasons = {row: _unavailable(got["answers"]["C"], row) for row in wanted if row not in figures}
     return {"counter": work_.NAMES[avail.kind], "rows": figures, "reasons": reasons, "layouts": list(layouts)}
 

@@ -13,7 +13,10 @@ Every tree is seen through a link of the same length in one temporary folder (`.
 path's length moves a process's work (module paths, the strings built from them, where later objects land).
 
 Like `work.py` and `ab_worker.py`, this file is the method: it imports only the standard library and `work.py`
-beside it (loaded by path), so the asv harness loads it by path and counts every commit the same way.
+beside it (loaded by path), so the asv harness loads it by path and counts every commit the same way. What a
+revision is counted with (LAYOUTS, COUNT_CHARS, ROW_KINDS, `counting_config`, `jobs`) and a row's figure
+(`figure`) are defined here, once, for `specdec ab` (`ab_work`), bisect, the report, a user's asv suite
+(`user_bench`) and the repository's own asv harness (benchmarks/harness.py, which cannot import the package).
 """
 
 from __future__ import annotations
@@ -34,6 +37,27 @@ HERE = Path(__file__).resolve().parent
 WORKER = HERE / "ab_worker.py"
 PRELOAD_TIMEOUT = 900.0  # seconds the zygote may take to import torch and the rest under simulation
 JOB_TIMEOUT = 1800.0  # seconds one child may take: import, build, count every row
+LAYOUTS = (1, 2, 3)  # layout seeds counted for every revision (`work.perturb`; 0 would be the unshifted layout)
+COUNT_CHARS = 12  # characters of a counted generation row: the timed row's code, at a fraction of the cost
+ROW_KINDS = ("target-only", "pass", "verify", "draft", "spec", "round")  # ab_worker's kinds but the batched
+
+
+def counting_config(config: dict, batched: bool = False) -> dict:
+    """The workers' config as a counting child takes it: rows without facts, generations COUNT_CHARS long, one
+    thread (callgrind adds every thread's instructions, the hardware counter counts the calling thread's), the
+    batched rows only where asked for."""
+    only = config.get("only") or (ROW_KINDS + ("batch",) if batched else ROW_KINDS)
+    return {**config, "count": True, "chars": min(config["chars"], COUNT_CHARS), "threads": 1, "only": list(only)}
+
+
+def jobs() -> int:
+    """Counting children at once: one per CPU this process may use, at most two (each child holds a model)."""
+    return max(1, min(2, len(os.sched_getaffinity(0))))
+
+
+def figure(counts: list[dict], key: str = "fewest") -> list[float]:
+    """A row's figure in each layout: its Count dicts' `key` ("fewest": the verdict figure; "alloc")."""
+    return [float(c[key]) for c in counts if c.get(key) is not None]
 
 
 def _work():
