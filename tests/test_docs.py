@@ -277,16 +277,28 @@ def test_ab_md_counts_the_rows_ab_worker_builds(drafts, ks):
 
 
 def test_work_md_states_the_study_from_its_data():
-    """docs/work.md's study table is what tools/work_study.py renders from docs/work-study.json (the data the
-    figures come from, committed with the command that makes them): no figure is typed by hand."""
+    """docs/work.md's study table is what tools/work_study.py renders from docs/work-study*.json (the data the
+    figures come from, committed with the command that makes them): no figure is typed by hand, each study's
+    command is shown, and the sentence that nothing unchanged was flagged holds in the data."""
     import importlib.util
     import json
 
     spec = importlib.util.spec_from_file_location("work_study_tool", ROOT / "tools" / "work_study.py")
     study = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(study)
-    doc = json.loads((ROOT / "docs" / "work-study.json").read_text())
+    paths = sorted((ROOT / "docs").glob("work-study*.json"))
+    assert [p.name for p in paths] == ["work-study-nulls.json", "work-study.json"]
+    docs = [json.loads(p.read_text()) for p in reversed(paths)]  # the first study's rows lead, as in the doc
     text = (ROOT / "docs" / "work.md").read_text()
     shown = text.split("<!-- study-table -->\n", 1)[1].split("\n<!-- /study-table -->", 1)[0]
-    assert shown == study.table(doc)
-    assert "tools/work_study.py" in doc["command"]
+    assert shown == study.table(*docs)
+    for path, doc in zip(reversed(paths), docs):
+        assert "tools/work_study.py" in doc["command"]
+        shown_cmd = doc["command"].split("--out ", 1)[1].split(" ", 1)[1].replace("--keep /tmp/study-keep ", "")
+        assert f"--out docs/{path.name} {shown_cmd.split(' --only')[0]}" in text
+        for name, comp in doc["comparisons"].items():
+            if name.startswith(("aa-", "deep", "null-")):
+                assert all(r["verdict"] == "same" for r in comp["rows"].values()), name
+    assert "No A/A, deep or null tree is flagged on any row" in text
+    nulls = {n for doc in docs for n in doc["comparisons"] if n.startswith("null-")}
+    assert len(nulls) == 20

@@ -3,7 +3,7 @@ run, and against real changes of known size -- counted and judged exactly as `sp
 its work rows (`ab_work.count_sources`, `ab_work.judge`), all in one counting process.
 
     python tools/work_study.py --out docs/work-study.json [--keep DIR] [--aa 10] [--null 20]
-    python tools/work_study.py --table docs/work-study.json        # docs/work.md's table from it
+    python tools/work_study.py --table docs/work-study.json [MORE.json ...]   # docs/work.md's table from them
     python tools/work_study.py --per-call 6                         # a generation row's count, call by call
 
 Trees (each a copy of this checkout's `specdec/` in a scratch folder, seen through a link of the same length):
@@ -154,17 +154,23 @@ def _interleaved(trees: dict, what: dict) -> tuple[dict, dict]:
     return {lab: trees[lab] for lab in order}, {lab: what[lab] for lab in order}
 
 
-def table(doc: dict) -> str:
-    """docs/work.md's study table from the JSON: per row the largest |change| over the A/A trees, deep and the
-    null trees, the largest threshold, and per injected tree its change and verdict on the rows it moved."""
-    comps = doc["comparisons"]
+def table(*docs: dict) -> str:
+    """docs/work.md's study table from one or more studies' JSON (each judged against its own base): per row the
+    largest |change| over the A/A trees, deep and the null trees of them all, the largest threshold, and per
+    injected tree its change and verdict on the rows it moved."""
+    every = [c for doc in docs for c in doc["comparisons"].values()]  # two studies may both have an aa-1
+    comps = {n: c for doc in docs for n, c in doc["comparisons"].items()}
     injected = [n for n in comps if not n.startswith(("aa-", "deep", "null-"))]
-    head = ["row", "A/A (largest)", "deep", "nulls (largest)", "threshold (largest)"] + injected
+    nulls = len({n for n in comps if n.startswith("null-")})
+    head = ["row", "A/A (largest)", "deep", f"{nulls} nulls (largest)", "threshold (largest)"] + injected
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for row in doc["largest_null_change"]:
-        big = doc["largest_null_change"][row]
-        cells = [row] + [f"{big[k]:.3%}" if big[k] is not None else "-" for k in ("aa", "deep", "null")]
-        cells.append(f"{max(c['rows'][row]['threshold'] for c in comps.values()):.2%}")
+    for row in docs[0]["largest_null_change"]:
+        bigs = [doc["largest_null_change"][row] for doc in docs]
+        cells = [row]
+        for k in ("aa", "deep", "null"):
+            got = [b[k] for b in bigs if b[k] is not None]
+            cells.append(f"{max(got):.3%}" if got else "-")
+        cells.append(f"{max(c['rows'][row]['threshold'] for c in every):.2%}")
         for n in injected:
             j = comps[n]["rows"][row]
             cells.append(f"**{j['change']:+.2%} {j['verdict']}**" if j["verdict"] != "same" else f"{j['change']:+.3%}")
@@ -241,8 +247,8 @@ def per_call(calls: int) -> int:
 def main(argv: list[str]) -> int:
     if argv[:1] == ["--per-call"]:
         return per_call(int(argv[1]))
-    if argv[:1] == ["--table"]:  # the table docs/work.md shows, from a study's JSON
-        print(table(json.loads(Path(argv[1]).read_text())))
+    if argv[:1] == ["--table"]:  # the table docs/work.md shows, from one or more studies' JSON
+        print(table(*(json.loads(Path(a).read_text()) for a in argv[1:])))
         return 0
     if argv[:1] == ["--recover"]:  # --recover FOLDER AA NULLS OUT: a stopped study's whole trees
         got, trees, what = recover(argv[1], int(argv[2]), int(argv[3]))
