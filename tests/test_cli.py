@@ -529,6 +529,8 @@ def _code_defaults() -> dict:
         ("batch", "workload"): [wl.DEFAULT_WORKLOAD],
         ("ab", "ks"): [" ".join(map(str, ab_cmd.DEFAULT_KS))],
         ("ab", "drafts"): [" ".join(ab_cmd.DEFAULT_DRAFTS)],
+        ("calibrate-work", "ks"): [" ".join(map(str, ab_cmd.DEFAULT_KS))],
+        ("calibrate-work", "drafts"): [" ".join(ab_cmd.DEFAULT_DRAFTS)],
         ("asv-init", "ks"): [" ".join(map(str, asv_cmd.DEFAULT_KS))],
         ("export-gguf", "widen"): [str(grow.DEFAULT_WIDEN)],
         ("export-gguf", "layers"): [str(grow.DEFAULT_LAYERS)],

@@ -7,6 +7,7 @@ import math
 
 import numpy as np
 import pytest
+from scipy import stats
 
 from specdec import cli
 from specdec.measure import machine_record, work_costs
@@ -363,11 +364,19 @@ def test_compare_says_which_term_moved_a_speedup():
 WORK = {"pass 1": 2_000_000, "draft bigram": 400_000, "draft int8": 8_000_000}
 
 
-def _with_work(doc: dict, scale: dict | None = None, spread: float = 0.0, counter: str = "callgrind") -> dict:
+# one calibration both reports share (work_calibration.fit's form): layouts spread 0.04 %, no build term
+CAL = {"id": "c0", "rows": {n: {"sigma_l": 0.0004, "df_l": 32, "ms_between": 0.0004**2, "df_b": 16, "layouts": 3,
+                                "trees": 17} for n in WORK}}
+CAL_THRESHOLD = stats.t.isf(0.01 / 3 / 2, 32) * 0.0004 * math.sqrt(2 / 3)  # 3 work rows judged at 1 %: 0.104 %
+
+
+def _with_work(doc: dict, scale: dict | None = None, spread: float = 0.0, counter: str = "callgrind",
+               cal: dict | None = CAL) -> dict:
     """doc with work rows as `work_costs.measure` records them: per row the fewest count and its spread."""
     scale = scale or {}
     doc["work"] = {"counter": counter, "name": f"{counter} instructions", "draft_k": 4, "seconds": 1.0,
-                   "method": work_costs.METHOD, "rows": {
+                   "method": work_costs.METHOD, "cpu": {"model": "test-cpu", "features": ["avx2"]},
+                   "calibration": cal, "rows": {
                        n: [{"fewest": round(v * scale.get(n, 1.0) * (1 + d * spread)), "alloc": 10, "counts": [],
                             "warmup": 24, "spread": 0.0} for d in (-1, 0, 1)] for n, v in WORK.items()}}
     return doc
@@ -380,24 +389,27 @@ def test_a_draft_with_more_work_is_flagged_though_its_time_cannot_tell(tmp_path,
     code, out, _ = _cli(tmp_path, a, b, capsys)
     assert code == 1
     worse = [line for line in out.splitlines() if line.startswith("WORSE")]
+    assert round(CAL_THRESHOLD, 5) == 0.00104
     assert worse == ["WORSE: work draft bigram: +28.00% instructions per call (threshold 0.10%; A 400,000, "
                      "B 512,000)"]
 
 
-@pytest.mark.parametrize("change, spread, verdict", [
-    (0.0008, 0.0, "same"),  # within the floor (0.1 %)
-    (0.0015, 0.0, "worse"),  # beyond it
-    # layouts 0.2 % apart: se 0.002 x sqrt(2/3), x t(1 - 0.05 / 3 rows / 2, 4 df) = 3.9608: a threshold of 0.647 %
-    (0.006, 0.002, "same"),
-    (0.007, 0.002, "worse"),
-    (-0.0015, 0.0, "better"),
+@pytest.mark.parametrize("change, spread, cal, verdict", [
+    (0.0010, 0.0, CAL, "same"),  # within the calibrated threshold (0.104 %)
+    (0.0011, 0.0, CAL, "worse"),  # beyond it
+    (-0.0011, 0.0, CAL, "better"),
+    # no shared calibration: the layouts' own spread, 0.2 % apart: se 0.002 x sqrt(2/3), x t(1 - 0.01 / 3 rows / 2,
+    # 4 df) = 6.25 (few degrees of freedom): a threshold of 1.02 %
+    (0.0100, 0.002, None, "same"),
+    (0.0110, 0.002, None, "worse"),
 ])
-def test_a_work_row_is_judged_against_the_floor_or_its_layouts_spread(change, spread, verdict):
-    a = _with_work(_doc(1), spread=spread)
-    b = _with_work(_doc(1), {"pass 1": 1 + change}, spread=spread)
+def test_a_work_row_is_judged_against_the_calibration_or_its_layouts_spread(change, spread, cal, verdict):
+    a = _with_work(_doc(1), spread=spread, cal=cal)
+    b = _with_work(_doc(1), {"pass 1": 1 + change}, spread=spread, cal=cal)
     text, worse = compare.compare(a, b)
     line = next(x for x in text.splitlines() if x.startswith("pass 1 "))
     assert line.endswith(f"  {verdict}") and (("work pass 1" in worse) == (verdict == "worse"))
+    assert ("UNCALIBRATED" in text) == (cal is None)
 
 
 @pytest.mark.parametrize("edit, says", [
@@ -405,7 +417,9 @@ def test_a_work_row_is_judged_against_the_floor_or_its_layouts_spread(change, sp
     (lambda a, b: a.update(work={"counter": None, "rows": {}}), "not compared: work not counted in A"),
     (lambda a, b: _with_work(b, counter="perf"), "counted by different counters (callgrind and perf)"),
     (lambda a, b: b["work"].update(draft_k=2), "drafts counted at different k (4 and 2)"),
-    (lambda a, b: a["work"].pop("method"), "A counted by an older method (allocators in the figure, one layout)"),
+    (lambda a, b: a["work"].update(method="layouts-v2"), "not comparable: counted by different plans (A by 'layouts-v2'"),
+    (lambda a, b: b["work"].update(cpu={"model": "test-cpu", "features": ["avx2", "avx512f"]}),
+     "counted on CPUs whose kernel-picking features differ (avx2 against avx2 avx512f)"),
 ])
 def test_work_that_cannot_be_compared_is_said_not_judged(edit, says):
     a, b = _with_work(_doc(1)), _with_work(_doc(2), {"draft bigram": 2.0})

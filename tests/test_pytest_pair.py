@@ -104,3 +104,25 @@ def test_a_bad_specdec_target_is_pytests_usage_error_before_any_test(tmp_path, t
                          text=True, env={**env, "PYTHONPATH": str(ROOT)}, timeout=300)
     assert got.returncode == 4, got.stdout + got.stderr
     assert f"ERROR: --specdec-target {target!r}: not MODULE:CALLABLE" in got.stderr and "test_pass" not in got.stdout
+
+
+def test_each_tests_draft_is_counted_at_its_own_k(monkeypatch):
+    """Two tests of one draft at k = 2 and k = 4 in one run: each gets its own proposal's count (a stand-in
+    counter whose draft proposal costs 1,000 instructions per drafted token plus 500: 2,500 and 4,500 by hand),
+    and its per-token figure divides by its own k (1,250 and 1,125), never by the other's."""
+    from specdec.measure import pytest_pair, user_bench
+
+    asked = []
+
+    def fake_work(pair, tree, rows):
+        asked.append((pair.draft_k, tuple(rows)))
+        return {"counter": "callgrind", "layouts": [1, 2, 3],
+                "rows": {r: 1000 * pair.draft_k + 500 for r in rows if r.startswith("draft ")}}
+
+    monkeypatch.setattr(user_bench, "work", fake_work)
+    infos = {k: {} for k in (2, 4)}
+    counted = [(user_bench.Pair(None, ("bigram",), (k,), 12), "draft bigram", infos[k]) for k in (2, 4)]
+    pytest_pair.count(counted, "/tree")
+    assert sorted(asked) == [(2, ("draft bigram",)), (4, ("draft bigram",))]
+    assert (infos[2]["instructions"], infos[2]["instructions_per_token"]) == (2500, 1250)
+    assert (infos[4]["instructions"], infos[4]["instructions_per_token"]) == (4500, 1125)

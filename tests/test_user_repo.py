@@ -132,6 +132,17 @@ def test_what_an_entry_point_returns_is_checked_in_a_probe_before_any_timing(tmp
     assert got == code and says in err, err
 
 
+def test_a_probe_that_does_not_return_is_the_codes_failure_not_a_traceback(tmp_path, monkeypatch, capsys):
+    """An entry point whose call never returns: the probe is ended at PROBE_TIMEOUT (1 s here) and the run exits 1
+    naming the revision and what took too long, before any timing."""
+    folder = str(_user(tmp_path, "import time\n\ndef make(target):\n    time.sleep(60)\n"))
+    monkeypatch.setattr(entry, "PROBE_TIMEOUT", 1.0)
+    monkeypatch.setattr(ab, "measure", lambda *a, **k: pytest.fail("measured despite a probe that hung"))
+    got, _, err = _run(["ab", "--a-path", folder, "--b-path", folder, "--drafts", "mydraft:make", "--no-work"],
+                       capsys)
+    assert got == 1 and "importing the entry points and calling them took more than 1 s" in err, err
+
+
 def test_a_revisions_probe_runs_on_an_export_not_a_worktree(sample):
     root, commits = sample
     entry.probe_commit(root, commits[1], "C2", None, ["mydraft:make"])  # a Draft: no error
@@ -196,17 +207,32 @@ def test_COUNTS_WORK_ab_of_commit_4_against_5_flags_the_drafts_work_rows_and_no_
 
 
 @needs_valgrind
-def test_COUNTS_WORK_bisect_names_commit_5_with_the_running_specdec_at_every_step(sample, capsys):
-    """Counts work (minutes under callgrind): commits 5 and 6 after GOOD = commit 4, BAD = commit 6; BAD judged
-    (counted with GOOD), then 5 (worse), each counted once by the running specdec's method in one counting pool.
-    The search over longer histories, skips included, is checked above with a stand-in judge."""
-    root, commits = sample
-    code, out, err = _run(["bisect", commits[3], commits[5], "--repo", str(root), "--drafts", "mydraft:make"],
-                          capsys)
-    print(err + out)  # each judged commit's rows and the answer, for the log (-s): docs/your-own-code.md's sample
-    assert code == 0 and f"first slower commit: {commits[4]}" in out, out + err
-    assert "judged 2 of 2 commits, skipped 0" in out and _worktrees(root) == 1
-    assert err.count("counting process ready") == 1  # one pool for the search: its start-up paid once
+def test_COUNTS_WORK_bisect_names_a_dearer_round_with_abs_rows_and_rule(rounds, capsys):
+    """Counts work (minutes under callgrind): GOOD = commit 4, then a note, then a dearer rollback (the loop calls it
+    once a round: the round's work, not the proposal's), then a readme. bisect judges the rows `specdec ab` judges
+    (target-only, pass, verify, the draft, its spec and round rows at the largest k) with ab's rule: the spec row
+    flags the dearer round (a criterion of the pass and the proposal alone would call BAD not worse), the draft's
+    proposal is the same, and the commit is named; one counting pool for the search."""
+    root, commits = rounds
+    good, bad = commits[3], commits[-1]
+    code, out, err = _run(["bisect", good, bad, "--repo", str(root), "--drafts", "mydraft:make"], capsys)
+    print(err + out)  # each judged commit's rows and the answer, for the log (-s)
+    assert code == 0 and f"first slower commit: {commits[-2]}" in out, out + err
+    assert re.search(r"spec mydraft:make k=4: \+\d+\.\d+% of work \(threshold [\d.]+%\): worse", err), err
+    assert not re.search(r"draft mydraft:make: [^\n]*: worse", err), err
+    assert _worktrees(root) == 1 and err.count("counting process ready") == 1
+
+
+def test_bisect_says_an_unmeasurable_bad_with_its_own_exit_status(holes, monkeypatch, capsys):
+    """A judge that can measure nothing at BAD (no row in both): exit 3 and "could not be measured", never
+    "not worse"."""
+    from specdec.cli import bisect_cmd
+
+    root, commits = holes
+    monkeypatch.setattr(bisect_cmd, "_by_time", lambda *a: (lambda commit: None))
+    monkeypatch.setattr(bisect_cmd, "work_plan", lambda args, config: (None, "left out (--no-work)"))
+    code, out, err = _run(["bisect", commits[1], commits[-1], "--repo", str(root), "--drafts", "mydraft:make"], capsys)
+    assert code == bisect_cmd.UNMEASURED == 3 and "could not be measured" in out and "not worse" not in out, out + err
 
 
 GIT = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
@@ -235,6 +261,14 @@ def _history(sample, name: str, steps) -> list[str]:
                            check=True)
     return root, subprocess.run(["git", "rev-list", "--reverse", "HEAD"], cwd=root, capture_output=True, text=True,
                                 check=True).stdout.split()
+
+
+@pytest.fixture
+def rounds(sample) -> tuple[Path, list[str]]:
+    """The sample's commits 1..4, then a note, a rollback made dearer (every round pays it), and a readme."""
+    return _history(sample, "rounds", [3, ("add", "NOTES.md", "a round\n"),
+                                       ("add", "mydraft.py", user_repo.draft_source(rollback=True)),
+                                       ("add", "README.md", "rounds\n")])
 
 
 @pytest.fixture

@@ -11,6 +11,7 @@ import sys
 import textwrap
 
 import pytest
+from scipy import stats
 
 from specdec.measure import ab_work, work
 
@@ -216,25 +217,33 @@ def test_the_counted_process_gets_a_fixed_small_environment():
         work.command(["python"], "callgrind", "/tmp/x.out")
 
 
-def test_ab_work_verdicts_compare_the_layouts_means_against_the_floor_and_their_spread():
-    """Three layouts a side. Layouts that agree: the threshold is FLOOR (0.1 %). Layouts 10 apart on 100,000:
-    each side's variance 100, the means' standard error sqrt(100/3 + 100/3) / 100,000 = 8.165e-5, times the
-    t-quantile at 0.05 / 4 rows two-sided on 4 degrees of freedom (4.3147) = 0.035 %, below the floor, so 0.1 %
-    again; layouts 500 apart: variance 250,000, se sqrt(2 x 250,000 / 3) / 100,000 = 4.0825e-3, x 4.3147 =
-    1.761 %, wider than the +1 % change: same."""
+def test_ab_work_verdicts_compare_the_layouts_means_against_the_calibration_or_their_spread():
+    """Three layouts a side, 4 rows judged at 1 %. Uncalibrated: layouts 500 apart on 100,000: each side's variance
+    250,000, the means' sd sqrt(2 x 250,000 / 3) / 100,000 = 4.0825e-3, times t at 0.01 / 4 two-sided on 4
+    degrees of freedom (6.7583) = 2.76 %, wider than the +1 % change: same. Layouts that agree exactly and no
+    calibration: nothing says how far a count moves, the sd is 0 and any change is flagged (said "uncalibrated").
+    Calibrated (sigma_l 0.01 %, no build part, 32 df; the largest change between its trees 0.03 %): sd 1e-4 x
+    sqrt(2/3) = 8.165e-5, t at 0.01 / 4 on 32 df (3.2812): 0.0268 %, below the calibration's 0.03 %, so 0.03 %."""
     def side(*ns):
         return [{"fewest": n, "alloc": 10, "counts": [], "warmup": 24, "spread": 0.0} for n in ns]
 
-    counted = {"rows": {"same": {"a": side(100000, 100000, 100000), "b": side(100050, 100050, 100050)},
+    cal = {"sigma_l": 1e-4, "df_l": 32, "ms_between": 1e-8, "df_b": 16, "layouts": 3, "largest": 0.0003}
+    counted = {"rows": {"same": {"a": side(100000, 100000, 100000), "b": side(100020, 100020, 100020)},
                         "worse": {"a": side(100000, 100010, 99990), "b": side(100200, 100210, 100190)},
                         "better": {"a": side(100000, 100000, 100000), "b": side(99000, 99000, 99000)},
-                        "spread": {"a": side(100000, 100500, 99500), "b": side(101000, 101500, 100500)}}}
+                        "spread": {"a": side(100000, 100500, 99500), "b": side(101000, 101500, 100500)}},
+               "calibration": {"rows": {"same": cal, "worse": cal, "better": cal}}}
     got = ab_work.judge(counted)
     assert {n: r["verdict"] for n, r in got.items()} == {"same": "same", "worse": "worse", "better": "better",
                                                           "spread": "same"}
-    assert got["worse"]["change"] == pytest.approx(0.002) and got["worse"]["threshold"] == ab_work.FLOOR
-    assert got["spread"]["se"] == pytest.approx((2 * 250000 / 3) ** 0.5 / 100000)
-    assert got["spread"]["threshold"] == pytest.approx(0.0040825 * 4.31466, rel=1e-4)
+    assert got["worse"]["change"] == pytest.approx(0.002) and got["worse"]["threshold"] == 0.0003
+    assert stats.t.isf(0.01 / 4 / 2, 32) * 1e-4 * (2 / 3) ** 0.5 == pytest.approx(0.000268, rel=1e-2)
+    assert got["spread"]["sd"] == pytest.approx((2 * 250000 / 3) ** 0.5 / 100000)
+    assert got["spread"]["threshold"] == pytest.approx(0.0040825 * stats.t.isf(0.01 / 4 / 2, 4), rel=1e-4)
+    assert round(stats.t.isf(0.01 / 4 / 2, 4), 4) == 6.7583
+    assert [got[n]["calibrated"] for n in ("same", "spread")] == [True, False]
+    bare = ab_work.judge({"rows": {"x": {"a": side(100000, 100000, 100000), "b": side(100001, 100001, 100001)}}})
+    assert bare["x"]["verdict"] == "worse" and bare["x"]["threshold"] == 0.0
     assert got["same"]["alloc"]["change"] == 0.0 and got["same"]["layouts"] == 3
     time_rows = {"same": {"verdict": "worse", "detectable": 0.02}, "worse": {"verdict": "same", "detectable": 0.03},
                  "better": {"verdict": "better", "detectable": 0.02}}
@@ -273,9 +282,9 @@ def test_callgrind_counts_a_python_loop_in_proportion(tmp_path):
     out, err = proc.communicate(timeout=300)
     assert proc.returncode == 0, err[-2000:]
     one, two = json.loads(out)
-    for c in (one, two):  # warm calls, the allocators apart: within a tenth of FLOOR of each other
+    for c in (one, two):  # warm calls, the allocators apart: within 0.01 % of each other
         works = [x["work"] for x in c["counts"]]  # (seen here: 674 instructions apart in 18.8 million)
-        assert len(works) == 3 and min(works) == c["fewest"] and max(works) / min(works) - 1 < ab_work.FLOOR / 10
+        assert len(works) == 3 and min(works) == c["fewest"] and max(works) / min(works) - 1 < 0.0001
         assert c["alloc"] > 0
     # twice the loop, twice the work to a tenth of a percent (seen here: 2.0003); a later counter that read the
     # first one's dumps would give exactly 1

@@ -49,6 +49,9 @@ class Bigram(specdec.Draft):
             rows.append(self.q[ids[-2] if i else tokens[-1]])
         return ids, np.stack(rows)
 
+    def rollback(self, n_valid):
+{rollback}
+
     def weight_bytes(self):
         return self.q.nbytes
 
@@ -78,8 +81,14 @@ def _commit(path: Path, files: dict[str, str], message: str) -> str:
     return _git(path, "rev-parse", "HEAD")
 
 
-def draft_source(dearer: bool = False) -> str:
-    return DRAFT.format(text=TEXT, draws=DEARER if dearer else DRAWS)
+ROLLBACK = "        self.kept = n_valid"
+# the loop calls rollback once a round, after the rule: a dearer rollback is a dearer round, not a dearer proposal
+# (the draft row never runs it; the spec row does, every round)
+DEARER_ROLLBACK = "        self.kept = sum([t * 2 for t in range(64 * n_valid)]) and n_valid"
+
+
+def draft_source(dearer: bool = False, rollback: bool = False) -> str:
+    return DRAFT.format(text=TEXT, draws=DEARER if dearer else DRAWS, rollback=DEARER_ROLLBACK if rollback else ROLLBACK)
 
 
 def make(path: Path) -> list[str]:

@@ -14,9 +14,14 @@ Trees (each a copy of this checkout's `specdec/` in a scratch folder, seen throu
     null-N           code the rows never run, appended to a module they import (functions, constants,
                      strings and classes of seeded sizes: `null_code`); from null-11 on also to the report
                      modules, which no row imports
-    draft-<size>     the bigram draft's proposal made dearer by a real change of about <size> of its work
-    round-0.25       the accept/reject rule made dearer (every spec and round row runs it)
-    pass-0.25        the target pass made dearer by one small numpy operation (every row that runs the target)
+    draft-local, draft-or, draft-sign, draft-ops, draft-copy
+                     the bigram draft's proposal made dearer by real changes (a local, an `| 0`, a sign check,
+                     four integer operations, its context copied 7 deep); the sizes they measure are in the
+                     study's JSON and docs/work.md, not in their names
+    round-min, round-finite
+                     the accept/reject rule made dearer (a reduction over q; one numpy scalar check) per round
+    pass-write, pass-write3
+                     the target pass made dearer by one (three) numpy item writes
     alloc            one temporary array allocated in the target pass and dropped: an allocation only
 
 Trees are counted one after another (`ORDER`: every kind early), each in every layout; every tree is judged
@@ -29,7 +34,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import random
 import shutil
 import sys
 import tempfile
@@ -40,75 +44,53 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from specdec.measure import ab_work, work  # noqa: E402
+from specdec.measure.work_calibration import null_code  # noqa: E402
 from specdec.measure.ab_sources import Source  # noqa: E402
 from specdec.measure.ab_worker import KINDS  # noqa: E402
 from specdec.util.files import write_atomic  # noqa: E402
 
 CONFIG = {"target": None, "backend": "onnx", "dtype": None, "drafts": ["bigram", "ngram"], "ks": [2, 4],
           "chars": 80, "prompt": "ROMEO:", "seed": 0, "temperature": 1.0, "threads": 1}  # `specdec ab`'s defaults
-ROWS = (["target-only", "pass 1", "verify 3", "verify 5", "draft bigram", "draft ngram"]
-        + [f"{kind} {d} k={k}" for d in ("bigram", "ngram") for k in (2, 4) for kind in ("spec", "round")])
-# modules every row imports (through the public API) and whose code added here no row runs
-NULL_MODULES = ["specdec/__init__.py", "specdec/decoding/registry.py", "specdec/decoding/drafts.py",
-                "specdec/decoding/generate.py", "specdec/model/backend_onnx.py", "specdec/decoding/ngram.py",
-                "specdec/decoding/rule.py", "specdec/model/gpt.py", "specdec/measure/clock.py",
-                "specdec/model/train.py"]
-# nulls 11 on: the report modules (no row imports them: a change there must not move a verdict either) beside more
-# of what the rows do import; nulls 1-10 keep the list above, so a study's first ten are the same at any --null
-MORE_NULL_MODULES = ["specdec/report/ab_render.py", "specdec/report/render.py", "specdec/decoding/registry.py",
-                     "specdec/__init__.py", "specdec/model/protocol.py", "specdec/decoding/batch.py",
-                     "specdec/model/sampling.py", "specdec/decoding/outputs.py", "specdec/report/markdown.py",
-                     "specdec/measure/ab.py"]
-
+# the rows `specdec ab` times at its defaults, and those it counts: a draft's generation rows and the verify pass at
+# the largest k only
+TIMED_ROWS = ab_work.row_names(CONFIG)
+ROWS = ab_work.largest_k(["target-only", "pass 1", "verify 3", "verify 5", "draft bigram", "draft ngram"]
+                         + [f"{kind} {d} k={k}" for d in ("bigram", "ngram") for k in (2, 4) for kind in ("spec", "round")])
 # (file, old, new, what): real code changes, each made once in its tree
 INJECTIONS = {
-    "draft-0.1": ("specdec/decoding/drafts.py", "    def _key(self, tokens):\n        return tokens[-1]\n",
+    "draft-local": ("specdec/decoding/drafts.py", "    def _key(self, tokens):\n        return tokens[-1]\n",
                   "    def _key(self, tokens):\n        t = tokens[-1]\n        return t\n",
                   "BigramDraft._key: the key through a local (a store and a load per drafted token)"),
-    "draft-0.25": ("specdec/decoding/drafts.py", "    def _key(self, tokens):\n        return tokens[-1]\n",
+    "draft-or": ("specdec/decoding/drafts.py", "    def _key(self, tokens):\n        return tokens[-1]\n",
                    "    def _key(self, tokens):\n        return tokens[-1] | 0\n",
                    "BigramDraft._key: `tokens[-1] | 0` (one more operation per drafted token)"),
-    "draft-0.5": ("specdec/decoding/drafts.py", "    def _key(self, tokens):\n        return tokens[-1]\n",
+    "draft-sign": ("specdec/decoding/drafts.py", "    def _key(self, tokens):\n        return tokens[-1]\n",
                   "    def _key(self, tokens):\n        t = tokens[-1]\n        return t + 0 if t >= 0 else -t\n",
                   "BigramDraft._key: a sign check and an addition per drafted token"),
-    "draft-1": ("specdec/decoding/drafts.py", "    def _key(self, tokens):\n        return tokens[-1]\n",
+    "draft-ops": ("specdec/decoding/drafts.py", "    def _key(self, tokens):\n        return tokens[-1]\n",
                 "    def _key(self, tokens):\n        t = tokens[-1]\n"
                 "        return (t | 0) + (t & 0) - (t ^ t) if t >= 0 else -t\n",
                 "BigramDraft._key: a sign check and four integer operations per drafted token"),
     "draft-copy": ("specdec/decoding/drafts.py", '    name = "bigram"\n\n    def __init__',
                    '    name = "bigram"\n    history = 7\n\n    def __init__',
                    "BigramDraft: its context copied 7 characters deep, not 1 (it reads one): about +0.3 % per proposal"),
-    "round-0.25": ("specdec/decoding/rule.py", "    k = len(drafted)\n    for i in range(k):\n",
+    "round-min": ("specdec/decoding/rule.py", "    k = len(drafted)\n    for i in range(k):\n",
                    "    k = len(drafted)\n    if q.min() < 0:\n        raise ValueError('q')\n"
                    "    for i in range(k):\n", "accept_reject: a check that q is not negative (one reduction) per round"),
-    "pass-0.25": ("specdec/model/backend_onnx.py", "        self._lengths(T, pos)\n        if T != self.bound_t:\n",
+    "pass-write": ("specdec/model/backend_onnx.py", "        self._lengths(T, pos)\n        if T != self.bound_t:\n",
                   "        self._lengths(T, pos)\n        self.seqlens[0] = pos + T - 1\n"
                   "        if T != self.bound_t:\n", "OnnxGPT._pass: the sequence length written twice (one numpy item write)"),
+    "round-finite": ("specdec/decoding/rule.py", "    k = len(drafted)\n    for i in range(k):\n",
+                     "    k = len(drafted)\n    if not np.isfinite(q[0, 0]):\n        raise ValueError('q')\n"
+                     "    for i in range(k):\n", "accept_reject: one numpy scalar check per round"),
+    "pass-write3": ("specdec/model/backend_onnx.py", "        self._lengths(T, pos)\n        if T != self.bound_t:\n",
+                    "        self._lengths(T, pos)\n" + "        self.seqlens[0] = pos + T - 1\n" * 3
+                    + "        if T != self.bound_t:\n",
+                    "OnnxGPT._pass: the sequence length written three more times (three numpy item writes)"),
     "alloc": ("specdec/model/backend_onnx.py", "        self._lengths(T, pos)\n        if T != self.bound_t:\n",
               "        self._lengths(T, pos)\n        scratch = np.empty(T * 64)  # noqa: F841\n"
               "        if T != self.bound_t:\n", "OnnxGPT._pass: a temporary array of T * 64 floats per pass"),
 }
-
-
-def null_code(i: int) -> tuple[str, str]:
-    """The i-th null change: (module, code appended), drawn from seed i: a function, a constant, a string or a
-    class of a random size. None of it runs: nothing calls, reads or subclasses it."""
-    rng = random.Random(1000 + i)
-    modules = NULL_MODULES if i <= len(NULL_MODULES) else MORE_NULL_MODULES
-    module = modules[i % len(modules)]
-    kind = ["function", "constant", "string", "class"][i % 4]
-    name = f"_study_null_{i}"
-    if kind == "function":
-        body = "\n".join(f"    x{j} = x{j - 1} * {rng.randrange(2, 99)} + {j}" for j in range(1, rng.randrange(3, 40)))
-        code = f"def {name}(x0=0):\n{body}\n    return x0\n"
-    elif kind == "constant":
-        code = f"{name.upper()} = {tuple(rng.randrange(10 ** 6) for _ in range(rng.randrange(10, 600)))}\n"
-    elif kind == "string":
-        code = f"{name.upper()} = {''.join(rng.choice('abcdefgh ') for _ in range(rng.randrange(20, 3000)))!r}\n"
-    else:
-        methods = "\n".join(f"    def m{j}(self):\n        return {j}\n" for j in range(rng.randrange(1, 25)))
-        code = f"class _StudyNull{i}:\n    attr_{i} = {i}\n\n{methods}"
-    return module, f"\n\n{code}"
 
 
 def make_trees(scratch: Path, aa: int, nulls: int) -> tuple[dict, dict]:
@@ -143,8 +125,9 @@ def make_trees(scratch: Path, aa: int, nulls: int) -> tuple[dict, dict]:
 
 # the order trees are counted in: each kind early, so that a study stopped before its end (its children's answers
 # stay in the counting folder) has some of every kind
-ORDER = ["aa-1", "draft-0.25", "null-1", "null-2", "pass-0.25", "aa-2", "null-3", "null-4", "round-0.25", "draft-0.5",
-         "null-5", "null-6", "draft-1", "alloc", "aa-3", "null-7", "null-8", "draft-0.1", "deep", "null-9", "null-10"]
+ORDER = ["aa-1", "draft-copy", "null-1", "null-2", "pass-write3", "aa-2", "null-3", "null-4", "round-finite", "draft-or",
+         "null-5", "null-6", "draft-ops", "alloc", "aa-3", "null-7", "null-8", "draft-local", "deep", "null-9", "null-10",
+         "round-min", "pass-write", "draft-sign"]
 
 
 def _interleaved(trees: dict, what: dict) -> tuple[dict, dict]:
@@ -244,7 +227,80 @@ def per_call(calls: int) -> int:
     return 0
 
 
+CALIBRATION_TREES = ("base", "aa-", "deep", "null-")  # the trees that run the checkout's code unchanged
+
+
+def fit(study: dict, command: str) -> dict:
+    """A calibration (`work_calibration.make`) from a study's unchanged trees (base, A/A, deep, nulls), keyed
+    for this machine and `CONFIG` (the study counts `specdec ab`'s default rows by its plan)."""
+    from specdec.measure import work_calibration
+
+    keep = [t for t in next(iter(study["figures"].values())) if t.startswith(CALIBRATION_TREES)]
+    figures = {row: {t: per[t] for t in keep} for row, per in study["figures"].items()}
+    what = {t: study["comparisons"].get(t, {}).get("what", "the checkout") for t in keep}
+    kind = "callgrind" if "callgrind" in study["counter"] else "perf"
+    return work_calibration.make(figures, work_calibration.key(CONFIG, kind), what, command)
+
+
+def held_out(study: dict, cal: dict, tests: int) -> dict:
+    """Every tree of `study` judged against its base with calibration `cal` (made on other trees), at the rate a
+    default `specdec ab` run gives each work row (alpha over `tests` rows): per tree its flagged rows and largest
+    |change|, and per row the threshold."""
+    base = "base"
+    out = {}
+    for tree in next(iter(study["figures"].values())):
+        if tree == base:
+            continue
+        counted = {"rows": {r: {"a": [{"fewest": x} for x in per[base]], "b": [{"fewest": x} for x in per[tree]]}
+                            for r, per in study["figures"].items()}, "calibration": cal}
+        judged = ab_work.judge(counted, tests)
+        out[tree] = {"flagged": sorted(r for r, j in judged.items() if j["verdict"] != "same"),
+                     "changes": {r: j["change"] for r, j in judged.items()},
+                     "thresholds": {r: j["threshold"] for r, j in judged.items()},
+                     "detects": {r: j["detects"] for r, j in judged.items()}}
+    return out
+
+
+def halves(study: dict, tests: int) -> dict:
+    """The design checked on data it was not fitted on: the unchanged trees split in two (alternately), a
+    calibration fitted on each half judging every pair of the other half's trees (each tree against each other)."""
+    from specdec.measure import work_calibration
+
+    names = [t for t in next(iter(study["figures"].values())) if t.startswith(CALIBRATION_TREES)]
+    out = {"pairs": 0, "rows": 0, "flagged": [], "thresholds": {}}
+    for h in (0, 1):
+        fit_on, judge_on = names[h::2], names[1 - h::2]
+        cal = {"rows": work_calibration.fit({r: {t: per[t] for t in fit_on} for r, per in study["figures"].items()})}
+        for i, a in enumerate(judge_on):
+            for b in judge_on[i + 1:]:
+                counted = {"rows": {r: {"a": [{"fewest": x} for x in per[a]], "b": [{"fewest": x} for x in per[b]]}
+                                    for r, per in study["figures"].items()}, "calibration": cal}
+                judged = ab_work.judge(counted, tests)
+                out["pairs"] += 1
+                out["rows"] += len(judged)
+                out["flagged"] += [f"{a} vs {b}: {r} {j['change']:+.3%} (threshold {j['threshold']:.3%})"
+                                   for r, j in judged.items() if j["verdict"] != "same"]
+                for r, j in judged.items():
+                    lo, hi = out["thresholds"].get(r, (j["threshold"], j["threshold"]))
+                    out["thresholds"][r] = (min(lo, j["threshold"]), max(hi, j["threshold"]))
+    return out
+
+
 def main(argv: list[str]) -> int:
+    if argv[:1] == ["--fit"]:  # --fit STUDY.json [DIR]: the study's unchanged trees as a kept calibration
+        from specdec.measure import work_calibration
+
+        doc = fit(json.loads(Path(argv[1]).read_text()), "python tools/work_study.py " + " ".join(argv))
+        folder = Path(argv[2]) if len(argv) > 2 else work_calibration.SHIPPED
+        print(f"wrote {work_calibration.store(doc, folder)}")
+        return 0
+    if argv[:1] in (["--judge"], ["--halves"]):  # --judge STUDY.json CAL.json / --halves STUDY.json
+        study = json.loads(Path(argv[1]).read_text())
+        tests = len(TIMED_ROWS) + len(ROWS)  # a default ab run's family: its timed rows and its work rows
+        got = (held_out(study, json.loads(Path(argv[2]).read_text()), tests) if argv[0] == "--judge"
+               else halves(study, tests))
+        print(json.dumps(got, indent=1))
+        return 0
     if argv[:1] == ["--per-call"]:
         return per_call(int(argv[1]))
     if argv[:1] == ["--table"]:  # the table docs/work.md shows, from one or more studies' JSON

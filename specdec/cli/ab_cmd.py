@@ -115,29 +115,127 @@ def _check_models(args, drafts: list[str], ks: list[int]) -> None:
     models.build_drafts(args, target, drafts)
 
 
+INCOMPLETE = 3  # the exit status of a run that stopped early (interrupted, or a part failed): what it measured is kept
+
+
 def cmd_ab(args) -> int:
+    """Check, time, keep the timing's document (args.out), count, keep the whole document, print it. ^C or
+    SIGTERM at any phase: the workers, the counting process and the worktrees are ended, the document of what
+    was measured is kept and printed with what is missing, and the exit status is INCOMPLETE."""
+    config, cpu = _check(args)
+    out = _out_path(args.out)
+    kind, why_not = work_plan(args, config)  # an engine in a server has none
+    try:
+        return _run(args, config, cpu, out, kind, why_not)
+    except KeyboardInterrupt:  # before the timing began or after it was kept: worktrees removed on the way out
+        print(f"specdec ab: INCOMPLETE: interrupted; whatever was measured is in {out}" if out.exists() else
+              "specdec ab: INCOMPLETE: interrupted before anything was measured", file=sys.stderr)
+        return INCOMPLETE
+
+
+def _run(args, config: dict, cpu: int, out, kind: str | None, why_not: str) -> int:
     from specdec.measure import ab, ab_work
     from specdec.measure.ab_sources import sources
     from specdec.report import ab_render
 
-    config, cpu = _check(args)
-    kind, why_not = work_plan(args, config)  # an engine in a server has none
     own = entries(config)
     with sources(args.a, args.b, args.a_path, args.b_path, cwd=args.repo, entries=own,
                  probe=probe(config) if own else None) as (a, b):  # a bad revision, folder or entry: InputError
         models.log(f"specdec ab: A = {a.name}, B = {b.name}; {args.pairs} worker pairs on CPU {cpu}, "
-                   f"budget {args.budget:g} s; work rows: {ab_work.work.NAMES[kind] if kind else why_not}")
+                   f"budget {args.budget:g} s; work rows: {ab_work.work.NAMES[kind] if kind else why_not}; "
+                   f"kept in {out}")
         try:
             run = ab.measure(a, b, config, args.budget, args.pairs, cpu, progress=models.log)
         except ab.WorkerError as exc:
             print(f"specdec ab: a worker failed before anything was measured: {exc}", file=sys.stderr)
             return 1
-        try:
-            counted = (ab_work.count(a, b, config, kind, list(run.logs), progress=models.log,
-                                     batched=args.count_batched, all_ks=args.count_all_ks) if kind
-                       else ab_work.unavailable(why_not))
-        except ab.WorkerError as exc:  # the timing rows stand; the run is incomplete without its work rows
-            counted = ab_work.unavailable(f"the counting worker failed: {exc}", failed=True)
-        doc = ab_render.document(run, a, b, cpu, work=counted)
+        pending = ab_work.unavailable("not counted: the run was interrupted before the count" if run.interrupted
+                                      else "being counted" if kind else why_not, failed=run.interrupted)
+        doc = _keep(out, ab_render.document(run, a, b, cpu, work=pending), missing=bool(kind) or run.interrupted)
+        if not run.interrupted and kind:
+            doc = _keep(out, ab_render.document(run, a, b, cpu, work=_count(a, b, config, kind, run, args)))
     print(json.dumps(doc, indent=2) if args.json else ab_render.text(doc))
+    if doc.get("missing"):
+        print(f"specdec ab: INCOMPLETE: {'; '.join(doc['missing'])}; what was measured is in {out}", file=sys.stderr)
+        return INCOMPLETE
     return 1 if doc["worse"] or doc["work"]["worse"] or doc["work"].get("failed") or not doc["complete"] else 0
+
+
+def _out_path(text: str):
+    """--out: a file whose folder exists (or can be made); refused in one line before any work."""
+    from pathlib import Path
+
+    path = Path(text).absolute()
+    if path.is_dir():
+        raise UsageError(f"--out {text}: a folder; give a file name (default specdec-ab.json)")
+    return path
+
+
+def _count(a, b, config: dict, kind: str, run, args) -> dict:
+    """The work rows, or why there are none: an interrupt or any failure of the count leaves the timing standing
+    (a failure that is a bug is said with its traceback on stderr, not dressed as bad input)."""
+    from specdec.measure import ab, ab_work
+
+    try:
+        return ab_work.count(a, b, config, kind, list(run.logs), progress=models.log,
+                             batched=args.count_batched, all_ks=args.count_all_ks)
+    except ab.WorkerError as exc:  # the timing rows stand; the run is incomplete without its work rows
+        return ab_work.unavailable(f"the counting worker failed: {exc}", failed=True)
+    except KeyboardInterrupt:
+        return {**ab_work.unavailable("interrupted during the count", failed=True), "interrupted": True}
+    except Exception as exc:  # noqa: BLE001 -- a bug in the count: its traceback on stderr, the timing kept
+        import traceback
+
+        traceback.print_exc(file=sys.stderr)
+        return ab_work.unavailable(f"the count failed ({type(exc).__name__}: {exc})", failed=True)
+
+
+def _keep(out, doc: dict, missing: bool = False) -> dict:
+    """The document with what it lacks named ("missing"), written to `out` atomically (never half a file)."""
+    from specdec.util.files import write_atomic
+
+    gaps = []
+    if doc.get("error") and not doc["complete"]:
+        gaps.append(f"timing: {doc['error'].splitlines()[0]}")
+    work = doc["work"]
+    if missing and not work["rows"]:
+        gaps.append(f"work rows: {work['reason']}")
+    elif work.get("failed") and "interrupted" in work.get("reason", ""):
+        gaps.append("work rows: interrupted during the count")
+    doc = {**doc, "missing": gaps}
+    write_atomic(out, json.dumps(doc, indent=2) + "\n")
+    return doc
+
+
+def cmd_calibrate_work(args) -> int:
+    """`specdec calibrate-work`: the running specdec's A/A, deep and null trees counted and fitted
+    (`work_calibration.calibrate`), kept for this machine and configuration; each row's fit and the threshold a
+    default `specdec ab` run would then have, on stdout."""
+    from pathlib import Path
+
+    from specdec.cli.parser import build_parser
+    from specdec.measure import ab_work, work_calibration
+
+    at_least("--aa", args.aa, 1)
+    at_least("--null", args.null, 1)
+    for name, value in vars(build_parser().parse_args(["ab"])).items():  # ab's defaults for the rest
+        if not hasattr(args, name):
+            setattr(args, name, value)
+    args.a_path = args.b_path = str(Path(work_calibration.__file__).resolve().parents[2])
+    config, _ = _check(args)
+    kind, why_not = work_plan(args, config)
+    if kind is None:
+        raise UsageError(f"no work counter to calibrate: {why_not}")
+    models.log(f"specdec calibrate-work: {1 + args.aa + 1 + args.null} trees x {len(ab_work.LAYOUTS)} layouts "
+               f"counted by {ab_work.work.NAMES[kind]} (about a minute and a half a tree under callgrind)")
+    doc = work_calibration.calibrate(config, kind, args.aa, args.null, progress=models.log)
+    rows = ab_work.largest_k(ab_work.row_names(config))
+    tests = len(ab_work.row_names(config)) + len(rows)  # a default ab run's family: its timed and work rows
+    print(f"calibration {doc['id']} kept in {doc['path']}")
+    print(f"{'row':24} {'layout sd':>10} {'build sd':>9} {'threshold':>9} {'detects':>8}")
+    for row, fit in doc["rows"].items():
+        n = len(ab_work.LAYOUTS)
+        judged = ab_work.compare([1.0] * n, [1.0] * n, tests, cal=fit)
+        print(f"{row:24} {fit['sigma_l']:>10.4%} {fit['sigma_b']:>9.4%} {judged['threshold']:>9.3%} "
+              f"{judged['detects']:>8.3%}")
+    return 0

@@ -2,11 +2,13 @@
 step (`measure.bisect`). The criterion is work (instructions per call of the target pass and of each draft's
 proposal: deterministic, and cheaper than timing) where a counter runs, else time (an `ab` run of the commit
 against GOOD per step, exit 1 of any timed row). Exit 0: one commit named; 1: none could be (BAD not slower,
-skipped commits around the answer, a failure); 2: bad input, before anything is checked out."""
+skipped commits around the answer, a failure); 2: bad input, before anything is checked out; 3: BAD could not
+be measured (no answer either way)."""
 
 from __future__ import annotations
 
 import contextlib
+import math
 import subprocess
 from collections.abc import Iterator
 
@@ -15,6 +17,9 @@ from specdec.cli.checks import UsageError, work_plan
 from specdec.util.errors import Failure
 from specdec.measure import entry
 from specdec.measure.ab_sources import Source, SourceError, checkout, repo_root, resolve
+
+
+UNMEASURED = 3  # the exit status where BAD could not be measured: neither "worse" nor "not worse"
 
 
 def _commits(root, good: str, bad: str) -> list[str]:
@@ -70,7 +75,9 @@ def cmd_bisect(args) -> int:
     criterion = f"work ({ab_work.work.NAMES[kind]})" if kind else f"time (work: {why_not})"
     models.log(f"specdec bisect: {len(commits)} commits after {good[:10]} up to {bad[:10]}; criterion {criterion}")
     with contextlib.ExitStack() as stack:
-        judge = _by_work(root, good, bad, config, kind, stack) if kind else _by_time(root, good, config, cpu, args)
+        steps = 1 + math.ceil(math.log2(len(commits)))  # BAD, then halving: the judgements the search may make
+        judge = (_by_work(root, good, bad, config, kind, stack, steps) if kind
+                 else _by_time(root, good, config, cpu, args))
         return _search(root, good, bad, commits, own, criterion, judge)
 
 
@@ -99,6 +106,10 @@ def _search(root, good: str, bad: str, commits: list[str], own: list[str], crite
     found = search(len(commits), step, skip)
     print(f"criterion: {criterion}; judged {len(found.judged)} of {len(commits)} commits, "
           f"skipped {len(found.skipped)}")
+    if len(commits) - 1 not in found.judged:  # BAD itself could not be measured: no answer either way
+        why = "its module does not exist there" if len(commits) - 1 in found.skipped else "no row measurable in both"
+        print(f"BAD {bad[:10]} could not be measured ({why}): no answer either way")
+        return UNMEASURED
     if found.first is None:
         print(f"BAD {bad[:10]} is not worse than GOOD {good[:10]}: no commit to name"
               + (" (by time: no row changed beyond what it could detect, each row's logged above; a larger --budget "
@@ -113,14 +124,20 @@ def _search(root, good: str, bad: str, commits: list[str], own: list[str], crite
     return 0
 
 
-def _by_work(root, good: str, bad: str, config: dict, kind: str, stack: contextlib.ExitStack):
-    """A commit judged against GOOD by its work: the target pass and every draft's proposal counted once per
-    commit (GOOD with BAD together, then each commit alone), all in one counting pool (its start-up paid once,
-    closed with `stack`), worse beyond `ab_work.compare`'s threshold on any row."""
+def _by_work(root, good: str, bad: str, config: dict, kind: str, stack: contextlib.ExitStack, steps: int):
+    """A commit judged against GOOD by its work, as `specdec ab` judges its work rows: the same rows (every row ab
+    times, a draft's generation rows and the verify pass at the largest k: `ab_work.largest_k`), counted by the
+    same plan, judged by `ab_work.judge` with this machine's calibration, the family-wise rate shared by the
+    rows of every step the search may take (`steps`). GOOD is counted with BAD, then each commit alone, all in
+    one counting pool (its start-up paid once, closed with `stack`)."""
     from specdec.measure import ab_work, work_pool
 
-    rows = ["pass 1"] + [f"draft {d}" for d in config["drafts"]]
-    cfg = ab_work.counting_config({**config, "only": ["pass", "draft"]})
+    rows = ab_work.largest_k(ab_work.row_names(config))
+    cfg = ab_work.counting_config(config)
+    cal = ab_work.calibration(config, kind)
+    models.log("  work thresholds: " + (f"calibrated ({cal['path']})" if cal else
+                                        "UNCALIBRATED (no calibration for this machine and configuration: "
+                                        "`specdec calibrate-work` makes one)"))
     cache: dict[str, dict] = {}
 
     pool = stack.enter_context(work_pool.Pool(kind, cfg["threads"], models.log))  # BAD is always judged: needed
@@ -140,9 +157,10 @@ def _by_work(root, good: str, bad: str, config: dict, kind: str, stack: contextl
         names = [r for r in rows if r in g and r in c]
         if not names:
             return None
-        verdicts = {r: ab_work.compare(ab_work.figure(g[r]), ab_work.figure(c[r]), len(names)) for r in names}
+        verdicts = ab_work.judge({"rows": {r: {"a": g[r], "b": c[r]} for r in names}, "calibration": cal},
+                                 tests=len(rows) * steps)
         for r, v in verdicts.items():
-            models.log(f"    {r}: {v['change']:+.2%} of work (threshold {v['threshold']:.2%}): {v['verdict']}")
+            models.log(f"    {r}: {v['change']:+.3%} of work (threshold {v['threshold']:.3%}): {v['verdict']}")
         return any(v["verdict"] == "worse" for v in verdicts.values())
 
     return judge

@@ -15,7 +15,10 @@ one line and exit 2 before anything is measured or written.
 
 from __future__ import annotations
 
+import contextlib
+import signal
 import sys
+import threading
 
 from specdec.cli.checks import (UsageError, at_least, device_arg, fraction_arg, hf_extra, temperature_arg,
                                 writable_dir, writable_file)
@@ -398,7 +401,7 @@ COMMANDS = {"train": _cmd_train, "info": _cmd_info, "generate": _cmd_generate, "
             "report": report_cmd.cmd_report, "calibrate": report_cmd.cmd_calibrate, "compare": _cmd_compare,
             "ab": ab_cmd.cmd_ab, "bisect": bisect_cmd.cmd_bisect, "asv-init": asv_cmd.cmd_asv_init, "batch": batch_cmd.cmd_batch,
             "overhead": _cmd_overhead, "export-hf": _cmd_export_hf, "export-gguf": _cmd_export_gguf,
-            "build-server": server_cmd.cmd_build_server, "load": server_cmd.cmd_load}
+            "build-server": server_cmd.cmd_build_server, "calibrate-work": ab_cmd.cmd_calibrate_work, "load": server_cmd.cmd_load}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -416,6 +419,29 @@ def main(argv: list[str] | None = None) -> int:
     started = _IMPORTED if argv is None else clock.now()
     args = parser.parse_args(argv)
     args.started = started
+    with _terminate_as_interrupt():
+        return _run(parser, args)
+
+
+@contextlib.contextmanager
+def _terminate_as_interrupt():
+    """SIGTERM raised as KeyboardInterrupt for the block (the main thread only: signals are delivered there), so
+    that a terminated command cleans up as an interrupted one does: its workers, servers and worktrees ended, what
+    it measured kept."""
+    def raise_interrupt(signum, frame):
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = signal.signal(signal.SIGTERM, raise_interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
+def _run(parser, args) -> int:
     try:
         if hasattr(args, "target"):  # the commands that load a target: its options agree before anything runs
             models.check_model_args(args)

@@ -195,6 +195,9 @@ def _ab_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--count-all-ks", action="store_true", help="count every k's spec, round and verify rows "
                    "(default: the largest k; every k is timed)")
     p.add_argument("--json", action="store_true", help="the result as one JSON document on stdout")
+    p.add_argument("--out", default="specdec-ab.json", metavar="FILE", help="where the result is kept as it is "
+                   "measured: the timing's document as soon as the timing ends, then with the work rows "
+                   "(default specdec-ab.json; what an interrupted run measured stays there)")
 
 
 def _bisect_args(p: argparse.ArgumentParser) -> None:
@@ -204,6 +207,17 @@ def _bisect_args(p: argparse.ArgumentParser) -> None:
     _pair_options(p, "--drafts", budget="of each step's ab timing run, where time is the criterion (no work "
                   "counter, or --no-work); a step by work counts the pass and drafts, untimed")
     _counter_options(p)
+
+
+def _calibrate_work_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--drafts", "--draft", dest="drafts", nargs="+", action="extend", default=None,
+                   help="the shipped drafts whose rows `specdec ab` will judge (default bigram ngram)")
+    p.add_argument("--ks", nargs="+", type=int, default=None, help="k values, as given to ab (default 2 4)")
+    _backend(p)
+    p.add_argument("--counter", choices=["auto", "perf", "callgrind"], default="auto",
+                   help="the work counter (default auto: perf where the machine has a PMU, else callgrind)")
+    p.add_argument("--aa", type=int, default=5, help="A/A trees: the checkout under other link names (default 5)")
+    p.add_argument("--null", type=int, default=10, help="null-change trees: code the rows never run (default 10)")
 
 
 def _asv_init_args(p: argparse.ArgumentParser) -> None:
@@ -353,6 +367,9 @@ SUBCOMMANDS = [
      _ab_args),
     ("bisect", "the first commit after GOOD up to BAD that made the code slower (work where a counter runs, else "
      "time), the running specdec the harness at every step; commits without the module are skipped", _bisect_args),
+    ("calibrate-work", "count A/A and null-change copies of this specdec as `ab` counts a revision, and keep "
+     "the work rows' calibration for this machine and configuration (ab, bisect and compare judge by it)",
+     _calibrate_work_args),
     ("asv-init", "write asv.conf.json and benchmarks/ into your repository: asv over your commits, your pair by "
      "entry point, the installed specdec the fixed harness", _asv_init_args),
     ("batch", "speedup against batch size B in specdec's own loop: paired at B = 1..32, the cost model at B, the "

@@ -151,7 +151,11 @@ def cmd_load(args) -> int:
                            warmup=args.warmup, max_tokens=args.max_tokens, temperature=args.temperature,
                            burstiness=args.burstiness, slos=slos, order=args.order,
                            budget=args.budget or float("inf"))
-        swept = load.run(sweep, log=models.log, alive=lambda: _gone(servers))
+        lines = Path(f"{Path(args.out).absolute()}.windows.jsonl")  # each window as it ends: ^C loses none
+        lines.parent.mkdir(parents=True, exist_ok=True)
+        with open(lines, "w") as jsonl:
+            models.log(f"load: each window appended to {lines} as it ends")
+            swept = load.run(sweep, log=models.log, alive=lambda: _gone(servers), record=lambda w: _append(jsonl, w))
     described = {arm: s.describe() for arm, s in servers.items()} or {arm: {"url": u} for arm, u in urls.items()}
     # what was measured goes to disk before anything is concluded from it, so that a conclusion that fails
     # loses none of it; to OUT-incomplete, so that it never replaces an earlier whole result in OUT
@@ -175,7 +179,21 @@ def cmd_load(args) -> int:
     print(text)
     for path in paths:
         models.log(f"wrote {path}")
+    if swept.incomplete and swept.incomplete.startswith("interrupted"):
+        models.log(f"specdec load: INCOMPLETE ({swept.incomplete}); what was measured is in {raw_path} and {lines}")
+        return INCOMPLETE
     return 1 if swept.incomplete else 0
+
+
+INCOMPLETE = 3  # the exit status of a sweep stopped by ^C or SIGTERM: what it measured is on disk
+
+
+def _append(jsonl, window: dict) -> None:
+    """One window as one JSON line, flushed to the OS before the next window starts."""
+    import json
+
+    jsonl.write(json.dumps(window) + "\n")
+    jsonl.flush()
 
 
 def _start_servers(args, folder, stack, prompts: list[str]) -> dict:

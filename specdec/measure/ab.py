@@ -124,6 +124,7 @@ class Run:
     pairs: list = field(default_factory=list)  # per pair: both workers' info, sweeps, setup seconds
     complete: bool = True
     error: str = ""  # why the run stopped early (complete False)
+    interrupted: bool = False  # stopped by SIGINT or SIGTERM: what was measured until then is kept
     warnings: list = field(default_factory=list)
     elapsed: float = 0.0
 
@@ -182,15 +183,17 @@ def measure(a: Source, b: Source, config: dict, budget: float, pairs: int, cpu: 
     """Time A against B: `pairs` worker pairs, each pinned to `cpu`, sweeping every row until its share of
     `budget` seconds is spent (at least MIN_SWEEPS recorded sweeps). With `overlap` (and another CPU allowed)
     the next pair starts and builds its rows on the other CPUs while a pair is timed, so start-up costs the
-    budget once, not once a pair. An interrupt ends the workers and propagates; a worker that fails in the
-    first pair raises WorkerError, in a later pair ends the run with what was measured, marked incomplete."""
+    budget once, not once a pair. An interrupt (KeyboardInterrupt: ^C, or SIGTERM as the CLI raises it) ends the
+    workers and returns what was measured, marked interrupted; a worker that fails in the first pair raises
+    WorkerError, in a later pair ends the run with what was measured, marked incomplete."""
     start = clock()
     rng = np.random.default_rng(seed)
     run = Run(config)
     others = sorted(set(os.sched_getaffinity(0)) - {cpu}) if overlap else []
     with tempfile.TemporaryDirectory(prefix="specdec-ab-logs-") as log_dir:
-        pending = _start_pair(a, b, config, rng, log_dir, None)
+        pending = None
         try:
+            pending = _start_pair(a, b, config, rng, log_dir, None)
             p = -1
             while p + 1 < pairs:  # `pairs` may shrink after the first pair (`_fit_pairs`)
                 p += 1
@@ -215,6 +218,11 @@ def measure(a: Source, b: Source, config: dict, budget: float, pairs: int, cpu: 
                          f"{max(0.0, start + budget - clock()):.0f} s of the budget left")
                 if pending is None and p + 1 < pairs:
                     pending = _start_pair(a, b, config, rng, log_dir, None)
+        except KeyboardInterrupt:  # ^C or SIGTERM: the workers are ended below; what was measured stays
+            run.complete, run.interrupted = False, True
+            run.error = (f"interrupted during worker pair {len(run.pairs) + 1}: {len(run.pairs)} whole pair(s) "
+                         "measured, the samples of the pair it stopped in kept")
+            progress(f"specdec ab: {run.error}")
         finally:
             _close(pending)
     run.elapsed = clock() - start

@@ -14,8 +14,8 @@ between-run term τ (TAU, in the log ratio; docs/ab.md says how it was measured)
 the degrees of freedom follow Welch-Satterthwaite with τ carrying no doubt, as in `specdec compare`.
 
 The verdict controls the false-alarm rate over all rows of a run: a row is worse (better) when its two-sided
-test gives p < ALPHA / m, m the rows tested (Bonferroni). "same" comes with the smallest change that test
-would have flagged, exp(t · sd) - 1 at the same threshold (`detectable`).
+test gives p < ALPHA / m, m the rows tested, timed and counted (Bonferroni). "same" comes with the change that
+test flags with 80 % probability, exp((t_(alpha/2m) + t_0.2) · sd) - 1 (`detectable`).
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from scipy import stats
 
 ALPHA = 0.01  # family-wise false-alarm rate over a run's rows
 TRIM = 0.2  # fraction cut from each end of a pair's log ratios before averaging
+POWER_BETA = 0.2  # `detectable` is the change flagged with probability 1 - POWER_BETA (80 %)
 TAU = 0.006  # the between-run term: one standard deviation of a row's log change between A/A runs, beyond its se
 
 
@@ -51,7 +52,7 @@ def row_test(logs: list[list[float]], m: int, alpha: float = ALPHA, tau: float =
     dof = sd**4 / (se**4 / se_dof) if se > 0 else math.inf
     p = float(2 * stats.t.sf(abs(mean) / sd, dof)) if sd > 0 else (0.0 if mean else 1.0)
     half95 = float(stats.t.isf(0.025, dof)) * sd
-    detect = math.expm1(float(stats.t.isf(alpha / m / 2, dof)) * sd)
+    detect = math.expm1((float(stats.t.isf(alpha / m / 2, dof)) + float(stats.t.isf(POWER_BETA, dof))) * sd)
     verdict = ("worse" if mean > 0 else "better") if p < alpha / m else "same"
     spread = spreads(logs)
     return {**out, "change": math.expm1(mean), "ci95": [math.expm1(mean - half95), math.expm1(mean + half95)],
@@ -97,9 +98,11 @@ def spreads(logs: list[list[float]]) -> dict:
     return {"within_sd": within, "between_sd": between}
 
 
-def judge(logs: dict[str, list[list[float]]], alpha: float = ALPHA, tau: float = TAU) -> dict[str, dict]:
-    """Every row's test, with the Bonferroni divisor the number of rows."""
-    m = max(1, len(logs))
+def judge(logs: dict[str, list[list[float]]], alpha: float = ALPHA, tau: float = TAU,
+          tests: int | None = None) -> dict[str, dict]:
+    """Every row's test, with the Bonferroni divisor `tests` (default the number of rows; `specdec ab` adds its
+    work rows: one family-wise rate for both)."""
+    m = max(1, tests or len(logs))
     return {name: row_test(x, m, alpha, tau) for name, x in logs.items()}
 
 

@@ -9,11 +9,13 @@ ended, so nothing counted shares the machine with anything timed; a count needs 
 
 A call's figure leaves out the allocators' own instructions and the type cache's misses (`work.split_dump`):
 both follow the layout, not the code. What layout is left (the alignment libc's and numpy's copies see, which
-objects collide where) differs from layout to layout: each revision is counted in LAYOUTS layouts, the same
-seeds for both, and the verdict (`judge`) compares the means: B/A - 1 beyond a threshold of the larger of FLOOR
-and the t-quantile (Bonferroni over the rows) of the two means' standard error. The threshold is the change the
-row could detect, shown beside it. The allocators' figure is judged the same way, against its own spread, and
-shown apart: it does not decide the exit status.
+objects collide where) differs from layout to layout, and a build carries a bias of its own that all its layouts
+share: each revision is counted in LAYOUTS layouts and the verdict (`judge`) compares the means, B/A - 1 against
+a threshold from a calibration made on other runs (`work_calibration`: A/A and null-change trees of this
+machine and configuration), at one family-wise rate with the timed rows (ALPHA, Bonferroni). Where no
+calibration matches, the run's own layouts give the spread, with its few degrees of freedom, and the output
+says "uncalibrated". The allocators' figure is judged against its own spread and shown apart: it does not
+decide the exit status.
 """
 
 from __future__ import annotations
@@ -22,18 +24,13 @@ import math
 import statistics
 from collections.abc import Callable
 
-from specdec.measure import work, work_pool
+from specdec.measure import ab_stats, work, work_calibration, work_pool
 from specdec.measure.ab import WorkerError
 from specdec.measure.ab_sources import Source
 from specdec.measure.clock import measured
 from specdec.measure.work_pool import COUNT_CHARS, LAYOUTS, ROW_KINDS, counting_config, figure, jobs  # noqa: F401
 
-# 0.1 %: the smallest change a work row is judged on. The determinism study (tools/work_study.py,
-# docs/work-study.json, docs/work.md) found one commit against itself, and against commits that add code the rows
-# never run, within it on every row once the allocators and the type cache's misses are counted apart and the
-# layouts averaged; a row whose layouts spread wider gets the wider threshold its spread gives.
-FLOOR = 0.001
-ALPHA = 0.05  # the family's false-alarm rate: a row's threshold is Bonferroni's over the rows judged
+ALPHA = ab_stats.ALPHA  # one family-wise false-alarm rate for a run's timed and work rows together (Bonferroni)
 # LAYOUTS, COUNT_CHARS, ROW_KINDS, counting_config, jobs and figure are the method's (`work_pool`, imported above
 # and used here by these names): the asv harness, which cannot import this package, loads that file by path.
 
@@ -52,6 +49,7 @@ def count(a: Source, b: Source, config: dict, kind: str, rows: list[str],
     got = count_sources([a, b], cfg, kind, kept, progress, layouts, facts=facts)
     out = {name: {"a": per[0], "b": per[1]} for name, per in got.items()}
     return {"counter": kind, "name": work.NAMES[kind], "rows": out, "seconds": round(measured() - t0, 1),
+            "calibration": calibration(config, kind), "method": work_pool.METHOD, "threads": facts.get("threads"),
             "layouts": list(layouts), "chars": cfg["chars"], "aslr": facts.get("aslr"), "batched": batched,
             "largest_k_only": [r for r in rows if r not in kept]}
 
@@ -96,38 +94,68 @@ def count_sources(sources: list[Source], config: dict, kind: str, rows: list[str
     return {name: [per[s.label] for s in sources] for name, per in got["rows"].items()}
 
 
-def compare(a: list[float], b: list[float], tests: int, floor: float = FLOOR, alpha: float = ALPHA) -> dict:
-    """Two sides' figures over their layouts: the change of the means, its standard error (relative to A's mean),
-    and the threshold: the larger of `floor` and the two-sided t-quantile at alpha / tests on 2(n - 1) degrees
-    of freedom times that error (one layout a side: `floor` alone, nothing to estimate a spread from)."""
+def compare(a: list[float], b: list[float], tests: int, alpha: float = ALPHA, cal: dict | None = None) -> dict:
+    """Two sides' figures over their layouts: the change of the means and its verdict. With `cal` (the row's
+    calibration, `work_calibration.fit`) the change's spread and degrees of freedom are the calibration's for
+    these layout counts, measured on other runs; without it, the two sides' own layouts (2(n - 1) degrees of
+    freedom: wide, and "uncalibrated"). Worse (better) beyond the threshold, the two-sided t-quantile at
+    alpha / tests times that spread, and never below the largest change the calibration's trees showed among
+    themselves; `detects` is the change flagged with 80 % probability."""
     from scipy import stats as sps
 
     ma, mb = statistics.fmean(a), statistics.fmean(b)
     change = mb / ma - 1 if ma else 0.0
     n = min(len(a), len(b))
-    if n > 1 and ma:
-        se = math.sqrt(statistics.variance(a) / len(a) + statistics.variance(b) / len(b)) / ma
-        t = float(sps.t.ppf(1 - alpha / max(1, tests) / 2, 2 * (n - 1)))
-    else:
-        se, t = 0.0, 0.0
-    threshold = max(floor, t * se)
+    if cal is not None:
+        sd, dof = work_calibration.spread(cal, len(a), len(b))
+    elif n > 1 and ma:
+        sd = math.sqrt(statistics.variance(a) / len(a) + statistics.variance(b) / len(b)) / ma
+        dof = 2.0 * (n - 1)
+    else:  # one layout a side and no calibration: nothing says how far a count moves by itself
+        sd, dof = math.inf, 1.0
+    q = float(sps.t.isf(alpha / max(1, tests) / 2, dof))
+    # never below the largest change the calibration's unchanged trees showed between themselves: a build's bias
+    # comes in modes (a tree whose layouts all land in the rarer one), which a variance understates
+    threshold = max(q * sd, cal["largest"] if cal is not None else 0.0)
+    detects = threshold + float(sps.t.isf(ab_stats.POWER_BETA, dof)) * sd
     verdict = "worse" if change > threshold else "better" if change < -threshold else "same"
-    return {"a": ma, "b": mb, "change": change, "se": se, "threshold": threshold, "verdict": verdict}
+    return {"a": ma, "b": mb, "change": change, "sd": sd, "dof": dof, "threshold": threshold, "detects": detects,
+            "calibrated": cal is not None, "verdict": verdict}
 
 
-def judge(counted: dict, floor: float = FLOOR) -> dict[str, dict]:
+def judge(counted: dict, tests: int | None = None, alpha: float = ALPHA) -> dict[str, dict]:
     """Per row: A's and B's mean instructions per call over the layouts (the verdict figure), the change, its
-    threshold (the smallest change the row could detect) and the verdict; and the allocators' figure judged
-    the same way against its own spread ("alloc": None where the counter cannot split it)."""
+    threshold and what it detects (`compare`, with the row's calibration where `counted["calibration"]` has
+    one), the verdict; and the allocators' figure judged against its own layouts' spread ("alloc": None where
+    the counter cannot split it; shown, never the verdict). `tests`: the rows of the family the rate alpha is
+    shared by (default the rows here; `specdec ab` adds its timed rows, bisect its steps)."""
     rows = counted["rows"]
+    cal = (counted.get("calibration") or {}).get("rows") or {}
+    m = tests or len(rows)
     out = {}
     for name, r in rows.items():
-        row = compare(figure(r["a"]), figure(r["b"]), len(rows), floor)
+        row = compare(figure(r["a"]), figure(r["b"]), m, alpha, cal.get(name))
         aa, ab = figure(r["a"], "alloc"), figure(r["b"], "alloc")
-        row["alloc"] = compare(aa, ab, len(rows), floor) if aa and ab and len(aa) == len(ab) else None
+        row["alloc"] = compare(aa, ab, m, alpha) if aa and ab and len(aa) == len(ab) else None
         row["layouts"] = min(len(r["a"]), len(r["b"]))
         out[name] = row
     return out
+
+
+def calibration(config: dict, kind: str) -> dict | None:
+    """The calibration kept for this configuration on this machine (`work_calibration.find`), without its
+    figures; None where there is none (the rows are then judged uncalibrated)."""
+    got = work_calibration.find(work_calibration.key(config, kind))
+    return None if got is None else {k: v for k, v in got.items() if k != "figures"}
+
+
+def row_names(config: dict, batched: bool = False) -> list[str]:
+    """The rows `specdec ab` times for a config of specdec's own loop (ab_worker's names, in its order)."""
+    ks, names = config["ks"], ["target-only", "pass 1"] + [f"verify {k + 1}" for k in config["ks"]]
+    for d in config["drafts"]:
+        names += [f"draft {d}"] + [f"{kind} {d} k={k}" for k in ks for kind in ("spec", "round")]
+        names += [f"spec-batch8 {d} k={max(ks)}"] if batched else []
+    return names
 
 
 def disagreements(work_rows: dict[str, dict], time_rows: dict[str, dict]) -> list[dict]:
@@ -165,4 +193,4 @@ def plan(config: dict, want: str = "auto") -> tuple[str | None, str]:
     return avail.kind, avail.reason
 
 
-__all__ = ["count", "count_sources", "judge", "disagreements", "plan", "unavailable", "WorkerError"]
+__all__ = ["count", "count_sources", "judge", "calibration", "row_names", "disagreements", "plan", "unavailable", "WorkerError"]

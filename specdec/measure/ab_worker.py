@@ -419,11 +419,12 @@ def _plan(row: str) -> tuple[int, int]:
     cost, so 2 warm-ups and the third call counted, where the layouts agree as closely as at any later call
     (docs/work.md). A child's calls follow the same sequence in every revision (its work differs call to call by
     the same amounts in A and B), and the layouts' mean does the rest."""
+    plan = _work().PLAN
     if row == "target-only" or row.startswith(("spec", "round")):
-        return 2, 1
+        return plan["generation"]
     if row.startswith(("pass", "verify")):
-        return 12, 3
-    return 24, 3
+        return plan["pass"]
+    return plan["draft"]
 
 
 def _preload(cfg: dict) -> dict:

@@ -200,8 +200,12 @@ def probe(tree: str, where: str, target: str | None, drafts: list[str], harness:
             "print(json.dumps(entry._probe_here(**json.loads(sys.argv[1]))))")
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # the harness, then the tree: nothing else
     with tempfile.TemporaryDirectory(prefix="specdec-probe-") as cwd:  # not the user's cwd: its modules stay out
-        out = subprocess.run([sys.executable, "-c", code, req, harness], capture_output=True, text=True, env=env,
-                             cwd=cwd, timeout=PROBE_TIMEOUT)
+        try:
+            out = subprocess.run([sys.executable, "-c", code, req, harness], capture_output=True, text=True, env=env,
+                                 cwd=cwd, timeout=PROBE_TIMEOUT)
+        except subprocess.TimeoutExpired:  # the child is killed by subprocess.run; said as the code's failure
+            raise EntryFailed(f"{where}: importing the entry points and calling them took more than "
+                              f"{PROBE_TIMEOUT:g} s (an import or a call that does not return)") from None
     lines = out.stdout.strip().splitlines()
     try:
         answer = json.loads(lines[-1])

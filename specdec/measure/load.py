@@ -168,16 +168,34 @@ class SweepWindows:
 
 
 def run(sweep: Sweep, now: Callable[[], float] | None = None, sleep: Callable[[float], None] | None = None,
-        log: Callable[[str], None] = lambda line: None, alive: Callable[[], str | None] = lambda: None
-        ) -> SweepWindows:
+        log: Callable[[str], None] = lambda line: None, alive: Callable[[], str | None] = lambda: None,
+        record: Callable[[dict], None] = lambda window: None) -> SweepWindows:
     """Every window of `schedule`, measured and returned as it is (nothing concluded: `concluded`). `now`
     paces the sends and times them (default `clock.measured`); `sleep` is the open loop's wait on it (None: the
     driver's own, which a failure cuts short). `alive` says why a server is gone (None while both run): asked
-    after a window failed."""
+    after a window failed. `record` gets each window as `raw` writes it, as soon as it ends (the CLI appends it
+    to a JSON-lines file). ^C or SIGTERM, or an error in a window's bookkeeping, ends the sweep with the windows
+    measured and says why in `incomplete` (an error's traceback goes to stderr: a bug, said as one)."""
     now = now or clock.measured
     started = now()
-    decided_from = clock.now()  # the budget is a decision: it reads the seam, which the guard scales
     windows: dict[tuple[int, int, str], dict] = {}
+    try:
+        incomplete = _sweep(sweep, windows, now, sleep, log, alive, record)
+    except KeyboardInterrupt:
+        incomplete = f"interrupted after {len(windows)} window(s)"
+        log(f"load: {incomplete}")
+    except Exception as exc:  # noqa: BLE001 -- a /metrics it cannot read, a bug: the windows measured stand
+        import traceback
+
+        traceback.print_exc()
+        incomplete = f"the sweep failed after {len(windows)} window(s): {type(exc).__name__}: {exc}"
+    return SweepWindows(windows, round(now() - started, 3), incomplete)
+
+
+def _sweep(sweep: Sweep, windows: dict, now, sleep, log, alive, record) -> str | None:
+    """The windows in schedule order, each kept in `windows` and handed to `record` as it ends; why the sweep
+    stopped early, or None."""
+    decided_from = clock.now()  # the budget is a decision: it reads the seam, which the guard scales
     incomplete = None
     for li, visit, arm in schedule(sweep.levels, sweep.visits, sweep.order):
         left = sweep.budget - (clock.now() - decided_from)
@@ -192,6 +210,7 @@ def run(sweep: Sweep, now: Callable[[], float] | None = None, sleep: Callable[[f
                          seed=sweep.seed + 1000 * visit + li, burstiness=sweep.burstiness)
         after = _settled(url, before, sum(r.tokens for r in win.records))
         windows[(li, visit, arm)] = {"window": win, "counts": window_counts(before, after, win.records)}
+        record(_window_row(sweep, li, visit, arm, windows[(li, visit, arm)]))
         short = sum(r.short for r in win.records)
         log(f"load: {level.name} visit {visit + 1} {arm}: {len(win.measured_records())} measured requests"
             + (f", {short} SHORT (fewer tokens than asked)" if short else "")
@@ -199,19 +218,22 @@ def run(sweep: Sweep, now: Callable[[], float] | None = None, sleep: Callable[[f
         if win.failure:
             incomplete = f"{arm} server {url} failed at {level.name}: {alive() or win.failure}"
             break
-    return SweepWindows(windows, round(now() - started, 3), incomplete)
+    return incomplete
 
 
 def raw(sweep: Sweep, swept: SweepWindows) -> dict:
     """What was measured, ready for JSON before anything is concluded from it: the settings and every window
     with its requests and server counts, in the order they ran."""
     doc = {"settings": _settings(sweep), "wall_seconds": swept.wall_seconds,
-           "windows": [{"level": sweep.levels[li].name, "kind": sweep.levels[li].kind,
-                        "value": sweep.levels[li].value, "visit": visit, **_window_dict(arm, w)}
-                       for (li, visit, arm), w in swept.windows.items()]}
+           "windows": [_window_row(sweep, li, visit, arm, w) for (li, visit, arm), w in swept.windows.items()]}
     if swept.incomplete:
         doc["incomplete"] = swept.incomplete
     return doc
+
+
+def _window_row(sweep: Sweep, li: int, visit: int, arm: str, w: dict) -> dict:
+    level = sweep.levels[li]
+    return {"level": level.name, "kind": level.kind, "value": level.value, "visit": visit, **_window_dict(arm, w)}
 
 
 def _window_dict(arm: str, w: dict) -> dict:

@@ -120,18 +120,19 @@ def specdec_pair(benchmark, request) -> PairBenchmark:
 
 
 def count(counted: list[tuple[user_bench.Pair, str, dict]], tree: str) -> None:
-    """Each benchmark's row counted, into its extra_info: one `user_bench.work` per target and generation length
-    (its drafts and ks the union of theirs)."""
+    """Each benchmark's row counted, into its extra_info: one `user_bench.work` per target, generation length and
+    draft k (its drafts and ks the union of theirs): a draft's proposal is counted at the k its own test proposes,
+    never at another test's."""
     from specdec.measure.work_pool import COUNT_CHARS
 
     groups: dict = {}
     for pair, row, info in counted:
-        key = (pair.target, pair.chars)
+        key = (pair.target, pair.chars, pair.draft_k)
         drafts, ks, rows = groups.setdefault(key, ({}, {}, {}))
         drafts.update(dict.fromkeys(pair.drafts))
         ks.update(dict.fromkeys(pair.ks))
         rows.setdefault(row, []).append((pair, info))
-    for (target, chars), (drafts, ks, rows) in groups.items():
+    for (target, chars, _), (drafts, ks, rows) in groups.items():
         pair = user_bench.Pair(target, tuple(drafts), tuple(ks), chars)
         got = user_bench.work(pair, tree, list(rows))
         for row, infos in rows.items():

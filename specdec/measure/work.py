@@ -44,6 +44,9 @@ NAMES = {"perf": "instructions:u (hardware counter, perf_event_open)",
          "callgrind": "Ir (callgrind 'instructions', simulated: no hardware counter here)"}
 WARMUP = 8  # uncounted calls before the first counted one (cheap under callgrind: no instrumentation yet)
 CALLS = 6  # counted calls; the figure is the fewest instructions among them
+# (uncounted calls, counted calls) per kind of row in a counting child (ab_worker._plan says why each): part of
+# the method's name (work_pool.METHOD), so that counts made by different plans are never judged against each other
+PLAN = {"generation": (2, 1), "pass": (12, 3), "draft": (24, 3)}
 # Environment variables the counted process keeps from its parent: what selects kernels and threads (so the
 # counted process runs what the timed one does) and specdec's own knobs. Everything else is left out, so two
 # processes of one run see environments of the same size whatever the shell around them held.

@@ -8,8 +8,9 @@ report's timed sections, so nothing counted shares the machine with anything tim
 machine.
 
 `figures` joins the counts to the timed costs: a term's instructions and its time per instruction (ns). Two
-reports' work is judged like `ab`'s work rows (`ab_work.judge`, its FLOOR); across machines a term's change in
-time is its change in work times its change in time per instruction (`split`), and where the same kernels run
+reports' work is judged like `ab`'s work rows (`ab_work.judge`, calibrated where both share one); across
+machines a term's change in time is its change in work times its change in time per instruction (`split`), and
+where the same kernels run
 the work is the same, so what differs is the machine's speed.
 """
 
@@ -19,7 +20,7 @@ import statistics
 from collections.abc import Callable
 from pathlib import Path
 
-from specdec.measure import ab_work, work
+from specdec.measure import ab_work, work, work_calibration, work_pool
 from specdec.measure.ab import WorkerError
 from specdec.measure.ab_sources import Source
 from specdec.measure.clock import measured
@@ -38,7 +39,7 @@ def checkout() -> Path:
     return Path(specdec.__path__[0]).resolve().parent
 
 
-METHOD = "layouts-v2"  # how a row's figure is made: means over work.perturb's layouts, allocators and type-cache misses apart
+METHOD = work_pool.METHOD  # how a row's figure is made and by what plan (layouts, warm-ups): work_pool says
 
 
 def measure(config: dict, kind: str, draft_k: int,
@@ -54,7 +55,8 @@ def measure(config: dict, kind: str, draft_k: int,
     except WorkerError as exc:  # the timed report stands; its work section says it failed, and why
         return ab_work.unavailable(f"the counting worker failed: {str(exc).splitlines()[0]}", failed=True)
     return {"counter": kind, "name": work.NAMES[kind], "rows": {n: per[0] for n, per in got.items()},
-            "draft_k": draft_k, "method": METHOD, "layouts": list(ab_work.LAYOUTS),
+            "calibration": ab_work.calibration(config, kind) if draft_k == max(config["ks"]) else None,
+            "draft_k": draft_k, "method": METHOD, "layouts": list(ab_work.LAYOUTS), "cpu": work_calibration.cpu(),
             "seconds": round(measured() - t0, 1)}
 
 
@@ -89,7 +91,9 @@ def judge(a: dict, b: dict) -> dict[str, dict]:
     if comparable(a, b):
         return {}
     ra, rb = a["work"]["rows"], b["work"]["rows"]
-    return ab_work.judge({"rows": {n: {"a": ra[n], "b": rb[n]} for n in ra if n in rb}})
+    ca, cb = a["work"].get("calibration"), b["work"].get("calibration")
+    cal = ca if ca and cb and ca.get("id") == cb.get("id") else None  # one calibration judges both, or none
+    return ab_work.judge({"rows": {n: {"a": ra[n], "b": rb[n]} for n in ra if n in rb}, "calibration": cal})
 
 
 def comparable(a: dict, b: dict) -> str:
@@ -99,15 +103,24 @@ def comparable(a: dict, b: dict) -> str:
         return "work not counted in " + " and ".join(s for s, w in (("A", wa), ("B", wb)) if not w.get("rows"))
     if wa.get("method") != METHOD or wb.get("method") != METHOD:
         old = " and ".join(s for s, w in (("A", wa), ("B", wb)) if w.get("method") != METHOD)
-        return f"{old} counted by an older method (allocators in the figure, one layout): not comparable"
+        return (f"not comparable: counted by different plans ({old} by "
+                f"{' and '.join(repr(w.get('method')) for w in (wa, wb) if w.get('method') != METHOD)}, this "
+                f"specdec by {METHOD!r})")
     if wa["counter"] != wb["counter"]:
         return f"counted by different counters ({wa['counter']} and {wb['counter']}): their figures differ by method"
+    fa, fb = ((w.get("cpu") or {}).get("features") for w in (wa, wb))
+    if fa != fb:
+        return (f"counted on CPUs whose kernel-picking features differ ({' '.join(fa or ['unknown'])} against "
+                f"{' '.join(fb or ['unknown'])}): the libraries ran other kernels, so the work is not the same code's")
     if wa.get("draft_k") != wb.get("draft_k"):
         return f"drafts counted at different k ({wa.get('draft_k')} and {wb.get('draft_k')})"
     return ""
 
 
-def split(a: dict, b: dict, floor: float = ab_work.FLOOR) -> list[dict]:
+SAME_WORK = 0.001  # across machines a term's work within 0.1 % is called the same kernels: a label, never a verdict
+
+
+def split(a: dict, b: dict, floor: float = SAME_WORK) -> list[dict]:
     """Per term both reports timed and counted: the change in time, in work and in time per instruction
     (time = work x time per instruction, so (1 + time) = (1 + work)(1 + speed)), and whether the work itself
     moved beyond `floor` (a different kernel ran, such as one chosen per CPU) or only the speed did."""

@@ -42,6 +42,13 @@ COUNT_CHARS = 12  # characters of a counted generation row: the timed row's code
 ROW_KINDS = ("target-only", "pass", "verify", "draft", "spec", "round")  # ab_worker's kinds but the batched
 
 
+def _method() -> str:
+    """The counting method's name: its figure's recipe and its plan (layouts, generation length, warm-ups and
+    counted calls per kind of row). Counts made under different names are not judged against each other."""
+    plan = " ".join(f"{kind} {w}+{c}" for kind, (w, c) in sorted(_work().PLAN.items()))
+    return f"layouts-v3 (layouts {','.join(map(str, LAYOUTS))}; {COUNT_CHARS} chars; {plan})"
+
+
 def counting_config(config: dict, batched: bool = False) -> dict:
     """The workers' config as a counting child takes it: rows without facts, generations COUNT_CHARS long, one
     thread (callgrind adds every thread's instructions, the hardware counter counts the calling thread's), the
@@ -68,6 +75,9 @@ def _work():
         sys.modules[spec.name] = mod  # registered before it runs: its dataclasses look their module up
         spec.loader.exec_module(mod)
     return mod
+
+
+METHOD = _method()
 
 
 class CountError(RuntimeError):
@@ -106,9 +116,10 @@ class Zygote:
         tail = self.log.read_text()[-2000:] if self.log.exists() else ""
         return f"the counting process exited ({self.proc.returncode}):\n{tail}"
 
-    def close(self) -> None:
-        """End the zygote and every child it forked (they share its process group)."""
-        if self.proc.poll() is None:
+    def close(self, polite: bool = True) -> None:
+        """End the zygote and every child it forked (they share its process group): asked to exit first when
+        `polite`, else (an interrupt, an error) killed at once."""
+        if polite and self.proc.poll() is None:
             try:
                 self.proc.stdin.write(json.dumps({"op": "exit"}) + "\n")
                 self.proc.stdin.flush()
@@ -136,7 +147,9 @@ class Pool:
         try:
             self.zygote = Zygote(kind, self.folder)
             self.pre = self.zygote.ask({"op": "preload", "config": {"threads": threads}}, PRELOAD_TIMEOUT)
-        except BaseException:
+        except BaseException:  # an interrupt while it imports included: the zygote goes with the folder
+            if hasattr(self, "zygote"):
+                self.zygote.close(polite=False)
             self._tmp.cleanup()
             raise
         self.ready = round(time.monotonic() - self.t0)
@@ -145,12 +158,12 @@ class Pool:
     def __enter__(self) -> "Pool":
         return self
 
-    def __exit__(self, *exc) -> None:
-        self.close()
+    def __exit__(self, kind, *exc) -> None:
+        self.close(polite=kind is None)
 
-    def close(self) -> None:
+    def close(self, polite: bool = True) -> None:
         try:
-            self.zygote.close()
+            self.zygote.close(polite)
         finally:
             self._tmp.cleanup()
 

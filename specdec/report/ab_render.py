@@ -28,14 +28,17 @@ def _behaviour(run: Run) -> list[dict]:
     return out
 
 
-def _work(work: dict | None, rows: dict) -> dict:
+def _work(work: dict | None, rows: dict, tests: int, alpha: float) -> dict:
     """The work section: the counter, per row A's and B's mean instructions per call over the layouts, the
     change, its threshold (what the row could detect) and verdict, the allocators' figure apart, and where
     work and time disagree."""
     work = work or ab_work.unavailable("not counted")
-    judged = ab_work.judge(work) if work.get("rows") else {}
+    judged = ab_work.judge(work, tests, alpha) if work.get("rows") else {}
+    cal = work.get("calibration")
     return {"counter": work.get("counter"), "name": work.get("name"), "reason": work.get("reason", ""),
-            "failed": bool(work.get("failed")), "seconds": work.get("seconds"), "floor": ab_work.FLOOR,
+            "failed": bool(work.get("failed")), "seconds": work.get("seconds"), "method": work.get("method"),
+            "threads": work.get("threads"), "alpha": alpha, "tested": tests,
+            "calibration": {k: cal.get(k) for k in ("id", "path", "command", "trees")} if cal else None,
             "layouts": work.get("layouts"), "chars": work.get("chars"), "aslr": work.get("aslr"),
             "batched": work.get("batched"), "largest_k_only": work.get("largest_k_only") or [],
             "rows": judged, "counts": work.get("rows", {}),
@@ -46,7 +49,9 @@ def _work(work: dict | None, rows: dict) -> dict:
 
 def document(run: Run, a: Source, b: Source, cpu: int, alpha: float = ab_stats.ALPHA,
              tau: float = ab_stats.TAU, work: dict | None = None) -> dict:
-    tests = ab_stats.judge(run.logs, alpha, tau)
+    counted = (work or {}).get("rows") or {}
+    m = len(run.logs) + len(counted)  # one family: the timed rows and the work rows share alpha
+    tests = ab_stats.judge(run.logs, alpha, tau, m)
     rows = {}
     for name, t in tests.items():
         secs = run.seconds[name]
@@ -61,12 +66,12 @@ def document(run: Run, a: Source, b: Source, cpu: int, alpha: float = ab_stats.A
     return {
         "a": {"name": a.name, "commit": a.commit, "path": a.path},
         "b": {"name": b.name, "commit": b.commit, "path": b.path},
-        "config": run.config, "cpu": cpu, "alpha": alpha, "tau": tau, "tested": len(tests),
+        "config": run.config, "cpu": cpu, "alpha": alpha, "tau": tau, "tested": m,
         "pairs": run.pairs, "complete": run.complete, "error": run.error,
         "warnings": run.warnings, "seconds": round(run.elapsed, 1),
         "rows": rows, "behaviour_changed": _behaviour(run), "unavailable": unavailable,
         "worse": sorted(n for n, r in rows.items() if r["verdict"] == "worse"),
-        "work": _work(work, rows),
+        "work": _work(work, rows, m, alpha),
     }
 
 
@@ -100,8 +105,8 @@ def text(doc: dict) -> str:
              + f", target {cfg.get('target') or 'shipped'}; "
              f"{doc['seconds']:.0f} s",
              f"rule: a row changed when its t-test over the worker pairs, with the between-run term "
-             f"{doc['tau']:.1%}, gives p < {doc['alpha']:g}/{doc['tested']} (Bonferroni: {doc['alpha']:.0%} "
-             "family-wise); 'detects' is the smallest change that would have been flagged", ""]
+             f"{doc['tau']:.1%}, gives p < {doc['alpha']:g}/{doc['tested']} (Bonferroni over the timed and the work "
+             f"rows: {doc['alpha']:.0%} family-wise); 'detects' is the change flagged with 80 % probability", ""]
     lines += [f"warning: {w}" for w in doc["warnings"]]
     if not doc["complete"]:
         lines += [f"INCOMPLETE: the run stopped early: {doc['error'].splitlines()[0] if doc['error'] else ''}", ""]
@@ -143,6 +148,31 @@ def text(doc: dict) -> str:
     return "\n".join(lines)
 
 
+def _counted_line(work: dict) -> str:
+    """What the counter did: outside the allocators and the type cache's misses only where it could split them
+    (callgrind's dumps by function; the hardware counter counts the region whole), and at how many threads."""
+    layouts = len(work.get("layouts") or []) or 1
+    chars = f"; generations of {work['chars']} characters" if work.get("chars") else ""
+    split = ("outside the allocators and the type cache's misses" if work.get("counter") == "callgrind" else
+             "the whole region (this counter cannot split the allocators out)")
+    threads = work.get("threads") or {}
+    torch_threads = threads.get("torch") if isinstance(threads, dict) else threads
+    at = f"at {torch_threads} thread(s)" if torch_threads else "threads not reported by the counting process"
+    if isinstance(torch_threads, int) and torch_threads > 1:
+        at += " (MORE THAN ONE: the counts add every thread's instructions and are not the calling thread's)"
+    return (f"work: instructions per call, {split}, counted by {work['name']} {at} after the timing "
+            f"({work['seconds']:.0f} s); each revision in {layouts} layouts, the mean{chars}; method {work.get('method')}")
+
+
+def _rule_line(work: dict) -> str:
+    cal = work.get("calibration")
+    how = (f"calibrated on {len(cal.get('trees') or {})} A/A and null-change trees counted apart ({cal['path']})"
+           if cal else "UNCALIBRATED: no calibration for this machine and configuration, so each row's spread is its "
+           "own layouts' (few degrees of freedom: wide thresholds); `specdec calibrate-work` makes one")
+    return (f"rule: worse (better) beyond the threshold, t at {work['alpha']:g}/{work['tested']} times the change's "
+            f"spread, {how}; 'detects' is the change flagged with 80 % probability")
+
+
 def _work_lines(work: dict) -> list[str]:
     """The work table: mean instructions per call of A and B over the layouts beside the timing rows, the
     threshold (the smallest change the row could detect), the allocators' figure apart, and where work and
@@ -150,19 +180,15 @@ def _work_lines(work: dict) -> list[str]:
     if not work["rows"]:
         return ["", f"work rows {'FAILED' if work['failed'] else 'unavailable'}: {work['reason']}"]
     w = max([22] + [len(n) for n in work["rows"]])
-    layouts = len(work.get("layouts") or []) or 1
-    chars = f"; generations of {work['chars']} characters" if work.get("chars") else ""
-    lines = ["", f"work: instructions per call outside the allocators and the type cache's misses, counted by "
-             f"{work['name']} at 1 thread after the timing ({work['seconds']:.0f} s); each revision in {layouts} "
-             f"layouts, the mean{chars}; a row changed beyond its threshold: the larger of {work['floor']:.2%} and "
-             f"its layouts' spread (docs/work.md)",
-             f"{'row':{w}} {'A':>14} {'B':>14} {'B/A':>9} {'detects':>8}  {'verdict':7} {'alloc B/A':>10} {'detects':>8}"]
+    lines = ["", _counted_line(work), _rule_line(work),
+             f"{'row':{w}} {'A':>14} {'B':>14} {'B/A':>9} {'threshold':>9} {'detects':>8}  {'verdict':7} "
+             f"{'alloc B/A':>10} {'thresh.':>8}"]
     for name, r in work["rows"].items():
         al = r.get("alloc")
         alloc = f"{al['change']:>+10.2%} {al['threshold']:>8.2%}" + (f"  alloc {al['verdict']}" if al["verdict"] != "same"
                                                                        else "") if al else f"{'-':>10} {'-':>8}"
-        lines.append(f"{name:{w}} {r['a']:>14,.0f} {r['b']:>14,.0f} {r['change']:>+9.3%} {r['threshold']:>8.2%}  "
-                     f"{r['verdict']:7} {alloc}")
+        lines.append(f"{name:{w}} {r['a']:>14,.0f} {r['b']:>14,.0f} {r['change']:>+9.3%} {r['threshold']:>9.2%} "
+                     f"{r['detects']:>8.2%}  {r['verdict']:7} {alloc}")
     lines += [f"work and time disagree: {d['row']}: {d['why']}" for d in work["disagree"]]
     if work.get("aslr") == "on":
         lines.append("ASLR could not be turned off in the counting process: every layout was also randomised by "

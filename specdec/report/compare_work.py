@@ -1,7 +1,9 @@
 """`specdec compare`'s work section: two reports' instructions per target pass and per drafted token.
 
-On one machine the work figures are judged as `specdec ab` judges its work rows (`ab_work.judge`: the means over
-the layouts, B/A - 1 against the larger of ab_work.FLOOR and the layouts' spread): a count does not move with the machine's
+On one machine (the same CPU model and kernel-picking features, `work_costs.comparable`) and one counting plan, the
+work figures are judged as `specdec ab` judges its work rows (`ab_work.judge`: the means over the layouts, B/A - 1
+against the calibrated threshold, or the layouts' own spread where the reports share no calibration): a count
+does not move with the machine's
 load, so a draft made slower by more work is flagged where its timing is lost in the noise. Across machines
 they are not judged: each term's change in time is split into work and time per instruction
 (`work_costs.split`), and where the same kernels run the work is the same, so the change is the machine's
@@ -11,7 +13,7 @@ other code, and is named.
 
 from __future__ import annotations
 
-from specdec.measure import ab_work, work_costs
+from specdec.measure import work_costs
 
 
 def section(a: dict, b: dict, same_machine: bool) -> tuple[list[str], dict[str, str]]:
@@ -22,9 +24,11 @@ def section(a: dict, b: dict, same_machine: bool) -> tuple[list[str], dict[str, 
     if not same_machine:
         return _split_lines(a, b), {}
     judged = work_costs.judge(a, b)
-    floor = ab_work.FLOOR
+    calibrated = all(r["calibrated"] for r in judged.values())
     lines = [f"work ({a['work']['name']}): instructions per call, judged like `specdec ab`'s work rows (worse "
-             f"beyond the larger of {floor:.2%} and the layouts' spread; counts do not move with load)",
+             "beyond the threshold: " + ("the calibration both reports share" if calibrated else
+                                         "UNCALIBRATED, each row's own layouts' spread") +
+             "; counts do not move with load)",
              f"{'work row':34} {'A':>14} {'B':>14} {'B/A-1':>8} {'threshold':>9}  verdict"]
     for name, r in judged.items():
         lines.append(f"{name:34} {r['a']:>14,.0f} {r['b']:>14,.0f} {r['change']:>+8.2%} {r['threshold']:>9.2%}  "
