@@ -11,6 +11,12 @@ For a batch of B sequences (`generate.chain_rows`) a draft proposes for every ro
 each row from its own generator, and keeps one position per row (`rollback_row`, `keep_rows`): the table
 drafts have no state and propose row by row; a model draft runs one batched pass per draft step
 (`model.rows`). `batch_unsupported` says why a draft cannot (None: it can).
+
+A draft that reads the target (Medusa heads, EAGLE- and MTP-style layers) defines `take_features`: after every
+verify pass the loop hands it the target's final hidden states at the positions that pass confirmed. Its first
+round drafts nothing -- the prompt's prefill is that round's pass, emits the target's own first token and hands
+the prompt's features -- so `propose` always has a feature to read. Every other draft leaves it None and is
+handed nothing (the target then forms no features either).
 """
 
 from __future__ import annotations
@@ -54,6 +60,13 @@ class Draft:
     def weight_bytes(self) -> int:
         """Bytes the draft's weights take stored as the draft would store them (packed where quantized)."""
         raise NotImplementedError
+
+    # --- drafts that read the target's features: define `take_features(features, pos, row=0)` -------------------
+    # features: (n, width) tensor, the target's final hidden states (`protocol.FeatureTarget`) at positions
+    # pos..pos+n-1 of sequence `row`, each of them accepted; the last one predicted the pending token (at pos + n,
+    # the one the next propose's `tokens` ends with). A view valid during the call only: copy what is kept.
+    # Called after `rollback(pos + n)` (or `rollback_row`); a rollback never invalidates features it was handed.
+    take_features = None  # None: this draft reads no features
 
     # --- a batch of B sequences (`generate.chain_rows`): None here means it can; else why not ----------------
     batch_unsupported: str | None = "a Draft subclass batches once it says how (a stateless one sets this to None)"

@@ -16,6 +16,12 @@ keeps its own accepted length, position, rollback, k and random generator (`batc
 B = 1 is the loop's one-sequence case and runs each backend's single-sequence kernels, so its output is as it
 always was. docs/batch.md has the API and the guarantees.
 
+A draft that reads the target's features (`Draft.take_features`) is handed, after every verify pass, the
+target's final hidden states at the positions the rule confirmed (the pending tokens and the accepted drafts;
+`model.protocol.FeatureTarget`). Its first round drafts nothing: that round's pass is the prefill, which emits
+the target's own first token and hands the prompt's features. Nothing else changes -- the rule, the counts, the
+passes -- and a draft without `take_features` is handed nothing, its target forming no features.
+
 Adaptive k (`adaptive=True`) is the schedule Hugging Face transformers calls "heuristic": after a round in which
 every draft was accepted, k grows by 2 (up to `k_max`); after any rejection it shrinks by 1 (down to 1). Only
 the number of drafts changes, never the rule, so the output is still exactly the target's.
@@ -24,7 +30,8 @@ the number of drafts changes, never the rule, so the output is still exactly the
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator
 
 import numpy as np
 import torch
@@ -36,7 +43,7 @@ from specdec.decoding import tree_walk
 from specdec.decoding.drafts import Draft, TableDraft
 from specdec.decoding.outputs import BatchGeneration, Generation, GenerationStats  # noqa: F401 (re-exported)
 from specdec.model import sampling
-from specdec.model.protocol import Target, tree_support
+from specdec.model.protocol import Target, feature_support, tree_support
 from specdec.util.errors import InputError
 
 
@@ -219,8 +226,27 @@ def speculative_generate(
     draft.reset()
     if len(seqs) > 1:
         draft.reset_rows(len(seqs))
-    passes = chain_rows(target, draft, seqs, temperature, k_max if adaptive else None)
+    with features_for(target, draft):
+        passes = chain_rows(target, draft, seqs, temperature, k_max if adaptive else None)
     return _outputs(target, seqs, prompts, passes, isinstance(prompt, str) and batch is None)
+
+
+@contextmanager
+def features_for(target: Target, draft: Draft) -> Iterator[None]:
+    """While a draft that reads features (`take_features`) generates, its target forms them; after, it goes
+    back to what it did before. Any other draft: nothing happens. A target that cannot is refused in one line."""
+    if getattr(draft, "take_features", None) is None:
+        yield
+        return
+    if why := feature_support(target):
+        raise InputError(f"draft {draft.name!r} reads the target's features: {why}")
+    before = target.want_features
+    target.want_features = True
+    try:
+        yield
+    finally:
+        target.want_features = before
+        target.features = None  # no stale states kept alive past the generation
 
 
 def chain_loop(target: Target, draft: Draft, tokens: list[int], pos: int, chars: int, k: int,
@@ -238,9 +264,13 @@ def chain_rows(target: Target, draft: Draft, seqs: list[bt.Seq], temperature: fl
     verifies them all, the rule settles each, and the finished ones leave. One sequence proposes and settles
     through `settle_round` (the single-sequence kernels: what the cost terms time)."""
     propose = hooks.draft(draft.propose)
+    take = getattr(draft, "take_features", None)
+    fresh = take is not None  # a feature draft's first round drafts nothing: its pass hands the first features
     active, passes = list(seqs), 0
     while active:
-        ks = [min(s.k, s.left - 1) for s in active]  # never draft past the end: a round emits up to kr + 1
+        # never draft past the end: a round emits up to kr + 1
+        ks = [0 if fresh else min(s.k, s.left - 1) for s in active]
+        fresh = False
         if len(seqs) == 1:
             s, kr = active[0], ks[0]
             drafted, q = propose(s.tokens, kr, s.rng, temperature) if kr > 0 else ([], None)
@@ -248,11 +278,16 @@ def chain_rows(target: Target, draft: Draft, seqs: list[bt.Seq], temperature: fl
             accepted = [n_acc]
         else:
             proposals = draft.propose_rows([s.tokens for s in active], ks, [s.rng for s in active], temperature)
+            if take is not None:
+                target.want_features = True
             ps = bt.verify_rows(target, active, [d for d, _ in proposals], temperature)
             accepted = []
             for b, (s, (drafted, q), p) in enumerate(zip(active, proposals, ps)):
+                start = s.pos
                 s.pos, n_acc = accept_round(s.tokens, p, drafted, q, s.rng, s.stats, hooks)
                 draft.rollback_row(b, s.pos)
+                if take is not None:  # row b's states at its confirmed positions start..s.pos-1
+                    take(target.features[b, : s.pos - start], start, b)
                 accepted.append(n_acc)
         passes += 1
         for s, kr, n_acc in zip(active, ks, accepted):
@@ -267,16 +302,23 @@ def settle_round(target: Target, draft: Draft, tokens: list[int], pos: int, draf
                  hooks: Hooks = PLAIN) -> tuple[int, int]:
     """The rest of a speculative round once the draft has proposed `drafted` (q: (len, V), None if nothing was
     drafted): the target's pass over the pending tokens and the drafts, the rule (`accept_round`), the target
-    and the draft told what is still valid.
+    and the draft told what is still valid, and a draft that reads features handed those of the confirmed
+    positions (pos.. the new position - 1).
 
     Returns (the new position, drafts accepted): the position moves back to just before the emitted
     character. The cost samplers (`timing.loop_sampler`) time this same function, so a round's term is what
     generation runs, bookkeeping included.
     """
+    take = getattr(draft, "take_features", None)
+    if take is not None:  # on here too: the cost samplers call this function without `features_for`
+        target.want_features = True
     p = verify(target, tokens[pos:] + drafted, pos, len(drafted) + 1, temperature, hooks)  # (kr + 1, V)
+    start = pos
     pos, n_acc = accept_round(tokens, p, drafted, q, rng, stats, hooks)
     target.rollback(pos)  # a no-op for the shipped GPT (its cache is overwritten in place); a crop elsewhere
     draft.rollback(pos)
+    if take is not None:
+        take(target.features[0, : pos - start], start)
     return pos, n_acc
 
 
@@ -299,12 +341,20 @@ def accept_round(tokens: list[int], p: np.ndarray, drafted: list[int], q: np.nda
     return len(tokens) - 1, n_acc  # move back: only the emitted character is not yet in the cache
 
 
+# Why a feature draft drafts no trees: one line, as `tree_unsupported` and `batch_unsupported` give theirs.
+TREE_FEATURES = ("unavailable: token trees for draft {name!r}: it reads the target's features, and a tree's nodes "
+                 "past the first level have none (the target forms them only in the verify pass); trees take table "
+                 "drafts (bigram, ngram)")
+
+
 def _tree_generate(target: Target, draft: Draft, prompt: str, chars: int, spec: trees.TreeSpec, seed: int,
                    temperature: float) -> Generation:
     """Tree rounds: draft a tree, one verify pass over pending tokens + nodes, walk, move the path's K/V."""
     reason = tree_support(target)
     if reason:
         raise InputError(reason)
+    if getattr(draft, "take_features", None) is not None:
+        raise InputError(TREE_FEATURES.format(name=draft.name))
     if not isinstance(draft, TableDraft):
         raise InputError(f"tree drafting needs a table draft (bigram, ngram), not {draft.name!r}")
     if spec.budget < 1:

@@ -3,7 +3,8 @@
 The table maps each name to a factory taking the target (and options); each factory builds one of the draft
 classes in `drafts`, `ngram`, `prompt_lookup` or a model draft around a copy of the target.
 
-`DRAFTS` holds the six shipped drafts (a report's default set). More names are found on request, in this
+`DRAFTS` holds the six shipped drafts (a report's default set). By name on request: prompt-lookup, shipped and
+medusa (heads on the target's states, `decoding.medusa`). More names are found on request, in this
 order: `register_draft(name, factory)` from the Python API, then the `specdec.drafts` entry-point group of any
 installed package (each entry point loads a factory), and "hf:PATH" (a Hugging Face causal LM as the draft,
 see `model.hf`). `make_draft` also takes a `Draft` object and hands it back after the same device check.
@@ -104,6 +105,13 @@ def _hf(path: str, target, device=None, dtype=None, allow_download: bool = False
     return ModelDraft(f"hf:{path}", model, model.weight_bytes())
 
 
+def _medusa(target, checkpoint=None, **_) -> Draft:
+    """Medusa heads on the shipped target's states (`decoding.medusa`; a draft that reads the target)."""
+    from specdec.decoding.medusa import make_medusa
+
+    return make_medusa(target, checkpoint)
+
+
 # name -> factory(target, **options). The first three are the write-up's; the rest go beyond it.
 DRAFTS = {
     "bigram": _bigram,
@@ -116,7 +124,8 @@ DRAFTS = {
 WRITEUP_DRAFTS = ("bigram", "int8", "int4")
 CPU_ONLY = frozenset({"int8-dynamic"})  # drafts whose kernels exist on the CPU only (their `cpu_only` is True)
 # Drafts by name on request, not in a report's default set: the shipped prompt lookup, then register_draft's.
-REGISTERED: dict[str, Callable[..., Draft]] = {"prompt-lookup": _prompt_lookup, "shipped": _shipped}
+REGISTERED: dict[str, Callable[..., Draft]] = {"prompt-lookup": _prompt_lookup, "shipped": _shipped,
+                                               "medusa": _medusa}
 ENTRY_POINTS = "specdec.drafts"  # an installed package's entry point here names a factory(target, **options)
 assert tuple(DRAFTS) == SHIPPED_DRAFTS and tuple(REGISTERED) == ON_REQUEST, "decoding.names must name them"
 TREE_DRAFTS = ("bigram", "ngram")  # the shipped drafts that draft token trees: the table drafts

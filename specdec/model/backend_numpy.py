@@ -69,11 +69,20 @@ class _Plan:
                 np64(blk.mlp.proj.weight).T.astype(np.float32),  # (4C, C)
             ))
         self.head = ln_into(model.ln_f, np64(model.lm_head.weight).T)
+        # ln_f unfolded, for the features a draft may ask for (the head above never forms the normed state)
+        self.ln_f = (model.ln_f.weight.detach().float().cpu().numpy(), model.ln_f.bias.detach().float().cpu().numpy(),
+                     np.float32(model.ln_f.eps))
         self.expit = _expit()
         self.wte = np64(model.wte.weight).astype(np.float32)
         self.wpe = np64(model.wpe.weight).astype(np.float32)
         # additive causal mask (ctx, ctx): 0 where attention is allowed, -inf elsewhere
         self.causal = np.where(np.tri(cfg.context, dtype=bool), 0.0, -np.inf).astype(np.float32)
+
+
+def _layer_norm(x: np.ndarray, g: np.ndarray, b: np.ndarray, eps: np.float32) -> np.ndarray:
+    """LayerNorm of x (T, C) with weight g and bias b, float32, as torch computes it (biased variance)."""
+    xc = x - x.mean(axis=-1, keepdims=True)
+    return xc / np.sqrt(np.mean(xc * xc, axis=-1, keepdims=True) + eps) * g + b
 
 
 def _ln_matmul(x: np.ndarray, m: np.ndarray, bias: np.ndarray, eps_c: np.float32) -> np.ndarray:
@@ -143,12 +152,16 @@ class NumpyGPT(GPT):
         else:  # a tree's nodes share positions by depth and see only their own branch
             wpe = plan.wpe[tree[0].numpy(force=True)]
             mask = np.where(tree[1].numpy(force=True), np.float32(0.0), np.float32(-np.inf))
-        out = [self._sequence(plan, b, ids[b], pos, wpe, mask) for b in range(B)]
+        xs = [self._sequence(plan, b, ids[b], pos, wpe, mask) for b in range(B)]  # residual streams (T, C)
+        if self.want_features:  # formed only when asked: the head's fold skips the normed state
+            self.features = torch.from_numpy(np.stack([_layer_norm(x, *plan.ln_f) for x in xs]))
+        out = [_ln_matmul(x, *plan.head) for x in xs]
         return torch.from_numpy(out[0][None] if B == 1 else np.stack(out))
 
     def _sequence(self, plan: _Plan, b: int, ids: np.ndarray, pos: int, wpe: np.ndarray,
                   mask: np.ndarray | None) -> np.ndarray:
-        """Logits (T, V) for one sequence's T new positions, its cache filled at pos..pos+T-1."""
+        """The residual stream (T, C) after the last block for one sequence's T new positions, its cache filled
+        at pos..pos+T-1 (the caller applies the folded head)."""
         T, end = len(ids), pos + len(ids)
         C = self.config.n_embd
         H, hs = self.config.n_head, C // self.config.n_head
@@ -175,4 +188,4 @@ class NumpyGPT(GPT):
             expit(g, out=g)
             g *= f
             x += g @ w_out
-        return _ln_matmul(x, *plan.head)
+        return x

@@ -13,6 +13,8 @@ How it is wired (I/O binding: no input or output is copied between numpy and the
   rebinds only when the number of positions T changes (a decode loop keeps one T).
 - The logits are written by the runtime into a preallocated buffer; the returned tensor is a view of it,
   valid until this model's next forward (every caller in specdec samples from it first), as `fused`'s are.
+  So are the features (the pass and tree graphs' extra output, the states after ln_f), handed as
+  `model.features` only while `want_features` is set; a target-only step (`sample_step`) hands none.
 
 A tree pass needs the tree's mask: its nodes see the cache and their own ancestors only. It runs a third graph
 ("tree"), the pass graph with GroupQueryAttention's `attention_bias` input bound to the additive mask (0 where
@@ -94,6 +96,9 @@ class _Session:
         self.total = np.zeros((), dtype=np.int32)
         self.logits = torch.zeros(1, cfg.context, cfg.vocab_size)  # the runtime writes here (torch's memory)
         self.logits_np = self.logits.numpy()  # the same memory, for the paths that never touch torch
+        # the graphs' features output (pass and tree), always bound here: an unbound output would be allocated
+        # by the runtime every run; the model hands a view of it only while it wants features
+        self.features = torch.zeros(1, cfg.context, cfg.n_embd)
         self.arange = np.arange(cfg.context, dtype=np.int64)  # positions are a slice of it: no range conversion
         self.probs = np.zeros((1, cfg.context, cfg.vocab_size), dtype=np.float32)
         self.cache: list[np.ndarray] = []  # per block: keys, values (batch, H, context, hs)
@@ -125,13 +130,15 @@ class _Session:
                 b.bind_input(f"past_{name}", "cpu", 0, np.float32, shape, a.ctypes.data)
                 b.bind_output(f"present_{name}", "cpu", 0, np.float32, shape, a.ctypes.data)
 
-    def _bind_t(self, b, T: int, probs: bool = True) -> None:
-        """(Re)bind ids, positions, logits (and probs) as T positions (buffers' starts, so only T changes a
-        binding)."""
+    def _bind_t(self, b, T: int, probs: bool = True, features: bool = True) -> None:
+        """(Re)bind ids, positions, logits (and probs, features) as T positions (buffers' starts, so only T
+        changes a binding)."""
         V = self.logits.shape[-1]
         b.bind_input("ids", "cpu", 0, np.int64, [1, T], self.ids.ctypes.data)
         b.bind_input("positions", "cpu", 0, np.int64, [1, T], self.positions.ctypes.data)
         b.bind_output("logits", "cpu", 0, np.float32, [1, T, V], self.logits.data_ptr())
+        if features:
+            b.bind_output("features", "cpu", 0, np.float32, [1, T, self.features.shape[-1]], self.features.data_ptr())
         if probs:
             b.bind_output("probs", "cpu", 0, np.float32, [1, T, V], self.probs.ctypes.data)
 
@@ -150,6 +157,8 @@ class _Session:
             self._bind_t(self.binding, T)
             self.bound_t, self.view = T, self.logits[:, :T]
         self.session.run_with_iobinding(self.binding)
+        if self.model.want_features:
+            self.model.features = self.features[:, :T]
         return T
 
     def run(self, idx: torch.Tensor, pos: int) -> torch.Tensor:
@@ -194,6 +203,8 @@ class _Session:
         self._bind_t(b, T, probs=False)
         b.bind_input("bias", "cpu", 0, np.float32, [1, 1, T, pos + T], bias.ctypes.data)
         session.run_with_iobinding(b)
+        if self.model.want_features:
+            self.model.features = self.features[:, :T]
         return self.logits_np[:, :T]
 
     def step(self, ids: list[int], pos: int, u: float, inv_temp: float) -> int:
@@ -214,7 +225,7 @@ class _Session:
         self.inv_temp[()] = inv_temp
         session, b = self.stepper
         if T != self.step_t:
-            self._bind_t(b, T, probs=False)
+            self._bind_t(b, T, probs=False, features=False)
             self.step_t = T
         session.run_with_iobinding(b)
         return int(self.next)

@@ -123,6 +123,10 @@ class GPT(ConfigSizes, nn.Module):
     # --- the target protocol (model.protocol.Target) beyond forward/ids/setup_cache; sizes: ConfigSizes ------
 
     corpus_vocabulary = True  # its ids are the corpus's characters: the shipped table drafts fit it as they are
+    # Features (`protocol.FeatureTarget`): while want_features is set (by the generation loop, for a draft that
+    # reads them), every pass -- on every backend -- leaves the post-`ln_f` states of its positions here.
+    want_features = False
+    features: torch.Tensor | None = None  # (B, T, n_embd)
 
     @staticmethod
     def tokenize(text: str) -> list[int]:
@@ -204,7 +208,10 @@ class GPT(ConfigSizes, nn.Module):
             mask = tree[1]
         for block in self.blocks:
             x = block(x, pos, mask)
-        return self.lm_head(self.ln_f(x))
+        h = self.ln_f(x)
+        if self.want_features:
+            self.features = h
+        return self.lm_head(h)
 
     def _check_pass(self, B: int, T: int, pos: int | None) -> None:
         """A pass of B sequences of T positions from `pos` (None: a training window from 0) must fit the context,

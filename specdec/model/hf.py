@@ -178,6 +178,10 @@ class HFTarget(ConfigSizes):
             f"{name!r} runs {attn!r} attention")
         self.cache = None
         self._batch = 0
+        # Features (`protocol.FeatureTarget`): the last hidden state, which transformers gives after the final
+        # norm (Llama's `norm`, GPT-2's `ln_f`), asked for with output_hidden_states only while a draft reads it.
+        self.want_features = False
+        self.features: torch.Tensor | None = None
         # Why a batch of B sequences is refused (`decoding.batch.target_support`), as the report prints it.
         self.batch_unsupported = BATCH_UNSUPPORTED
 
@@ -258,8 +262,9 @@ class HFTarget(ConfigSizes):
         start = 0 if pos is None else pos
         if start + T > self.context:
             raise ContextOverflowError(f"positions {start}..{start + T - 1} exceed the context of {self.context}")
+        extra = {"output_hidden_states": True} if self.want_features else {}
         if pos is None:  # a window from position 0, no cache (batched scoring)
-            return self._logits(self.model(input_ids=idx, use_cache=False))
+            return self._logits(self.model(input_ids=idx, use_cache=False, **extra))
         if pos == 0 or self.cache is None or self._batch != B:
             if pos != 0:
                 raise RuntimeError(f"a pass at position {pos} needs the cache of the {pos} tokens before it")
@@ -270,7 +275,7 @@ class HFTarget(ConfigSizes):
                 raise RuntimeError(f"a pass at position {pos}, but the cache holds {self.cached()} tokens")
         if tree is None:
             positions = torch.arange(pos, pos + T, device=idx.device)[None].expand(B, T)
-            out = self.model(input_ids=idx, cache=self.cache, use_cache=True, position_ids=positions)
+            out = self.model(input_ids=idx, cache=self.cache, use_cache=True, position_ids=positions, **extra)
         else:
             if self.tree_unsupported:
                 raise InputError(self.tree_unsupported)
@@ -279,13 +284,14 @@ class HFTarget(ConfigSizes):
             mask.masked_fill_(~allowed.to(idx.device), torch.finfo(self.dtype).min)
             out = self.model(input_ids=idx, cache=self.cache, use_cache=True,
                              position_ids=positions.to(idx.device)[None].expand(B, T),
-                             attention_mask=mask[None, None].expand(B, 1, *allowed.shape))
+                             attention_mask=mask[None, None].expand(B, 1, *allowed.shape), **extra)
         return self._logits(out)
 
     forward = __call__
 
-    @staticmethod
-    def _logits(out) -> torch.Tensor:
+    def _logits(self, out) -> torch.Tensor:
+        if self.want_features:
+            self.features = out.hidden_states[-1].float()
         logits = out.logits
         # numpy (what sampling reads) has no bfloat16, and half-precision p - q would lose the rule's exactness
         return logits if logits.dtype in (torch.float32, torch.float64) else logits.float()

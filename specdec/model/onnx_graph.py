@@ -31,6 +31,7 @@ def graph(model: GPT, kind: str = "pass") -> "onnx.ModelProto":  # noqa: F821
     (`_sample_tail`): input u () float32, output next () int64.
     kind "tree" (the tree's mask on top of GQA's causal one): the inputs and outputs of "pass" without inv_temp and
     probs, plus bias (1, 1, T, pos + T) float32, 0 where a position may attend and -inf elsewhere.
+    "pass" and "tree" also output features (1, T, C): the states after ln_f, the LM head's input.
     """
     if kind not in ("pass", "step", "tree"):
         raise ValueError(f"unknown graph kind {kind!r} (allowed: pass, step, tree)")
@@ -48,8 +49,11 @@ def graph(model: GPT, kind: str = "pass") -> "onnx.ModelProto":  # noqa: F821
                        g.node("Gather", [g.init("wpe", model.wpe.weight), "positions"])])  # (1, T, C)
     for i, b in enumerate(model.blocks):
         x = _block(g, x, b, i, kind, inputs, outputs)
-    g.nodes.append(helper.make_node("MatMul", [g.layer_norm(x, model.ln_f, "ln_f"),
-                                               g.init("lm_head.wT", model.lm_head.weight, transpose=True)],
+    h = g.layer_norm(x, model.ln_f, "ln_f")
+    if kind != "step":  # the final hidden states, for drafts that read them (a target-only step needs none)
+        outputs.append(helper.make_tensor_value_info("features", f32, [1, "T", cfg.n_embd]))
+        g.nodes.append(helper.make_node("Identity", [h], ["features"], name="features"))
+    g.nodes.append(helper.make_node("MatMul", [h, g.init("lm_head.wT", model.lm_head.weight, transpose=True)],
                                     ["logits"]))
     if kind != "tree":
         inputs.append(helper.make_tensor_value_info("inv_temp", f32, []))

@@ -18,6 +18,12 @@ A batch of B sequences (`generate(..., prompt=[...])`) needs per-row positions (
 has them on every backend; any other target is refused with `batch_unsupported`, its one-line reason
 (`decoding.batch.target_support`; the Hugging Face adapter's names its DynamicCache).
 
+Features (drafts that read the target: Medusa heads, EAGLE- and MTP-style layers), an optional pair of members
+(`FeatureTarget`): while `want_features` is True, every cached pass also leaves `features`, the final hidden
+states (after the final norm, before the LM head) of the positions it computed, (B, T, width) float32, valid
+until the target's next pass. The generation loop turns it on only for a draft that reads features
+(`Draft.take_features`), so a target pays nothing otherwise; `feature_support` says why a target cannot.
+
 Units follow the target: `tokenize` gives characters for the shipped model and tokens for a subword model;
 `chars` in the generation API then counts tokens.
 """
@@ -106,6 +112,22 @@ def tree_support(target) -> str | None:
         return reason
     if not isinstance(target, TreeTarget):
         return f"token trees need a target with keep_path and a tree forward; {type(target).__name__} has none"
+    return None
+
+
+@runtime_checkable
+class FeatureTarget(Target, Protocol):
+    """A target that hands out its final hidden states (see the module docstring)."""
+
+    want_features: bool  # set by the generation loop while a draft reads features; False otherwise
+    features: torch.Tensor | None  # (B, T, width): the last pass's states after the final norm
+
+
+def feature_support(target) -> str | None:
+    """None when `target` hands out its final hidden states (`FeatureTarget`); otherwise a one-line reason."""
+    if not isinstance(target, FeatureTarget):
+        return (f"a draft that reads the target's features needs a target with want_features and features; "
+                f"{type(target).__name__} has none")
     return None
 
 

@@ -63,7 +63,10 @@ def forward_rows(model: GPT, rows: list[list[int]], pos: list[int]) -> torch.Ten
     for block in model.blocks:
         x = x + _attention(block.attn, block.ln1(x), write, S, mask)
         x = x + block.mlp(block.ln2(x))
-    return model.lm_head(model.ln_f(x))
+    h = model.ln_f(x)
+    if model.want_features:  # row b's states at [b, :n_b], as its logits
+        model.features = h
+    return model.lm_head(h)
 
 
 def _attention(attn, x: torch.Tensor, write: tuple, S: int, mask: torch.Tensor) -> torch.Tensor:
