@@ -20,7 +20,18 @@ from benchmarks import bench_work, common, harness
 from specdec.measure import ab_work
 
 ROOT = Path(__file__).resolve().parent.parent
-WORK_THRESHOLD, TIME_THRESHOLD = 0.002, 0.1
+WORK_THRESHOLD, EXACT_THRESHOLD, MEMORY_THRESHOLD, TIME_THRESHOLD = 0.0025, 0.0, 0.05, 0.1
+EXACT = ("track_rejection", "track_passes_per_char", "track_exactness_failed", "track_weight_bytes")
+
+
+def _family(name: str) -> float:
+    """The threshold a graph's kind of figure calls for, from its name alone."""
+    method = name.split("(")[0].split(".")[2]
+    if name.startswith("bench_work."):
+        return WORK_THRESHOLD
+    if method in EXACT:
+        return EXACT_THRESHOLD
+    return MEMORY_THRESHOLD if method.startswith("peakmem_") else TIME_THRESHOLD
 
 
 def _conf() -> dict:
@@ -45,15 +56,15 @@ def _entry_names() -> list[str]:
     return names
 
 
-def test_every_work_graph_gets_the_work_threshold_and_every_other_the_time_one():
+def test_every_graph_gets_its_kinds_threshold_exact_work_memory_or_time():
     thresholds = _conf()["regressions_thresholds"]
     names = _entry_names()
     work = [n for n in names if n.startswith("bench_work.")]
     # 2 pass rows, 2 drafts, 2 round rows, 3 generations: every work benchmark is in the family
     assert len(work) == 9 and {n.split(".")[1] for n in work} == {n for n in vars(bench_work) if n.startswith("Work")}
-    wrong = {n: _threshold(thresholds, n) for n in names
-             if _threshold(thresholds, n) != (WORK_THRESHOLD if n in work else TIME_THRESHOLD)}
+    wrong = {n: _threshold(thresholds, n) for n in names if _threshold(thresholds, n) != _family(n)}
     assert not wrong, wrong
+    assert {_family(n) for n in names} == {WORK_THRESHOLD, EXACT_THRESHOLD, MEMORY_THRESHOLD, TIME_THRESHOLD}
 
 
 @pytest.mark.parametrize("name,expected", [
@@ -61,6 +72,9 @@ def test_every_work_graph_gets_the_work_threshold_and_every_other_the_time_one()
     ("bench_work.WorkPass.track_instructions(1, 'pass 1')@main", WORK_THRESHOLD),  # a graph per branch
     ("bench_workload.WorkloadSpeedup.track_time_ratio(1, 'bigram', 4)", TIME_THRESHOLD),  # not bench_work's
     ("bench_drafts.DraftCost.track_c(1, 'eager', 'bigram')", TIME_THRESHOLD),
+    ("bench_speedup.Speedup.track_rejection('bigram', 4)", EXACT_THRESHOLD),
+    ("bench_speedup.Speedup.track_rejection_rate('bigram', 4)", TIME_THRESHOLD),  # a name only beginning alike
+    ("bench_generation.Memory.peakmem_generate(1)", MEMORY_THRESHOLD),
 ])
 def test_the_families_do_not_overlap(name, expected):
     assert _threshold(_conf()["regressions_thresholds"], name) == expected
