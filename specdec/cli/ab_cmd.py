@@ -195,7 +195,7 @@ def _keep(out, doc: dict, missing: bool = False) -> dict:
     from specdec.util.files import write_atomic
 
     gaps = []
-    if doc.get("error") and not doc["complete"]:
+    if not doc["complete"] and doc.get("error", "").startswith("interrupted"):  # a failed worker is exit 1
         gaps.append(f"timing: {doc['error'].splitlines()[0]}")
     work = doc["work"]
     if missing and not work["rows"]:
