@@ -161,20 +161,22 @@ def table(*docs: dict) -> str:
     return "\n".join(lines)
 
 
-def study_doc(got: dict, trees: dict, what: dict, head: dict) -> dict:
-    """The study's JSON: every tree judged against base (the first), each row's largest |change| over the A/A,
-    deep and null trees, and every tree's figures per layout."""
+def study_doc(got: dict, trees: dict, what: dict, head: dict, calibration: dict | None = None) -> dict:
+    """The study's JSON: every tree judged against base (the first) as a default `specdec ab` run judges its work
+    rows (with `calibration` where given: one made on other trees; else each pair's own layouts), each row's
+    largest |change| over the A/A, deep and null trees, and every tree's figures per layout."""
     labels = list(trees)
     comparisons = {}
     for i, label in enumerate(labels[1:], start=1):
-        counted = {"rows": {r: {"a": per[0], "b": per[i]} for r, per in got.items()}}
-        judged = ab_work.judge(counted)
+        counted = {"rows": {r: {"a": per[0], "b": per[i]} for r, per in got.items()}, "calibration": calibration}
+        judged = ab_work.judge(counted, len(TIMED_ROWS) + len(ROWS))
         comparisons[what[label][0]] = {"label": label, "what": what[label][1], "rows": {
             r: {"change": j["change"], "threshold": j["threshold"], "verdict": j["verdict"],
                 "alloc_change": (j["alloc"] or {}).get("change")} for r, j in judged.items()}}
     largest = {r: {kind: max([abs(c["rows"][r]["change"]) for n, c in comparisons.items() if n.startswith(kind)],
                              default=None) for kind in ("aa", "deep", "null")} for r in got}
-    return {**head, "layouts": list(ab_work.LAYOUTS), "floor": ab_work.FLOOR, "kinds": list(KINDS),
+    return {**head, "layouts": list(ab_work.LAYOUTS), "method": ab_work.work_pool.METHOD, "kinds": list(KINDS),
+            "calibration": (calibration or {}).get("id"),
             "largest_null_change": largest,
             "figures": {r: {what[lab][0]: [c["fewest"] for c in per[i]] for i, lab in enumerate(labels)}
                         for r, per in got.items()},
@@ -286,7 +288,38 @@ def halves(study: dict, tests: int) -> dict:
     return out
 
 
+def calibration_table(cal_study: dict, inj_study: dict) -> str:
+    """docs/work.md's calibration table, computed from the two studies' figures alone: per row the calibration's
+    fit (layout and build sd, the largest change between its trees), the threshold and what it detects in a
+    default `specdec ab` run; the split-half check (each half's calibration judging the other half's pairs:
+    thresholds and flags); and the held-out study judged with the whole calibration (a fresh A/A and the injected
+    changes: each change, in bold where flagged)."""
+    tests = len(TIMED_ROWS) + len(ROWS)
+    cal = fit(cal_study, "")
+    split = halves(cal_study, tests)
+    held = held_out(inj_study, cal, tests)
+    n = len(ab_work.LAYOUTS)
+    trees = list(held)
+    head = (["row", "layout sd", "build sd", "largest between trees", "threshold", "detects (80 %)",
+             "split-half thresholds", "split-half flags"] + trees)
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for row, f in cal["rows"].items():
+        judged = ab_work.compare([1.0] * n, [1.0] * n, tests, cal=f)
+        lo, hi = split["thresholds"][row]
+        flags = sum(1 for x in split["flagged"] if f": {row} " in x)
+        cells = [row, f"{f['sigma_l']:.4%}", f"{f['sigma_b']:.4%}", f"{f['largest']:.3%}", f"{judged['threshold']:.3%}",
+                 f"{judged['detects']:.3%}", f"{lo:.3%}-{hi:.3%}", str(flags)]
+        for t in trees:
+            c = held[t]["changes"][row]
+            cells.append(f"**{c:+.3%}**" if row in held[t]["flagged"] else f"{c:+.3%}")
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def main(argv: list[str]) -> int:
+    if argv[:1] == ["--calibration-table"]:  # --calibration-table CAL_STUDY.json HELD_OUT_STUDY.json
+        print(calibration_table(*(json.loads(Path(a).read_text()) for a in argv[1:3])))
+        return 0
     if argv[:1] == ["--fit"]:  # --fit STUDY.json [DIR]: the study's unchanged trees as a kept calibration
         from specdec.measure import work_calibration
 
@@ -320,6 +353,8 @@ def main(argv: list[str]) -> int:
     p.add_argument("--aa", type=int, default=10)
     p.add_argument("--null", type=int, default=20)
     p.add_argument("--only", nargs="*", default=None, help="count only these trees besides base (names)")
+    p.add_argument("--calibration", default=None, help="judge the trees with this calibration (JSON; made on "
+                   "other trees: --fit)")
     args = p.parse_args(argv)
     avail = work.probe()
     if avail.kind is None:
@@ -336,9 +371,10 @@ def main(argv: list[str]) -> int:
         cfg = ab_work.counting_config(CONFIG)
         got = ab_work.count_sources(sources, cfg, avail.kind, ROWS, lambda s: print(s, file=sys.stderr, flush=True),
                                     keep=args.keep, by_tree=True)
+    cal = json.loads(Path(args.calibration).read_text()) if args.calibration else None
     doc = study_doc(got, trees, what, {"command": "python tools/work_study.py " + " ".join(argv),
                                        "counter": avail.name, "chars": cfg["chars"],
-                                       "seconds": round(time.monotonic() - t0, 1)})
+                                       "seconds": round(time.monotonic() - t0, 1)}, cal)
     write_atomic(Path(args.out), json.dumps(doc, indent=1) + "\n")
     flagged = {n: [r for r, j in c["rows"].items() if j["verdict"] != "same"] for n, c in doc["comparisons"].items()}
     for n, rows in flagged.items():

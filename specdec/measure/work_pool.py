@@ -3,7 +3,7 @@
 
 The zygote is `ab_worker.py` started by `work.popen` (under callgrind where there is no hardware counter; the
 address-space layout fixed, hash seed 0, a fixed environment). It imports what every revision takes from the
-environment (torch, numpy, ONNX Runtime: most of a minute under callgrind) once, then forks a child per job. A
+environment (torch, numpy, ONNX Runtime: 25-65 s under callgrind on a 2-core VM) once, then forks a child per job. A
 child shifts its layout by its seed (`work.perturb`), imports the revision's code from that revision's tree,
 builds the rows and counts each (`work.count_calls`), and writes its answer to a file; `jobs` children run at
 once (one per CPU). A `Pool` keeps one zygote for several counts (a bisect's steps). The same layout seeds are
@@ -137,7 +137,7 @@ class Zygote:
 
 class Pool:
     """One counting zygote kept for several counts (the steps of a bisect): its start-up, importing torch, numpy
-    and ONNX Runtime under the counter (most of a minute), is paid once. `count` may be called any number of
+    and ONNX Runtime under the counter (25-65 s on a 2-core VM), is paid once. `count` may be called any number of
     times; every tree of every call is seen through a link of one length (`.../tNNN/A`)."""
 
     def __init__(self, kind: str, threads: int = 1, progress: Callable[[str], None] = lambda line: None):
