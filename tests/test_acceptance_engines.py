@@ -52,3 +52,39 @@ def test_each_category_is_judged_on_its_own_prompts():
     got = ae.by_category(runs, {"verse-1": "verse", "prose-1": "prose"}, boot=50)
     assert sorted(got) == ["all", "other", "prose", "verse"]
     assert (got["verse"]["acceptance"], got["prose"]["acceptance"], got["other"]["acceptance"]) == (1.0, 0.0, 0.25)
+
+
+# vLLM's /metrics as it writes them (prometheus_client's text exposition: HELP and TYPE lines, a counter per engine
+# and model, per-position counters labelled position="i"), before and after a window of k = 3 rounds
+VLLM_BEFORE = """# HELP vllm:spec_decode_num_drafts_total Number of spec decoding drafts.
+# TYPE vllm:spec_decode_num_drafts_total counter
+vllm:spec_decode_num_drafts_total{engine="0",model_name="m"} 10.0
+# HELP vllm:spec_decode_num_draft_tokens_total Number of draft tokens.
+# TYPE vllm:spec_decode_num_draft_tokens_total counter
+vllm:spec_decode_num_draft_tokens_total{engine="0",model_name="m"} 30.0
+# HELP vllm:spec_decode_num_accepted_tokens_total Number of accepted tokens.
+# TYPE vllm:spec_decode_num_accepted_tokens_total counter
+vllm:spec_decode_num_accepted_tokens_total{engine="0",model_name="m"} 12.0
+# HELP vllm:spec_decode_num_accepted_tokens_per_pos_total Accepted tokens per draft position.
+# TYPE vllm:spec_decode_num_accepted_tokens_per_pos_total counter
+vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",model_name="m",position="0"} 6.0
+vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",model_name="m",position="1"} 4.0
+vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",model_name="m",position="2"} 2.0
+"""
+# 8 more rounds (24 drafted): 6 accepted position 0, 4 of them position 1, 2 of those position 2: 12 accepted
+VLLM_AFTER = (VLLM_BEFORE.replace("} 10.0", "} 18.0").replace("} 30.0", "} 54.0").replace("} 12.0", "} 24.0")
+              .replace('"0"} 6.0', '"0"} 12.0').replace('"1"} 4.0', '"1"} 8.0').replace('"2"} 2.0', '"2"} 4.0'))
+
+
+def test_a_vllm_window_reads_as_vllm_defines_its_figures():
+    """The recorded sample's window through the load sweep's reader: the histogram from vLLM's counters, and every
+    figure as vLLM computes it from them (acceptance rate = accepted / draft tokens = 12 / 24; mean acceptance
+    length = 1 + accepted / drafts = 1 + 12 / 8; per-position rate = per_pos[i] / drafts = 6/8, 4/8, 2/8)."""
+    from specdec.engines.openai_http import parse_prometheus
+    from specdec.measure import load
+
+    c = load.window_counts(parse_prometheus(VLLM_BEFORE), parse_prometheus(VLLM_AFTER), [])
+    assert c["counters"] == "vllm" and c["rounds_by_accepted"] == [2, 2, 2, 2]
+    got = c["engine_figures"]
+    assert (got["acceptance"], got["acceptance_length"]) == (0.5, 2.5)
+    assert got["per_position"] == [0.75, 0.5, 0.25] and got["conditional"] == [0.75, 4 / 6, 0.5]

@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 
 from specdec.engines import openai_http as http
 from specdec.engines.openai_api import METRICS, rounds_by_accepted
-from specdec.measure import clock, load_stats
+from specdec.measure import acceptance_engines, clock, load_stats
 from specdec.measure.load_driver import Record, run_window
 from specdec.measure.load_schedule import Level
 
@@ -126,6 +126,8 @@ def window_counts(before: dict | None, after: dict | None, records: list[Record]
         out["drafted"], out["accepted"] = int(round(delta(drafted))), int(round(delta(accepted)))
         out["acceptance"] = out["accepted"] / out["drafted"] if out["drafted"] else None
         out["rounds_by_accepted"] = rounds_by_accepted(before, after, kind)
+        if out["rounds_by_accepted"] and sum(out["rounds_by_accepted"]):  # the engine's figures, in its terms
+            out["engine_figures"] = acceptance_engines.figures(out["rounds_by_accepted"], out["drafted"])
         if out["drafted_replies"] is not None:
             out["counts_add_up"] = (out["drafted"], out["accepted"]) == (out["drafted_replies"],
                                                                          out["accepted_replies"])
@@ -136,6 +138,17 @@ def window_counts(before: dict | None, after: dict | None, records: list[Record]
         out["busy_slots_per_decode"] = (g1 * d1 - g0 * d0) / (d1 - d0)  # the gauge is a running mean
     out["tokens_predicted"] = int(round(delta(PREDICTED))) if http.counter(after, PREDICTED) is not None else None
     return out
+
+
+def _engine_figures(spec: list[dict], drafted: int) -> dict | None:
+    """The server's own acceptance figures over a level's spec-on windows (`acceptance_engines.figures` of their
+    pooled rounds-by-accepted histogram, read from its per-position counters), with which counters; None where
+    the server exports no per-position counters."""
+    hists = [c["rounds_by_accepted"] for c in spec if c.get("rounds_by_accepted")]
+    if not hists or len({len(h) for h in hists}) != 1:
+        return None
+    pooled = [sum(col) for col in zip(*hists)]
+    return {"counters": spec[0].get("counters"), **acceptance_engines.figures(pooled, drafted)} if sum(pooled) else None
 
 
 def _sum(values) -> int | None:
@@ -287,7 +300,8 @@ def _level(sweep: Sweep, level: Level, got: dict[tuple[int, str], dict]) -> dict
         "aa_tpot": aa["tpot"], "judged_on": judged, "verdict": load_stats.verdict(speedup[judged], aa[judged]),
         "acceptance": {"drafted": drafted, "accepted": accepted,
                        "acceptance": accepted / drafted if drafted else None,
-                       "counts_add_up": _add_up([c.get("counts_add_up") for c in spec])},
+                       "counts_add_up": _add_up([c.get("counts_add_up") for c in spec]),
+                       "engine": _engine_figures(spec, drafted)},
         "busy_slots_per_decode": {arm: _mean([c.get("busy_slots_per_decode") for c in counts[arm]]) for arm in ARMS},
         "short_replies": {arm: {"short": sum(r.short for w in by_arm[arm] for r in w),
                                 "measured": sum(len(w) for w in by_arm[arm])} for arm in ARMS},

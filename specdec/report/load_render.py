@@ -101,7 +101,8 @@ def render(doc: dict) -> str:
         tpot = on == "tpot"
         rows.append([lv["name"], lv["visits"], _interval(lv["speedup"]), _interval(lv["speedup_tpot"]),
                      _interval(aa), f"{lv['verdict']} ({'TPOT' if tpot else 'throughput'})",
-                     _num(lv["acceptance"]["acceptance"], "{:.3f}"), _added_up(lv["acceptance"].get("counts_add_up")),
+                     _num(lv["acceptance"]["acceptance"], "{:.3f}"), _engine_cell(lv["acceptance"].get("engine")),
+                     _added_up(lv["acceptance"].get("counts_add_up")),
                      f"{_num(busy.get('off'))} / {_num(busy.get('on'))}",
                      "-" if eq.get("equal") is None else ("yes" if eq["equal"] else f"NO ({eq['differ']})"),
                      _short_cell(lv.get("short_replies"))])
@@ -111,7 +112,8 @@ def render(doc: dict) -> str:
                   "asked (the server's context full, or a stop it should not make); their figures cover fewer "
                   "tokens than the others'.", ""]
     lines += [table(["level", "visits", "speedup", "TPOT speedup", "A/A (judged)", "verdict (judged on)", "acceptance",
-                     "counts add up", "busy slots off / on", "greedy equal", "short replies"], rows), ""]
+                     "server's acceptance length; per position", "counts add up", "busy slots off / on",
+                     "greedy equal", "short replies"], rows), ""]
     lines += ["## Crossover", ""] + [crossover_line(k, c) for k, c in doc.get("crossover", {}).items()] + [""]
     lines += ["## Latency and throughput per arm", "", "Milliseconds, p50 / p99 with 95 % re-run intervals; "
               "goodput: requests per second meeting every SLO" + (f" ({_slos(s['slos'])})" if s["slos"] else
@@ -208,3 +210,12 @@ def write(doc: dict, out: str | os.PathLike, text: str) -> list[Path]:
         names.append("load.png")
     swap_folder(tmp, out)
     return [out / n for n in names]
+
+
+def _engine_cell(engine: dict | None) -> str:
+    """The server's own figures, in its terms (vLLM's and llama.cpp's per-position counters): acceptance length
+    (1 + accepted / rounds) and the unconditional per-position rates."""
+    if not engine:
+        return "-"
+    rates = " ".join(f"{r:.2f}" for r in engine["per_position"] if r is not None)
+    return f"{engine['acceptance_length']:.2f}; {rates} ({engine['counters']})"
