@@ -186,7 +186,7 @@ def _layouts(*ns: int) -> list[dict]:
 
 # a calibration as work_calibration.fit gives it: every row's layouts spread 0.02 % (relative), no build term
 CAL = {"id": "c0", "path": "/cal.json", "trees": {"aa-1": "", "null-1": ""},
-       "rows": {n: {"sigma_l": 0.0002, "df_l": 32, "ms_between": 0.0002**2, "df_b": 16, "layouts": 3, "trees": 17}
+       "rows": {n: {"sigma_l": 0.0002, "df_l": 32, "ms_between": 0.0002**2, "df_b": 16, "layouts": 3, "trees": 17, "largest": 0.0}
                 for n in ("pass 1", "draft bigram", "verify 5")}}
 
 

@@ -28,7 +28,7 @@ def section(a: dict, b: dict, same_machine: bool) -> tuple[list[str], dict[str, 
     lines = [f"work ({a['work']['name']}): instructions per call, judged like `specdec ab`'s work rows (worse "
              "beyond the threshold: " + ("the calibration both reports share" if calibrated else
                                          "UNCALIBRATED, each row's own layouts' spread") +
-             "; counts do not move with load)",
+             "; counts do not move with load); counted on " + _cpu(a["work"]) + " by " + str(a["work"].get("method")),
              f"{'work row':34} {'A':>14} {'B':>14} {'B/A-1':>8} {'threshold':>9}  verdict"]
     for name, r in judged.items():
         lines.append(f"{name:34} {r['a']:>14,.0f} {r['b']:>14,.0f} {r['change']:>+8.2%} {r['threshold']:>9.2%}  "
@@ -48,3 +48,9 @@ def _split_lines(a: dict, b: dict) -> list[str]:
                 else "the machine's speed (the same work)")
         lines.append(f"{r['term']:34} {r['time']:>+8.1%} {r['work']:>+8.2%} {r['speed']:>+8.1%}  {what}")
     return lines
+
+
+def _cpu(work: dict) -> str:
+    """The CPU a report's counts ran on and the features that picked its libraries' kernels."""
+    cpu = work.get("cpu") or {}
+    return f"{cpu.get('model', 'an unrecorded CPU')} ({' '.join(cpu.get('features') or []) or 'features unrecorded'})"
