@@ -1,4 +1,4 @@
-"""The `specdec` command (`parser.SUBCOMMANDS` lists every subcommand): train, info, generate, verify, compare,
+"""The `specdec` command (`parser.SUBCOMMANDS` lists every subcommand): train, train-draft, info, generate, verify, compare,
 overhead, export-hf and export-gguf here; report and calibrate in `report_cmd`, ab in `ab_cmd`, batch in
 `batch_cmd`, build-server and load in `server_cmd`.
 
@@ -53,6 +53,38 @@ def _cmd_train(args) -> int:
     if args.out is None:
         models.log(f"the shipped {args.draft or 'target'} is unchanged; measure this one with --checkpoint {out}, "
                    f"or copy it over {_train.shipped_path(args.draft or 'target')} to ship it")
+    return 0
+
+
+def _cmd_train_draft(args) -> int:
+    """`specdec train-draft NAME`: a draft that reads the target, distilled from the shipped target (frozen)."""
+    if args.steps is not None:
+        at_least("--steps", args.steps, 1)
+    at_least("--seed", args.seed, 0)
+    at_least("--threads", args.threads, 1)
+    import importlib
+
+    import torch
+
+    from specdec.model import train as _train
+
+    out = args.out or _train.default_out(args.name)
+    writable_file("--out", out)
+    module = importlib.import_module(f"specdec.decoding.{args.name}")
+    torch.set_num_threads(args.threads)
+    target = _train.load_target()
+    steps = args.steps or module.STEPS
+    if args.name == "medusa":
+        net, meta = module.train_medusa(target, steps=steps, seed=args.seed, log=models.log)
+        sha = module.save_heads(net, meta, out)
+    else:
+        net, meta = module.train_eagle(target, steps=steps, seed=args.seed, log=models.log)
+        sha = module.save_net(net, meta, out)
+    params = sum(p.numel() for p in net.parameters())
+    print(f"wrote {out} (sha256 {sha[:12]}, {params:,} parameters, {meta['seconds']:.0f}s)")
+    if args.out is None:
+        models.log(f"the shipped {args.name} is unchanged; use this one with make_draft({args.name!r}, target, "
+                   f"checkpoint={str(out)!r}), or copy it over {_train.shipped_path(args.name)} to ship it")
     return 0
 
 
@@ -402,6 +434,7 @@ COMMANDS = {"train": _cmd_train, "info": _cmd_info, "generate": _cmd_generate, "
             "ab": ab_cmd.cmd_ab, "bisect": bisect_cmd.cmd_bisect, "asv-init": asv_cmd.cmd_asv_init, "batch": batch_cmd.cmd_batch,
             "overhead": _cmd_overhead, "export-hf": _cmd_export_hf, "export-gguf": _cmd_export_gguf,
             "build-server": server_cmd.cmd_build_server, "calibrate-work": ab_cmd.cmd_calibrate_work, "load": server_cmd.cmd_load}
+COMMANDS["train-draft"] = _cmd_train_draft
 
 
 def main(argv: list[str] | None = None) -> int:

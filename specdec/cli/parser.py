@@ -65,6 +65,19 @@ def _train_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--teacher", default=None, help="target checkpoint to distil the draft from")
 
 
+TRAINED_DRAFTS = ("medusa", "eagle")  # `specdec train-draft NAME`: the drafts that read the target, trained for it
+
+
+def _train_draft_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("name", metavar="NAME", choices=TRAINED_DRAFTS, help=f"the draft: {', '.join(TRAINED_DRAFTS)}")
+    p.add_argument("--steps", type=int, default=None, help="optimiser steps (default: the shipped draft's recipe)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--threads", type=int, default=1, help="torch threads (default 1); the weights are "
+                   "deterministic given the seed and the thread count")
+    p.add_argument("--out", default=None, help="weights path (default: specdec-train/NAME.pt; the shipped "
+                   "specdec/data/NAME.pt is never overwritten unasked)")
+
+
 def _info_args(p: argparse.ArgumentParser) -> None:
     _checkpoint(p)
     p.add_argument("--json", action="store_true", help="one JSON object")
@@ -356,6 +369,8 @@ def _load_args(p: argparse.ArgumentParser) -> None:
 # (name, one-line help, the function adding its arguments), in the order `specdec --help` lists them
 SUBCOMMANDS = [
     ("train", "train the target (or the small draft) deterministically", _train_args),
+    ("train-draft", "train a draft that reads the target (medusa, eagle) for it, the target frozen, "
+     "deterministically", _train_draft_args),
     ("info", "the target: parameters, bytes, validation loss, checkpoint", _info_args),
     ("generate", "generate text, target-only or speculative", _generate_args),
     ("verify", "exactness: chi-square of speculative draws, with a verdict", _verify_args),

@@ -34,6 +34,8 @@ from specdec.model.gpt import GPT
 from specdec.model.train import CheckpointError, _batch, file_sha256, shipped_path
 from specdec.util.files import atomic_path
 
+STEPS = 600  # the shipped heads' recipe (`specdec train-draft medusa`)
+
 
 class MedusaHeads(nn.Module):
     """K residual MLPs on the target's state (width C): forward (..., C) -> (..., K, C), before the LM head."""

@@ -5,4 +5,4 @@ tables hold exactly these names, so each is written once.
 """
 
 SHIPPED_DRAFTS: tuple[str, ...] = ("bigram", "int8", "int4", "ngram", "small", "int8-dynamic")  # `registry.DRAFTS`
-ON_REQUEST: tuple[str, ...] = ("prompt-lookup", "shipped", "medusa")  # by name only: the first of `registry.REGISTERED`
+ON_REQUEST: tuple[str, ...] = ("prompt-lookup", "shipped", "medusa", "eagle")  # by name only: the first of `registry.REGISTERED`

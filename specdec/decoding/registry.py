@@ -3,11 +3,12 @@
 The table maps each name to a factory taking the target (and options); each factory builds one of the draft
 classes in `drafts`, `ngram`, `prompt_lookup` or a model draft around a copy of the target.
 
-`DRAFTS` holds the six shipped drafts (a report's default set). By name on request: prompt-lookup, shipped and
-medusa (heads on the target's states, `decoding.medusa`). More names are found on request, in this
-order: `register_draft(name, factory)` from the Python API, then the `specdec.drafts` entry-point group of any
-installed package (each entry point loads a factory), and "hf:PATH" (a Hugging Face causal LM as the draft,
-see `model.hf`). `make_draft` also takes a `Draft` object and hands it back after the same device check.
+`DRAFTS` holds the six shipped drafts (a report's default set). By name on request: prompt-lookup, shipped,
+medusa (heads on the target's states, `decoding.medusa`) and eagle (a network extrapolating the target's states,
+`decoding.eagle`). More names are found on request, in this order: `register_draft(name, factory)` from the
+Python API, then the `specdec.drafts` entry-point group of any installed package (each entry point loads a
+factory), and "hf:PATH" (a Hugging Face causal LM as the draft, see `model.hf`). `make_draft` also takes a
+`Draft` object and hands it back after the same device check.
 """
 
 from __future__ import annotations
@@ -112,6 +113,13 @@ def _medusa(target, checkpoint=None, **_) -> Draft:
     return make_medusa(target, checkpoint)
 
 
+def _eagle(target, checkpoint=None, **_) -> Draft:
+    """An EAGLE-style network on the shipped target's states (`decoding.eagle`; a draft that reads the target)."""
+    from specdec.decoding.eagle import make_eagle
+
+    return make_eagle(target, checkpoint)
+
+
 # name -> factory(target, **options). The first three are the write-up's; the rest go beyond it.
 DRAFTS = {
     "bigram": _bigram,
@@ -125,7 +133,7 @@ WRITEUP_DRAFTS = ("bigram", "int8", "int4")
 CPU_ONLY = frozenset({"int8-dynamic"})  # drafts whose kernels exist on the CPU only (their `cpu_only` is True)
 # Drafts by name on request, not in a report's default set: the shipped prompt lookup, then register_draft's.
 REGISTERED: dict[str, Callable[..., Draft]] = {"prompt-lookup": _prompt_lookup, "shipped": _shipped,
-                                               "medusa": _medusa}
+                                               "medusa": _medusa, "eagle": _eagle}
 ENTRY_POINTS = "specdec.drafts"  # an installed package's entry point here names a factory(target, **options)
 assert tuple(DRAFTS) == SHIPPED_DRAFTS and tuple(REGISTERED) == ON_REQUEST, "decoding.names must name them"
 TREE_DRAFTS = ("bigram", "ngram")  # the shipped drafts that draft token trees: the table drafts
