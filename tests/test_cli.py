@@ -328,6 +328,13 @@ BAD = [
     (["ab", "HEAD", "HEAD", "--no-work", "--count-all-ks"], "--count-all-ks counts more work rows and --no-work "
      "leaves them out"),
     (["ab", "HEAD", "HEAD", "--counter", "cycles"], "argument --counter: invalid choice: 'cycles' (choose from"),
+    (["ab", "HEAD", "HEAD", "--out", "{dir}"], ": a folder; give a file name (default specdec-ab.json)"),
+    (["calibrate-work", "--aa", "0"], "--aa must be at least 1, got 0"),
+    (["calibrate-work", "--null", "0"], "--null must be at least 1, got 0"),
+    (["calibrate-work", "--drafts", "nope"], "unknown draft 'nope'"),
+    (["calibrate-work", "--ks", "0"], "k must be at least 1, got 0"),
+    (["calibrate-work", "--backend", "tpu"], "argument --backend: invalid choice: 'tpu' (choose from"),
+    (["calibrate-work", "--counter", "cycles"], "argument --counter: invalid choice: 'cycles' (choose from"),
     (["batch", "--batches", "1", "0"], "--batches: 0 is not a batch size (allowed: 1 to 256)"),
     (["batch", "--budget", "0"], "--budget must be a positive number of seconds, got 0.0"),
     (["batch", "-k", "0"], "-k must be at least 1, got 0"),

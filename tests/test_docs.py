@@ -276,29 +276,30 @@ def test_ab_md_counts_the_rows_ab_worker_builds(drafts, ks):
     assert all(call is not None for call, _ in rows.values())  # every row built, none unavailable
 
 
-def test_work_md_states_the_study_from_its_data():
-    """docs/work.md's study table is what tools/work_study.py renders from docs/work-study*.json (the data the
-    figures come from, committed with the command that makes them): no figure is typed by hand, each study's
-    command is shown, and the sentence that nothing unchanged was flagged holds in the data."""
+def test_work_md_states_the_calibration_and_its_check_from_their_data():
+    """docs/work.md's calibration table is what tools/work_study.py renders from the two studies' JSON (the data
+    the figures come from, committed with the commands that make them): no figure is typed by hand, each study's
+    command is shown, the shipped calibration is the first study's fit, and the held-out A/A flags nothing."""
     import importlib.util
     import json
+
+    from specdec.measure import work_calibration
 
     spec = importlib.util.spec_from_file_location("work_study_tool", ROOT / "tools" / "work_study.py")
     study = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(study)
-    paths = sorted((ROOT / "docs").glob("work-study*.json"))
-    assert [p.name for p in paths] == ["work-study-nulls.json", "work-study.json"]
-    docs = [json.loads(p.read_text()) for p in reversed(paths)]  # the first study's rows lead, as in the doc
+    cal_path, inj_path = ROOT / "docs" / "work-calibration-study.json", ROOT / "docs" / "work-injections-study.json"
+    cal, inj = json.loads(cal_path.read_text()), json.loads(inj_path.read_text())
     text = (ROOT / "docs" / "work.md").read_text()
     shown = text.split("<!-- study-table -->\n", 1)[1].split("\n<!-- /study-table -->", 1)[0]
-    assert shown == study.table(*docs)
-    for path, doc in zip(reversed(paths), docs):
-        assert "tools/work_study.py" in doc["command"]
-        shown_cmd = doc["command"].split("--out ", 1)[1].split(" ", 1)[1].replace("--keep /tmp/study-keep ", "")
-        assert f"--out docs/{path.name} {shown_cmd.split(' --only')[0]}" in text
-        for name, comp in doc["comparisons"].items():
-            if name.startswith(("aa-", "deep", "null-")):
-                assert all(r["verdict"] == "same" for r in comp["rows"].values()), name
-    assert "No A/A, deep or null tree is flagged on any row" in text
-    nulls = {n for doc in docs for n in doc["comparisons"] if n.startswith("null-")}
-    assert len(nulls) == 20
+    assert shown == study.calibration_table(cal, inj)
+    for path, doc in ((cal_path, cal), (inj_path, inj)):
+        words = doc["command"].split()
+        aa, null, only = (words[words.index(w) + 1] for w in ("--aa", "--null", "--only"))
+        assert "tools/work_study.py" in doc["command"] and f"--out docs/{path.name} --aa {aa} --null {null}" in text
+        assert " ".join(words[words.index("--only"):]) in text.replace("\\\n    ", "")
+    shipped = study.fit(cal, "")
+    kept = json.loads((work_calibration.SHIPPED / f"{shipped['id']}.json").read_text())
+    assert kept["rows"] == shipped["rows"] and kept["figures"] == shipped["figures"]
+    held = study.held_out(inj, shipped, len(study.TIMED_ROWS) + len(study.ROWS))
+    assert held["aa-1"]["flagged"] == []
