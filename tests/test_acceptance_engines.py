@@ -88,3 +88,39 @@ def test_a_vllm_window_reads_as_vllm_defines_its_figures():
     got = c["engine_figures"]
     assert (got["acceptance"], got["acceptance_length"]) == (0.5, 2.5)
     assert got["per_position"] == [0.75, 0.5, 0.25] and got["conditional"] == [0.75, 4 / 6, 0.5]
+
+
+def test_the_report_counts_a_feature_draft_as_it_generates():
+    """acceptance_over wraps a draft to log its rounds; a draft that reads the target (medusa) must still be
+    handed the target's features through the wrapper: its pooled counts equal speculative_generate's own."""
+    import specdec
+    from specdec.measure.acceptance import acceptance_over
+
+    target = specdec.load_target(backend="numpy")
+    items = specdec.load_workload("shakespeare24").items[:2]
+    got = acceptance_over(target, specdec.make_draft("medusa", target), 4, None, chars=40,
+                          runs=[(item, 0) for item in items])
+    direct = [specdec.speculative_generate(target, specdec.make_draft("medusa", target), item.prompt, 40, k=4,
+                                           seed=0).stats for item in items]
+    assert (got["totals"]["accepted"], got["totals"]["drafted"]) == (sum(s.accepted for s in direct),
+                                                                     sum(s.drafted for s in direct))
+    assert got["totals"]["accepted"] > 0
+
+
+def test_a_feature_drafts_first_character_is_exact_at_a_round_after_a_prefill():
+    """exactness.verify hands a draft that reads the target the states of a prefill over the context (less its
+    last token, the one the prefill emitted) before its proposal, as the loop does: medusa's and eagle's first
+    characters pass the chi-square test (deterministic given the seed), and eagle drafts all k after it."""
+    import numpy as np
+
+    import specdec
+    from specdec.measure import exactness
+
+    target = specdec.load_target(backend="numpy")
+    drafts = {name: specdec.make_draft(name, target) for name in ("medusa", "eagle")}
+    rows = specdec.verify(target, drafts, samples=4000)
+    assert [r["verdict"] for r in rows] == ["exact", "exact"], rows
+    assert rows == specdec.verify(target, drafts, samples=4000)  # the same draws given the seed
+    drafted, q = exactness._first_proposal(target, drafts["eagle"], target.tokenize("ROMEO:"), 4,
+                                           np.random.default_rng(0), 1.0)
+    assert len(drafted) == 4 and q.shape == (4, target.vocab_size)

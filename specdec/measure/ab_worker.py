@@ -85,6 +85,12 @@ class _Replay:
         self.kept: list[tuple] = []
         self.i = 0
         self.recording = True
+        if getattr(draft, "take_features", None) is not None:  # the loop then forms and hands the features, as
+            self.take_features = self._take_features  # it does for the draft itself: the round pays the hand-off
+
+    def _take_features(self, features, pos, row=0):
+        if self.recording:
+            self.inner.take_features(features, pos, row)
 
     def reset(self) -> None:
         self.i = 0

@@ -54,6 +54,8 @@ class _RoundLog(Draft):
 
     def __init__(self, draft: Draft):
         self.draft, self.name, self.rounds, self._pending = draft, draft.name, [], None
+        if getattr(draft, "take_features", None) is not None:  # a draft that reads the target: hand them on
+            self.take_features = draft.take_features
 
     def reset(self) -> None:
         self.draft.reset()

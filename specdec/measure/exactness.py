@@ -29,7 +29,7 @@ from specdec.model.protocol import units
 from specdec.decoding import trees
 from specdec.decoding import tree_draft
 from specdec.decoding import tree_walk
-from specdec.decoding.generate import generate, speculative_generate
+from specdec.decoding.generate import features_for, generate, speculative_generate
 from specdec.decoding.drafts import Draft
 from specdec.model.gpt import GPT
 from specdec.decoding import rule
@@ -92,6 +92,19 @@ def target_distribution(target: GPT, prompt: str, temperature: float = 1.0) -> n
 
 
 @torch.inference_mode()
+def _first_proposal(target, draft: Draft, tokens: list[int], k: int, rng, temperature: float):
+    """The draft's proposal after `tokens`. A draft that reads the target (`take_features`) is first handed the
+    states a pass over tokens[:-1] forms, as the loop hands them after a prefill whose emitted token is the
+    last of `tokens`: its proposal is then the one a round at this context makes."""
+    if getattr(draft, "take_features", None) is None:
+        return draft.propose(tokens, k, rng, temperature)
+    with features_for(target, draft):
+        target.setup_cache(1)
+        target(target.ids(tokens[:-1]), 0)
+        draft.take_features(target.features[0], 0)
+        return draft.propose(tokens, k, rng, temperature)
+
+
 def first_char_counts(
     target: GPT,
     draft: Draft,
@@ -113,7 +126,7 @@ def first_char_counts(
     tokens = target.tokenize(prompt)
     rng = np.random.default_rng(seed)
     draft.reset()
-    drafted, q = draft.propose(tokens, k, rng, temperature)
+    drafted, q = _first_proposal(target, draft, tokens, k, rng, temperature)
     draft.reset()
     q1 = q[:1]  # (1, V), or (0, V) when nothing was proposed
     # The verify pass of round one: prompt + k drafts at offset 0; its first scored position is p₁.
