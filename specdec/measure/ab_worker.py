@@ -174,12 +174,22 @@ def _pass_call(target, ctx: list[int], n: int):
     return call
 
 
-def _draft_call(draft, ctx: list[int], k: int, temperature: float):
-    """A draft's proposal as a round pays for it: step back one token, propose k after the context."""
+def _draft_call(draft, ctx: list[int], k: int, temperature: float, target=None):
+    """A draft's proposal as a round pays for it: step back one token, propose k after the context. A draft that
+    reads the target is handed, once, the states a prefill of the context forms (its round's hand-off, after the
+    verify pass, is the round row's)."""
     import numpy as np
 
     rng = np.random.default_rng(0)
     draft.reset()
+    if getattr(draft, "take_features", None) is not None and target is not None:
+        before = target.want_features
+        target.want_features, _ = True, target.setup_cache(1)
+        try:
+            target(target.ids(ctx[:-1]), 0)
+            draft.take_features(target.features[0].clone(), 0)
+        finally:
+            target.want_features, target.features = before, None
     draft.propose(ctx, 1, rng, temperature)
     state = rng.bit_generator.state
 
@@ -233,7 +243,7 @@ def _rows(specdec, cfg: dict) -> dict:
                 rows[row] = (None, reason)
             continue
         if "draft" in only:
-            rows[f"draft {name}"] = (_draft_call(draft, ctx, cfg.get("draft_k") or max(cfg["ks"]), temp), {})
+            rows[f"draft {name}"] = (_draft_call(draft, ctx, cfg.get("draft_k") or max(cfg["ks"]), temp, target), {})
         for k in cfg["ks"] if generations else ():
             rows.update(_speculative_rows(specdec, target, draft, name, k, cfg, greedy, counting))
         if "batch" in only:  # a batched generation of 8 sequences: seconds natively, minutes under callgrind

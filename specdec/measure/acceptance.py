@@ -97,7 +97,9 @@ def acceptance_over(target: GPT, draft: Draft, k: int, workload: Workload | None
         st = speculative_generate(target, log or draft, item.prompt, chars, k, seed, temperature, tree=tree).stats
         sts.append(st)
         per_item.append({"prompt_id": item.id, "seed": seed, "acceptance": st.acceptance,
-                         "chars_per_pass": st.chars_per_pass, "target_passes": st.target_passes})
+                         "chars_per_pass": st.chars_per_pass, "target_passes": st.target_passes,
+                         "histogram": list(st.accepted_per_position), "drafted": st.drafted,
+                         "category": getattr(item, "category", None)})
     keys = ("accepted", "drafted", "target_passes", "chars") + (("draft_calls",) if tree is not None else ())
     totals = {key: int(sum(getattr(s, key) for s in sts)) for key in keys}
     out = {"runs": len(per_item), "per_item": per_item,

@@ -186,7 +186,9 @@ def loop_sampler(target: GPT, draft: Draft, k: int, temperature: float = 1.0, de
 
     def first_round(tokens: list[int]) -> None:  # a reset draft proposes k after the whole prompt
         draft.reset()
-        ids, q = draft.propose(tokens, k, rng, temperature)
+        # a draft that reads the target drafts nothing in its first round: that pass is the prefill (the loop's)
+        ids, q = (([], None) if getattr(draft, "take_features", None) is not None
+                  else draft.propose(tokens, k, rng, temperature))
         decode.settle_round(target, draft, tokens, 0, ids, q, rng, temperature, stats)
 
     firsts = _first_sampler(target, prompt, first_round, rng, temperature, device)
@@ -303,14 +305,23 @@ def chain_round(target: GPT, draft: Draft, context: list[int], k: int, rng: np.r
     """
     pos = len(context) - 1
     stats = _scratch_stats(k)
+    reads = getattr(draft, "take_features", None) is not None  # a draft that reads the target's states
+    held: dict = {}
 
     def prime() -> None:
         draft.reset()
+        if reads:  # the states a prefill of the context hands it, kept to hand again before every round
+            with decode.features_for(target, draft):
+                target(target.ids(context[:-1]), 0)
+                held["states"] = target.features[0].clone()
+            draft.take_features(held["states"], 0)
         draft.propose(context, 1, rng, temperature)
 
     def before(i: int) -> None:
         two = int((i + 1) * all_accepted) > int(i * all_accepted)
         draft.rollback(pos - 1 if two else pos)
+        if reads:  # untimed: the round's own hand-off (in settle_round, after its verify pass) is timed
+            draft.take_features(held["states"], 0)
 
     def propose(tokens: list[int]) -> tuple[object, int]:
         return draft.propose(tokens, k, rng, temperature), k

@@ -119,6 +119,7 @@ def _acceptance(doc: dict) -> list[str]:
                f"by maximum likelihood from the rounds' accepted counts; E(α,k) the {u['units']} per round it "
                "predicts. \"bunched\" marks a row whose counts reject that geometric model (chi-square p < 0.01) "
                "with more fully accepted rounds than it allows.")
+    out += _engines_acceptance(doc, u)
     out += tree_acceptance(doc)
     if doc.get("acceptance_writeup"):
         aw = doc["acceptance_writeup"]
@@ -127,6 +128,35 @@ def _acceptance(doc: dict) -> list[str]:
             [r["draft"], r["k"], f"{r['acceptance']:.3f}", f"{r['chars_per_pass']:.2f}", r["target_passes"]]
             for r in aw["rows"]]))
     return out
+
+
+def _engines_acceptance(doc: dict, u: dict) -> list[str]:
+    """2c: each chain row's acceptance as the engines define it (docs/definitions.md), over the workload and per
+    content category, with 95 % bootstrap intervals over the prompts."""
+    rows = []
+    for r in _chains(doc["acceptance"]):
+        for cat, e in (r.get("engines") or {}).items():
+            ci = e["intervals"]
+            rows.append([r["draft"], r["k"], cat, ci["prompts"], _ci(e["acceptance_length"], ci["acceptance_length"]),
+                         " ".join(_rate(x) for x in e["per_position"]), " ".join(_rate(x) for x in e["conditional"]),
+                         _ci(e["acceptance"], ci["acceptance"], "{:.3f}")])
+    if not rows:
+        return []
+    return ["\n### 2c. Acceptance as the engines define it (per content category; [95 % bootstrap interval over "
+            "prompts])\n", table(["draft", "k", "category", "prompts", "acceptance length (vLLM, SGLang)",
+                                   "per position (vLLM, unconditional)", "conditional", "acceptance (llama.cpp)"], rows),
+            f"\nacceptance length = 1 + accepted / rounds ({u['units']} a round emits); per position: the share of "
+            "rounds whose i-th draft was accepted; conditional: of the rounds that reached draft i."]
+
+
+def _rate(x) -> str:
+    return "-" if x is None else f"{x:.2f}"
+
+
+def _ci(x, ci, fmt: str = "{:.2f}") -> str:
+    if x is None:
+        return "-"
+    return fmt.format(x) + (f" [{fmt.format(ci[0])}-{fmt.format(ci[1])}]" if ci else "")
 
 
 def _speedup(doc: dict) -> list[str]:

@@ -20,6 +20,7 @@ import numpy as np
 from specdec.measure import exactness, stats, timing
 from specdec.report import tree_sections as ts
 from specdec.measure import workload as wl
+from specdec.measure import acceptance_engines
 from specdec.measure.acceptance import acceptance_over
 from specdec.decoding.generate import generate, speculative_generate
 from specdec.decoding.registry import make_draft
@@ -116,7 +117,9 @@ def acceptance(run: ReportRun) -> dict:
                          "accepted_per_position": a["accepted_per_position"],
                          "position_acceptance": a["position_acceptance"],
                          "summary": {"acceptance": a["acceptance"], "chars_per_pass": a["chars_per_pass"]},
-                         "per_item": a["per_item"], "tree": None})
+                         "per_item": a["per_item"], "tree": None,
+                         "engines": acceptance_engines.by_category(
+                             a["per_item"], {r["prompt_id"]: r["category"] or "other" for r in a["per_item"]})})
     return {"acceptance": rows + ts.acceptance_rows(run, run.child)}
 
 
