@@ -263,45 +263,45 @@ def held_out(study: dict, cal: dict, tests: int) -> dict:
     return out
 
 
-def halves(study: dict, tests: int) -> dict:
-    """The design checked on data it was not fitted on: the unchanged trees split in two (alternately), a
-    calibration fitted on each half judging every pair of the other half's trees (each tree against each other)."""
+def leave_one_out(study: dict, tests: int) -> dict:
+    """The design checked on data it was not fitted on: each unchanged tree left out of the calibration in turn,
+    the other trees' fit judging it against each of them (every pair is a held-out run: a build the calibration
+    never saw, against one it did)."""
     from specdec.measure import work_calibration
 
     names = [t for t in next(iter(study["figures"].values())) if t.startswith(CALIBRATION_TREES)]
     out = {"pairs": 0, "rows": 0, "flagged": [], "thresholds": {}}
-    for h in (0, 1):
-        fit_on, judge_on = names[h::2], names[1 - h::2]
-        cal = {"rows": work_calibration.fit({r: {t: per[t] for t in fit_on} for r, per in study["figures"].items()})}
-        for i, a in enumerate(judge_on):
-            for b in judge_on[i + 1:]:
-                counted = {"rows": {r: {"a": [{"fewest": x} for x in per[a]], "b": [{"fewest": x} for x in per[b]]}
-                                    for r, per in study["figures"].items()}, "calibration": cal}
-                judged = ab_work.judge(counted, tests)
-                out["pairs"] += 1
-                out["rows"] += len(judged)
-                out["flagged"] += [f"{a} vs {b}: {r} {j['change']:+.3%} (threshold {j['threshold']:.3%})"
-                                   for r, j in judged.items() if j["verdict"] != "same"]
-                for r, j in judged.items():
-                    lo, hi = out["thresholds"].get(r, (j["threshold"], j["threshold"]))
-                    out["thresholds"][r] = (min(lo, j["threshold"]), max(hi, j["threshold"]))
+    for t in names:
+        rest = [u for u in names if u != t]
+        cal = {"rows": work_calibration.fit({r: {u: per[u] for u in rest} for r, per in study["figures"].items()})}
+        for u in rest:
+            counted = {"rows": {r: {"a": [{"fewest": x} for x in per[u]], "b": [{"fewest": x} for x in per[t]]}
+                                for r, per in study["figures"].items()}, "calibration": cal}
+            judged = ab_work.judge(counted, tests)
+            out["pairs"] += 1
+            out["rows"] += len(judged)
+            out["flagged"] += [f"{t} (left out) vs {u}: {r} {j['change']:+.3%} (threshold {j['threshold']:.3%})"
+                               for r, j in judged.items() if j["verdict"] != "same"]
+            for r, j in judged.items():
+                lo, hi = out["thresholds"].get(r, (j["threshold"], j["threshold"]))
+                out["thresholds"][r] = (min(lo, j["threshold"]), max(hi, j["threshold"]))
     return out
 
 
 def calibration_table(cal_study: dict, inj_study: dict) -> str:
     """docs/work.md's calibration table, computed from the two studies' figures alone: per row the calibration's
     fit (layout and build sd, the largest change between its trees), the threshold and what it detects in a
-    default `specdec ab` run; the split-half check (each half's calibration judging the other half's pairs:
-    thresholds and flags); and the held-out study judged with the whole calibration (a fresh A/A and the injected
+    default `specdec ab` run; the leave-one-out check (each tree judged by the other trees' fit against each of
+    them: thresholds and flags); and the held-out study judged with the whole calibration (a fresh A/A and the injected
     changes: each change, in bold where flagged)."""
     tests = len(TIMED_ROWS) + len(ROWS)
     cal = fit(cal_study, "")
-    split = halves(cal_study, tests)
+    split = leave_one_out(cal_study, tests)
     held = held_out(inj_study, cal, tests)
     n = len(ab_work.LAYOUTS)
     trees = list(held)
     head = (["row", "layout sd", "build sd", "largest between trees", "threshold", "detects (80 %)",
-             "split-half thresholds", "split-half flags"] + trees)
+             "left-out thresholds", "left-out flags"] + trees)
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for row, f in cal["rows"].items():
         judged = ab_work.compare([1.0] * n, [1.0] * n, tests, cal=f)
@@ -327,11 +327,11 @@ def main(argv: list[str]) -> int:
         folder = Path(argv[2]) if len(argv) > 2 else work_calibration.SHIPPED
         print(f"wrote {work_calibration.store(doc, folder)}")
         return 0
-    if argv[:1] in (["--judge"], ["--halves"]):  # --judge STUDY.json CAL.json / --halves STUDY.json
+    if argv[:1] in (["--judge"], ["--left-out"]):  # --judge STUDY.json CAL.json / --left-out STUDY.json
         study = json.loads(Path(argv[1]).read_text())
         tests = len(TIMED_ROWS) + len(ROWS)  # a default ab run's family: its timed rows and its work rows
         got = (held_out(study, json.loads(Path(argv[2]).read_text()), tests) if argv[0] == "--judge"
-               else halves(study, tests))
+               else leave_one_out(study, tests))
         print(json.dumps(got, indent=1))
         return 0
     if argv[:1] == ["--per-call"]:
