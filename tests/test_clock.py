@@ -24,6 +24,8 @@ OWN_CLOCKS = {
     "measure/work_pool.py": "the counting method, loaded by path like ab_worker (standard library only): the "
                             "seconds its progress lines and its answer report; its time-outs bound a hung child",
     "model/train.py": "the training log's seconds (no budget: training runs its steps whatever they take)",
+    "decoding/medusa.py": "the heads' training log's seconds (no budget, as model/train.py)",
+    "decoding/eagle.py": "the draft's training log's seconds (no budget, as model/train.py)",
     # the engines layer lies below measure (the seam): its reads bound a failure or fill a log, not a budget
     "engines/llama_server.py": "a server's start timeout (how long to wait for /health before calling it dead)",
     "engines/server_build.py": "the build log's seconds",

@@ -207,19 +207,22 @@ def test_COUNTS_WORK_ab_of_commit_4_against_5_flags_the_drafts_work_rows_and_no_
 
 
 @needs_valgrind
-def test_COUNTS_WORK_bisect_names_a_dearer_round_with_abs_rows_and_rule(rounds, capsys):
+def test_COUNTS_WORK_bisect_names_a_dearer_rollback_with_abs_rows_and_rule(rounds, capsys):
     """Counts work (minutes under callgrind): GOOD = commit 4, then a note, then a dearer rollback (the loop calls it
-    once a round: the round's work, not the proposal's), then a readme. bisect judges the rows `specdec ab` judges
-    (target-only, pass, verify, the draft, its spec and round rows at the largest k) with ab's rule: the spec row
-    flags the dearer round (a criterion of the pass and the proposal alone would call BAD not worse), the draft's
-    proposal is the same, and the commit is named; one counting pool for the search."""
+    once a round; the draft row's call steps back one token as a round does, so it runs it too), then a readme.
+    bisect judges the rows `specdec ab` judges (target-only, pass, verify, the draft, its spec and round rows at
+    the largest k) with ab's rule and this machine's calibration: the draft and spec rows flag the commit, the
+    rows that never run the user's code (target-only, the passes) and the replayed round do not; one counting
+    pool for the search."""
     root, commits = rounds
     good, bad = commits[3], commits[-1]
     code, out, err = _run(["bisect", good, bad, "--repo", str(root), "--drafts", "mydraft:make"], capsys)
     print(err + out)  # each judged commit's rows and the answer, for the log (-s)
     assert code == 0 and f"first slower commit: {commits[-2]}" in out, out + err
-    assert re.search(r"spec mydraft:make k=4: \+\d+\.\d+% of work \(threshold [\d.]+%\): worse", err), err
-    assert not re.search(r"draft mydraft:make: [^\n]*: worse", err), err
+    for row in ("spec mydraft:make k=4", "draft mydraft:make"):
+        assert re.search(rf"{row}: \+[\d.]+% of work \(threshold [\d.]+%\): worse", err), err
+    for row in ("target-only", "pass 1", "verify 5", "round mydraft:make k=4"):
+        assert not re.search(rf"  {row}: [^\n]*: worse", err), err
     assert _worktrees(root) == 1 and err.count("counting process ready") == 1
 
 

@@ -223,7 +223,8 @@ def test_ab_work_verdicts_compare_the_layouts_means_against_the_calibration_or_t
     degrees of freedom (6.7583) = 2.76 %, wider than the +1 % change: same. Layouts that agree exactly and no
     calibration: nothing says how far a count moves, the sd is 0 and any change is flagged (said "uncalibrated").
     Calibrated (sigma_l 0.01 %, no build part, 32 df; the largest change between its trees 0.03 %): sd 1e-4 x
-    sqrt(2/3) = 8.165e-5, t at 0.01 / 4 on 32 df (3.2812): 0.0268 %, below the calibration's 0.03 %, so 0.03 %."""
+    sqrt(2/3) = 8.165e-5, t at 0.01 / 4 on 32 df (3.2812): 0.0268 %, below MARGIN (3) x the calibration's 0.03 %,
+    so 0.09 %."""
     def side(*ns):
         return [{"fewest": n, "alloc": 10, "counts": [], "warmup": 24, "spread": 0.0} for n in ns]
 
@@ -236,7 +237,7 @@ def test_ab_work_verdicts_compare_the_layouts_means_against_the_calibration_or_t
     got = ab_work.judge(counted)
     assert {n: r["verdict"] for n, r in got.items()} == {"same": "same", "worse": "worse", "better": "better",
                                                           "spread": "same"}
-    assert got["worse"]["change"] == pytest.approx(0.002) and got["worse"]["threshold"] == 0.0003
+    assert got["worse"]["change"] == pytest.approx(0.002) and got["worse"]["threshold"] == pytest.approx(0.0009)
     assert stats.t.isf(0.01 / 4 / 2, 32) * 1e-4 * (2 / 3) ** 0.5 == pytest.approx(0.000268, rel=1e-2)
     assert got["spread"]["sd"] == pytest.approx((2 * 250000 / 3) ** 0.5 / 100000)
     assert got["spread"]["threshold"] == pytest.approx(0.0040825 * stats.t.isf(0.01 / 4 / 2, 4), rel=1e-4)
@@ -289,3 +290,35 @@ def test_callgrind_counts_a_python_loop_in_proportion(tmp_path):
     # twice the loop, twice the work to a tenth of a percent (seen here: 2.0003); a later counter that read the
     # first one's dumps would give exactly 1
     assert abs(two["fewest"] / one["fewest"] - 2) < 0.002
+
+
+def test_a_calibration_is_counted_fitted_kept_and_found_by_its_key(tmp_path, monkeypatch):
+    """ab_work.calibrate lays out base, the A/A links, deep and the null trees, counts them as ab counts a
+    revision (a stand-in counter here: every tree's layouts 1000, 1001, 1002 instructions, the null trees one
+    more), fits them and keeps the result under the cache, where `ab_work.calibration` finds it for the same
+    configuration and counter and not for another."""
+    from specdec.measure import work_calibration
+
+    monkeypatch.setenv("SPECDEC_CACHE", str(tmp_path))
+    seen = {}
+
+    def fake(sources, config, kind, rows, progress, by_tree=False):
+        seen["trees"] = [s.name for s in sources]
+        seen["rows"] = rows
+        return {r: [[{"fewest": 1000 + i + s.name.startswith("null-")} for i in range(3)] for s in sources]
+                for r in rows}
+
+    monkeypatch.setattr(ab_work, "count_sources", fake)
+    config = {"target": None, "backend": "onnx", "dtype": None, "drafts": ["bigram"], "ks": [2, 4], "chars": 80,
+              "prompt": "ROMEO:", "seed": 0, "temperature": 1.0, "threads": 1}
+    doc = ab_work.calibrate(config, "callgrind", aa=2, nulls=2)
+    assert seen["trees"] == ["base", "aa-1", "aa-2", "deep", "null-1", "null-2"]
+    assert seen["rows"] == ["target-only", "pass 1", "verify 5", "draft bigram", "spec bigram k=4", "round bigram k=4"]
+    fit = doc["rows"]["pass 1"]
+    assert (fit["trees"], fit["layouts"], fit["df_l"], fit["df_b"]) == (6, 3, 12, 5)
+    assert fit["sigma_l"] == pytest.approx(1 / 1001, rel=2e-3)  # layouts 1 apart: variance 1, relative to ~1001
+    assert fit["largest"] == pytest.approx(1 / 1001, rel=2e-3)  # a null tree's mean against the others'
+    assert ab_work.calibration(config, "callgrind")["id"] == doc["id"] == work_calibration.key_id(
+        work_calibration.key(config, "callgrind"))
+    assert ab_work.calibration({**config, "temperature": 0.0}, "callgrind") is None
+    assert ab_work.calibration(config, "perf") is None

@@ -169,7 +169,9 @@ def test_acceptance_over_matches_direct_generation(target, draft_factory, shippe
     direct = [specdec.speculative_generate(target, bigram, item.prompt, 60, 4, seed).stats
               for item, seed in two.runs()]
     assert got["per_item"] == [{"prompt_id": item.id, "seed": seed, "acceptance": st.acceptance,
-                                "chars_per_pass": st.chars_per_pass, "target_passes": st.target_passes}
+                                "chars_per_pass": st.chars_per_pass, "target_passes": st.target_passes,
+                                "histogram": list(st.accepted_per_position), "drafted": st.drafted,
+                                "category": item.category}
                                for (item, seed), st in zip(two.runs(), direct)]
     assert got["accepted_per_position"] == np.sum([st.accepted_per_position for st in direct], axis=0).tolist()
     assert got["totals"] == {"accepted": sum(s.accepted for s in direct), "drafted": sum(s.drafted for s in direct),

@@ -209,7 +209,7 @@ def _keep(out, doc: dict, missing: bool = False) -> dict:
 
 def cmd_calibrate_work(args) -> int:
     """`specdec calibrate-work`: the running specdec's A/A, deep and null trees counted and fitted
-    (`work_calibration.calibrate`), kept for this machine and configuration; each row's fit and the threshold a
+    (`ab_work.calibrate`), kept for this machine and configuration; each row's fit and the threshold a
     default `specdec ab` run would then have, on stdout."""
     from pathlib import Path
 
@@ -228,7 +228,7 @@ def cmd_calibrate_work(args) -> int:
         raise UsageError(f"no work counter to calibrate: {why_not}")
     models.log(f"specdec calibrate-work: {1 + args.aa + 1 + args.null} trees x {len(ab_work.LAYOUTS)} layouts "
                f"counted by {ab_work.work.NAMES[kind]} (about a minute and a half a tree under callgrind)")
-    doc = work_calibration.calibrate(config, kind, args.aa, args.null, progress=models.log)
+    doc = ab_work.calibrate(config, kind, args.aa, args.null, progress=models.log)
     rows = ab_work.largest_k(ab_work.row_names(config))
     tests = len(ab_work.row_names(config)) + len(rows)  # a default ab run's family: its timed and work rows
     print(f"calibration {doc['id']} kept in {doc['path']}")

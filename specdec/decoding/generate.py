@@ -310,15 +310,22 @@ def settle_round(target: Target, draft: Draft, tokens: list[int], pos: int, draf
     generation runs, bookkeeping included.
     """
     take = getattr(draft, "take_features", None)
-    if take is not None:  # on here too: the cost samplers call this function without `features_for`
-        target.want_features = True
-    p = verify(target, tokens[pos:] + drafted, pos, len(drafted) + 1, temperature, hooks)  # (kr + 1, V)
-    start = pos
-    pos, n_acc = accept_round(tokens, p, drafted, q, rng, stats, hooks)
-    target.rollback(pos)  # a no-op for the shipped GPT (its cache is overwritten in place); a crop elsewhere
-    draft.rollback(pos)
+    # on here too (the cost samplers call this function without `features_for`), and off again after, as found:
+    # a target left forming features would hand its states to whatever copies it next
+    turned_on = take is not None and not target.want_features
     if take is not None:
-        take(target.features[0, : pos - start], start)
+        target.want_features = True
+    try:
+        p = verify(target, tokens[pos:] + drafted, pos, len(drafted) + 1, temperature, hooks)  # (kr + 1, V)
+        start = pos
+        pos, n_acc = accept_round(tokens, p, drafted, q, rng, stats, hooks)
+        target.rollback(pos)  # a no-op for the shipped GPT (its cache is overwritten in place); a crop elsewhere
+        draft.rollback(pos)
+        if take is not None:
+            take(target.features[0, : pos - start], start)
+    finally:
+        if turned_on:
+            target.want_features, target.features = False, None
     return pos, n_acc
 
 

@@ -99,8 +99,8 @@ def compare(a: list[float], b: list[float], tests: int, alpha: float = ALPHA, ca
     calibration, `work_calibration.fit`) the change's spread and degrees of freedom are the calibration's for
     these layout counts, measured on other runs; without it, the two sides' own layouts (2(n - 1) degrees of
     freedom: wide, and "uncalibrated"). Worse (better) beyond the threshold, the two-sided t-quantile at
-    alpha / tests times that spread, and never below the largest change the calibration's trees showed among
-    themselves; `detects` is the change flagged with 80 % probability."""
+    alpha / tests times that spread, and never below MARGIN times the largest change the calibration's trees
+    showed among themselves; `detects` is the change flagged with 80 % probability."""
     from scipy import stats as sps
 
     ma, mb = statistics.fmean(a), statistics.fmean(b)
@@ -116,7 +116,7 @@ def compare(a: list[float], b: list[float], tests: int, alpha: float = ALPHA, ca
     q = float(sps.t.isf(alpha / max(1, tests) / 2, dof))
     # never below the largest change the calibration's unchanged trees showed between themselves: a build's bias
     # comes in modes (a tree whose layouts all land in the rarer one), which a variance understates
-    threshold = max(q * sd, cal["largest"] if cal is not None else 0.0)
+    threshold = max(q * sd, work_calibration.MARGIN * cal["largest"] if cal is not None else 0.0)
     detects = threshold + float(sps.t.isf(ab_stats.POWER_BETA, dof)) * sd
     verdict = "worse" if change > threshold else "better" if change < -threshold else "same"
     return {"a": ma, "b": mb, "change": change, "sd": sd, "dof": dof, "threshold": threshold, "detects": detects,
@@ -193,4 +193,26 @@ def plan(config: dict, want: str = "auto") -> tuple[str | None, str]:
     return avail.kind, avail.reason
 
 
-__all__ = ["count", "count_sources", "judge", "calibration", "row_names", "disagreements", "plan", "unavailable", "WorkerError"]
+def calibrate(config: dict, kind: str, aa: int = 5, nulls: int = 10, progress=lambda line: None) -> dict:
+    """Count the running specdec's A/A, deep and null trees as `specdec ab` counts a revision (its rows at the
+    largest k, its plan and layouts) and fit them: the calibration for this machine and configuration, stored
+    (`store`) and returned."""
+    import tempfile
+    from pathlib import Path
+
+    rows = largest_k(row_names(config))
+    package = Path(work_calibration.__file__).resolve().parents[1]
+    with tempfile.TemporaryDirectory(prefix="specdec-calibrate-") as tmp:
+        made = work_calibration.trees(Path(tmp), package, aa, list(range(1, nulls + 1)))
+        sources = [Source(f"T{i:02d}", name, str(path), None) for i, (name, (path, _)) in enumerate(made.items())]
+        got = count_sources(sources, counting_config(config), kind, rows, progress, by_tree=True)
+    figures = {row: {s.name: figure(per[i]) for i, s in enumerate(sources)} for row, per in got.items()}
+    what = {name: desc for name, (_, desc) in made.items()}
+    doc = work_calibration.make(figures, work_calibration.key(config, kind), what,
+                                f"specdec calibrate-work (--aa {aa} --null {nulls})")
+    doc["path"] = str(work_calibration.store(doc))
+    return doc
+
+
+__all__ = ["count", "count_sources", "judge", "calibration", "calibrate", "row_names", "disagreements", "plan",
+           "unavailable", "WorkerError"]

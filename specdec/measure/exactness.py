@@ -91,7 +91,6 @@ def target_distribution(target: GPT, prompt: str, temperature: float = 1.0) -> n
     return sampling.probs(logits, temperature)
 
 
-@torch.inference_mode()
 def _first_proposal(target, draft: Draft, tokens: list[int], k: int, rng, temperature: float):
     """The draft's proposal after `tokens`. A draft that reads the target (`take_features`) is first handed the
     states a pass over tokens[:-1] forms, as the loop hands them after a prefill whose emitted token is the
@@ -105,6 +104,7 @@ def _first_proposal(target, draft: Draft, tokens: list[int], k: int, rng, temper
         return draft.propose(tokens, k, rng, temperature)
 
 
+@torch.inference_mode()
 def first_char_counts(
     target: GPT,
     draft: Draft,

@@ -148,7 +148,7 @@ class FusedGPT(GPT):
             x.addmm_(F.gelu(fc, approximate="tanh"), w_fp)  # projection + residual
         h = F.layer_norm(x, (C,), self.ln_f.weight, self.ln_f.bias, self.ln_f.eps)
         if self.want_features:  # h is a fresh tensor, not a buffer: it stays valid after the next pass
-            self.features = h.view(B, T, C)
+            self.features = h.detach().view(B, T, C)
         logits = self._logits[:BT]
         torch.mm(h, plan[-1], out=logits)
         return logits.view(B, T, -1)

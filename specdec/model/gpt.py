@@ -210,7 +210,7 @@ class GPT(ConfigSizes, nn.Module):
             x = block(x, pos, mask)
         h = self.ln_f(x)
         if self.want_features:
-            self.features = h
+            self.features = h.detach()
         return self.lm_head(h)
 
     def _check_pass(self, B: int, T: int, pos: int | None) -> None:
