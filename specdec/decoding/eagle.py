@@ -28,18 +28,17 @@ from __future__ import annotations
 import math
 import os
 import time
-from pathlib import Path
 
 import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from specdec.decoding import head_weights
 from specdec.decoding.drafts import Draft, UnknownDraftError
 from specdec.model import corpus, sampling
 from specdec.model.gpt import GPT
-from specdec.model.train import CheckpointError, _batch, file_sha256, shipped_path
-from specdec.util.files import atomic_path
+from specdec.model.train import _batch, shipped_path
 
 HIDDEN = 256  # the MLP's width: 165,248 parameters at the shipped target's width 128
 UNROLL = 4  # training steps unrolled, as a round at k = 4 runs them
@@ -198,29 +197,13 @@ def train_eagle(target: GPT, steps: int = STEPS, batch: int = BATCH, windows: in
 
 def save_net(net: EagleNet, meta: dict, path: str | os.PathLike) -> str:
     """Write {config, net, meta} atomically; returns the file's sha256."""
-    path = Path(path)
-    payload = {"config": config_of(net), "net": {k: v.detach().clone() for k, v in net.state_dict().items()},
-               "meta": dict(meta)}
-    with atomic_path(path) as tmp:
-        torch.save(payload, tmp)
-    return file_sha256(path)
+    return head_weights.save(net, config_of(net), "net", meta, path)
 
 
 def load_net(path: str | os.PathLike) -> tuple[EagleNet, dict]:
     """(net, meta) read safely (weights_only); any failure is a one-line CheckpointError."""
-    path = Path(path)
-    hint = "retrain it with `specdec train-draft eagle --out <path>`"
-    if not path.is_file():
-        raise CheckpointError(f"eagle draft {str(path)!r} not found; {hint}")
-    try:
-        payload = torch.load(path, map_location="cpu", weights_only=True)
-        net = EagleNet(int(payload["config"]["width"]), int(payload["config"]["hidden"]))
-        net.load_state_dict(payload["net"])
-        meta = dict(payload.get("meta", {}))
-    except Exception as exc:  # an unreadable file: one line, not a torch traceback
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        raise CheckpointError(f"eagle draft {str(path)!r} is corrupt ({first[:120]}); {hint}") from None
-    return net.eval(), meta
+    return head_weights.load(path, "net", lambda c: EagleNet(int(c["width"]), int(c["hidden"])), "eagle draft",
+                             "is", "retrain it with `specdec train-draft eagle --out <path>`")
 
 
 def make_eagle(target, checkpoint=None, **_) -> EagleDraft:

@@ -21,18 +21,17 @@ import argparse
 import math
 import os
 import time
-from pathlib import Path
 
 import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from specdec.decoding import head_weights
 from specdec.decoding.drafts import Draft, UnknownDraftError
 from specdec.model import corpus, sampling
 from specdec.model.gpt import GPT
-from specdec.model.train import CheckpointError, _batch, file_sha256, shipped_path
-from specdec.util.files import atomic_path
+from specdec.model.train import _batch, shipped_path
 
 STEPS = 600  # the shipped heads' recipe (`specdec train-draft medusa`)
 
@@ -147,30 +146,14 @@ def train_medusa(target: GPT, n_heads: int = 4, steps: int = 300, batch: int = 1
 
 def save_heads(heads: MedusaHeads, meta: dict, path: str | os.PathLike) -> str:
     """Write {config, heads, meta} atomically; returns the file's sha256."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    payload = {"config": {"width": heads.w_in[0].in_features, "n_heads": len(heads.w_in)},
-               "heads": {k: v.detach().clone() for k, v in heads.state_dict().items()}, "meta": dict(meta)}
-    with atomic_path(path) as tmp:
-        torch.save(payload, tmp)
-    return file_sha256(path)
+    config = {"width": heads.w_in[0].in_features, "n_heads": len(heads.w_in)}
+    return head_weights.save(heads, config, "heads", meta, path)
 
 
 def load_heads(path: str | os.PathLike) -> tuple[MedusaHeads, dict]:
     """(heads, meta) read safely (weights_only); any failure is a one-line CheckpointError."""
-    path = Path(path)
-    hint = "retrain them with `python -m specdec.decoding.medusa --out <path>`"
-    if not path.is_file():
-        raise CheckpointError(f"medusa heads {str(path)!r} not found; {hint}")
-    try:
-        payload = torch.load(path, map_location="cpu", weights_only=True)
-        heads = MedusaHeads(int(payload["config"]["width"]), int(payload["config"]["n_heads"]))
-        heads.load_state_dict(payload["heads"])
-        meta = dict(payload.get("meta", {}))
-    except Exception as exc:  # an unreadable file: one line, not a torch traceback
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        raise CheckpointError(f"medusa heads {str(path)!r} are corrupt ({first[:120]}); {hint}") from None
-    return heads.eval(), meta
+    return head_weights.load(path, "heads", lambda c: MedusaHeads(int(c["width"]), int(c["n_heads"])),
+                             "medusa heads", "are", "retrain them with `python -m specdec.decoding.medusa --out <path>`")
 
 
 def make_medusa(target, checkpoint=None, **_) -> MedusaDraft:

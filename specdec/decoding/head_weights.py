@@ -1,0 +1,43 @@
+"""A trained draft's own weights (Medusa's heads, EAGLE's network) as one file: {config, the module's state dict
+under `key`, meta}, written atomically and read safely (`torch.load(weights_only=True)`), any failure one line.
+One implementation for every draft that reads the target, so their files are made and checked alike."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+import torch.nn as nn
+
+from specdec.model.train import CheckpointError, file_sha256
+from specdec.util.files import atomic_path
+
+
+def save(module: nn.Module, config: dict, key: str, meta: dict, path: str | os.PathLike) -> str:
+    """Write {config, key: module's weights, meta} atomically (its folder made); returns the file's sha256."""
+    path = Path(path)
+    payload = {"config": config, key: {k: v.detach().clone() for k, v in module.state_dict().items()},
+               "meta": dict(meta)}
+    with atomic_path(path) as tmp:
+        torch.save(payload, tmp)
+    return file_sha256(path)
+
+
+def load(path: str | os.PathLike, key: str, build: Callable[[dict], nn.Module], name: str, verb: str,
+         hint: str) -> tuple[nn.Module, dict]:
+    """(module in eval mode, meta): `build(config)` made and given the file's weights under `key`. A missing or
+    unreadable file is a one-line CheckpointError: "{name} 'PATH' not found; {hint}", or "... {verb} corrupt"."""
+    path = Path(path)
+    if not path.is_file():
+        raise CheckpointError(f"{name} {str(path)!r} not found; {hint}")
+    try:
+        payload = torch.load(path, map_location="cpu", weights_only=True)
+        module = build(payload["config"])
+        module.load_state_dict(payload[key])
+        meta = dict(payload.get("meta", {}))
+    except Exception as exc:  # an unreadable file: one line, not a torch traceback
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise CheckpointError(f"{name} {str(path)!r} {verb} corrupt ({first[:120]}); {hint}") from None
+    return module.eval(), meta
