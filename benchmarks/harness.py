@@ -444,9 +444,8 @@ WORK_ROWS = ["target-only", "pass 1", "verify 5"] + [f"{kind} {d}{k}" for d in (
 
 # What `specdec ab` counts a revision with: the running checkout's `work_pool.py` (loaded by path, `_method`),
 # where ab, bisect and a user's suite take it from too, so the two cannot drift apart.
-WORK_LAYOUTS = list(_method("work_pool.py").LAYOUTS)  # layout seeds (`work.perturb`): the figure is the mean over them
-WORK_CHARS = _method("work_pool.py").COUNT_CHARS  # characters of a counted generation: the timed row's code, cheaper
-WORK_KINDS = _method("work_pool.py").ROW_KINDS  # the row kinds counted: the batched row is not
+WORK_LAYOUTS = list(_method("work/work_pool.py").LAYOUTS)  # layout seeds (`work.perturb`): the figure is the mean over them
+WORK_CHARS = _method("work/work_pool.py").COUNT_CHARS  # characters of a counted generation: the timed row's code, cheaper
 
 
 def work_config(backend: str) -> dict:
@@ -454,7 +453,7 @@ def work_config(backend: str) -> dict:
     (`count`), generations at most WORK_CHARS long, one thread (callgrind adds every thread's instructions, the
     hardware counter counts the calling thread's). A smoke run builds the cheap rows only (the call path is the
     same); the rest skip there."""
-    return _method("work_pool.py").counting_config(
+    return _method("work/work_pool.py").counting_config(
         {"target": common.USER_TARGET, "backend": backend, "dtype": None, "drafts": ["bigram", "ngram"], "ks": [4],
          "chars": common.CHARS, "prompt": common.PROMPT, "seed": common.SEED, "temperature": common.TEMPERATURE,
          "threads": 1, "only": ["pass", "draft"] if common.SMOKE else None})
@@ -474,11 +473,10 @@ def work_counts(backend: str = "onnx") -> dict:
     Under SPECDEC_BENCH_SMOKE only the pass and draft rows are counted, in one layout (its figures mean nothing;
     a user's pair: none)."""
     import importlib.util
-    import statistics
     import sys
     from pathlib import Path
 
-    avail = _method("work.py").probe()
+    avail = _method("work/work.py").probe()
     if avail.kind is None:
         return {"counter": None, "reason": avail.reason}
     if common.SMOKE and common.USER_TARGET:  # tools/check_history.py on a user's pair: minutes of simulation
@@ -486,10 +484,10 @@ def work_counts(backend: str = "onnx") -> dict:
     package = importlib.util.find_spec("specdec")  # the commit's installed package: the folder holding it is the tree
     site = str(Path(package.origin).resolve().parents[1])
     layouts = WORK_LAYOUTS[:1] if common.SMOKE else WORK_LAYOUTS
-    pool = _method("work_pool.py")
+    pool = _method("work/work_pool.py")
     got = pool.count_trees({"C": site}, work_config(backend), WORK_ROWS, avail.kind, layouts=layouts, jobs=pool.jobs(),
                            progress=lambda line: print(line, file=sys.stderr, flush=True))
-    answers = got["answers"]["C"]
+    answers, means = got["answers"]["C"], pool.means(got, "C")
     rows, reasons = {}, {}
     for name in WORK_ROWS:
         if name not in got["rows"]:
@@ -497,6 +495,6 @@ def work_counts(backend: str = "onnx") -> dict:
             reasons[name] = (answer["reason"] if answer and answer.get("reason") else
                              "a smoke run counts the pass and draft rows only" if common.SMOKE else "not built")
             continue
-        mean = statistics.fmean(pool.figure(got["rows"][name]["C"]))
+        mean = means[name]
         rows[name] = mean / answers[name]["facts"]["rounds"] if name.startswith("round") else mean
     return {"counter": avail.name, "rows": rows, "reasons": reasons}

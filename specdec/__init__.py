@@ -24,8 +24,8 @@ _MODULES = {
     "specdec.model.protocol": "Target TargetConfig",
     "specdec.model.hf": "HFModelError HFTarget load_hf",  # transformers itself only when called
     "specdec.model.export_hf": "export_hf",
-    "specdec.measure.attribution": "attribution",
-    "specdec.measure.roofline": "measure_machine overhead_table pass_bytes pass_flops",
+    "specdec.measure.anatomy.attribution": "attribution",
+    "specdec.measure.anatomy.roofline": "measure_machine overhead_table pass_bytes pass_flops",
     "specdec.decoding.rule": "accept_reject",
     "specdec.measure.stats": "expected_length optimal_k predicted_speedup refined_speedup summarize",
     "specdec.model.train": "CheckpointError load_checkpoint load_target save_checkpoint",

@@ -105,7 +105,7 @@ def hf_exported(tmp_path_factory):
 @pytest.fixture(scope="session")
 def tiny_llama_dir(tmp_path_factory):
     """A 2-layer Llama, randomly initialised, with a byte-level BPE of 320 tokens trained on the shipped corpus
-    (as tests/test_hf.py builds it): a second architecture, in tokens, with no download."""
+    (as tests/model/test_hf.py builds it): a second architecture, in tokens, with no download."""
     pytest.importorskip("transformers")
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast

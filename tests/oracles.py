@@ -39,7 +39,7 @@ def propose_reference(draft, tokens, k, rng, temperature):
 
 
 # Generators whose stream can be moved back: PCG64 (numpy's default) and its DXSM variant advance modulo 2**128,
-# and a double (`random()`) takes exactly one 64-bit step of the stream (tests/test_lean_chain.py checks both).
+# and a double (`random()`) takes exactly one 64-bit step of the stream (tests/decoding/test_lean_chain.py checks both).
 _REWINDABLE = (np.random.PCG64, np.random.PCG64DXSM)
 _PERIOD = 2**128
 

@@ -2,7 +2,7 @@
 running checkout's `work_pool`, by path; the figure the mean of `fewest` over the layouts), a skip names what is
 missing, and asv.conf.json installs the counter's hooks and gives the work and time families their own
 regression thresholds. The counting itself is replaced by a recording stand-in here (callgrind for real:
-tests/test_work.py, tests/test_ab.py)."""
+tests/measure/work/test_work.py, tests/measure/ab/test_ab.py)."""
 
 import inspect
 import itertools
@@ -17,9 +17,9 @@ from asv_runner.discovery import disc_benchmarks
 
 import specdec
 from benchmarks import bench_work, common, harness
-from specdec.measure import ab_work
+from specdec.measure.ab import ab_work
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[1]
 WORK_THRESHOLD, EXACT_THRESHOLD, MEMORY_THRESHOLD, TIME_THRESHOLD = 0.0025, 0.0, 0.05, 0.1
 EXACT = ("track_rejection", "track_passes_per_char", "track_exactness_failed", "track_weight_bytes")
 
@@ -136,9 +136,9 @@ class FakePool:
 @pytest.fixture
 def pool(monkeypatch):
     monkeypatch.setattr(common, "USER_TARGET", None)
-    work = harness._method("work.py")
+    work = harness._method("work/work.py")
     monkeypatch.setattr(work, "probe", lambda want="auto": work.Availability("callgrind", work.NAMES["callgrind"]))
-    module = harness._method("work_pool.py")
+    module = harness._method("work/work_pool.py")
     fake = FakePool(module.count_trees)
     monkeypatch.setattr(module, "count_trees", fake)
     return fake
@@ -183,7 +183,7 @@ def test_a_smoke_run_of_a_users_pair_counts_nothing_and_says_so(monkeypatch, poo
 
 
 def test_without_a_counter_every_work_benchmark_skips_naming_what_is_missing(monkeypatch):
-    work = harness._method("work.py")
+    work = harness._method("work/work.py")
     missing = "callgrind: pytest-codspeed's instrument hooks are not installed (pip install 'pytest-codspeed>=5.0.4')"
     monkeypatch.setattr(work, "probe", lambda want="auto": work.Availability(None, "unavailable", missing))
     out = harness.work_counts.__wrapped__("onnx")
@@ -198,7 +198,7 @@ def test_without_a_counter_every_work_benchmark_skips_naming_what_is_missing(mon
 def test_the_harness_loads_the_method_by_path_once():
     """work_pool, work and ab_worker from the running checkout's specdec/measure, never the commit's package;
     work.py one module object whoever loads it (work_pool's own loader finds the harness's)."""
-    pool = harness._method("work_pool.py")
-    assert Path(pool.__file__).resolve() == ROOT / "specdec" / "measure" / "work_pool.py"
-    assert pool._work() is harness._method("work.py") and harness._method("work_pool.py") is pool
+    pool = harness._method("work/work_pool.py")
+    assert Path(pool.__file__).resolve() == ROOT / "specdec" / "measure" / "work" / "work_pool.py"
+    assert pool._work() is harness._method("work/work.py") and harness._method("work/work_pool.py") is pool
     assert harness.BATCH == harness._method("ab_worker.py").BATCH

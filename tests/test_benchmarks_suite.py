@@ -16,7 +16,7 @@ import pytest
 
 import benchmarks
 from benchmarks import common, harness
-from specdec.measure import roofline
+from specdec.measure.anatomy import roofline
 from specdec.model import backends
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -346,7 +346,7 @@ def _smoke_work_skips() -> int:
     (harness.work_counts counts only "pass 1" and "draft D" under SPECDEC_BENCH_SMOKE), or all where no counter
     runs here."""
     from benchmarks import bench_work
-    from specdec.measure import work
+    from specdec.measure.work import work
 
     rows = {"WorkPass": ["pass 1", "verify 5"], "WorkDraft": ["draft bigram", "draft ngram"],
             "WorkRound": ["round bigram k=4", "round ngram k=4"],

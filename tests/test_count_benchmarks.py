@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from specdec.measure import work
+from specdec.measure.work import work
 
 TOOL = Path(__file__).resolve().parents[1] / "tools" / "count_benchmarks.py"
 N = 20000  # loop iterations of the short benchmark; the long one runs 2N

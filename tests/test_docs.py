@@ -283,7 +283,7 @@ def test_work_md_states_the_calibration_and_its_check_from_their_data():
     import importlib.util
     import json
 
-    from specdec.measure import work_calibration
+    from specdec.measure.work import work_calibration
 
     spec = importlib.util.spec_from_file_location("work_study_tool", ROOT / "tools" / "work_study.py")
     study = importlib.util.module_from_spec(spec)

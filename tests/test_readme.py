@@ -53,7 +53,7 @@ def test_main_job_installs_the_work_counter_and_says_where_valgrind_comes_from()
     assert {"plot", "onnx", "work"} <= _extras(main)
     setup = README.read_text().split("## What it answers", 1)[0]
     assert "apt-get install valgrind" in setup
-    assert "python specdec/measure/work.py" in setup
+    assert "python specdec/measure/work/work.py" in setup
 
 
 def test_the_extras_readme_installs_are_pyprojects():

@@ -62,7 +62,7 @@ def make(target):
 
 DRAWS = "        u = rng.random(k)"
 # commit 5: the draws copied as float64 (`astype` always copies): +2.3 % of the proposal's instructions at k = 4
-# under callgrind (117,333 against 114,665 per call, counted with specdec.measure.work as ab counts a draft row)
+# under callgrind (117,333 against 114,665 per call, counted with specdec.measure.work.work as ab counts a draft row)
 DEARER = "        u = rng.random(k).astype(np.float64)"
 
 

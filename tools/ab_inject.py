@@ -33,7 +33,7 @@ from scipy import stats
 
 import specdec
 from specdec.measure import ab_worker
-from specdec.measure.ab import SAMPLE_SECONDS
+from specdec.measure.ab.ab import SAMPLE_SECONDS
 
 # case -> (module, class or None, function, busy wait scales with the proposal's k)
 TARGETS = {

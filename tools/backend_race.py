@@ -18,7 +18,8 @@ import torch
 from specdec import BACKENDS, generate, load_target, make_draft
 from specdec.model import corpus
 from specdec.decoding import generate as decode
-from specdec.measure import hygiene, roofline
+from specdec.measure import hygiene
+from specdec.measure.anatomy import roofline
 from specdec import speculative_generate
 from specdec.measure import timing
 

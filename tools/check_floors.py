@@ -26,9 +26,11 @@ import tomllib
 ROOT = Path(__file__).resolve().parent.parent
 TORCH = "2.13.0"  # the torch the project is developed and measured with
 TESTS = {
-    "hf": ["tests/test_hf.py", "tests/test_cli_hf.py", "tests/test_engine_hf.py", "tests/test_versions.py"],
-    "onnx": ["tests/test_backend_onnx.py", "tests/test_versions.py"],
-    "llamacpp": ["tests/test_export_gguf.py", "tests/test_engine_llamacpp.py", "tests/test_engine_openai_llamacpp.py"],
+    "hf": ["tests/model/test_hf.py", "tests/cli/test_cli_hf.py", "tests/engines/test_engine_hf.py",
+           "tests/test_versions.py"],
+    "onnx": ["tests/model/test_backend_onnx.py", "tests/test_versions.py"],
+    "llamacpp": ["tests/model/test_export_gguf.py", "tests/engines/test_engine_llamacpp.py",
+                 "tests/engines/test_engine_openai_llamacpp.py"],
 }
 TEST_TOOLS = ["pytest>=7.4", "hypothesis>=6.80"]
 

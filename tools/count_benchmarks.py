@@ -3,7 +3,7 @@
     python tools/count_benchmarks.py [-k onnx] [pytest options ...]      # e.g. -k "onnx and bigram"
 
 Runs `pytest tests/benchmarks --benchmark-autosave --benchmark-storage .benchmarks/work` as ONE counted process
-(`specdec.measure.work.popen`: under callgrind where the machine has no hardware counter; layout fixed, hash seed
+(`specdec.measure.work.work.popen`: under callgrind where the machine has no hardware counter; layout fixed, hash seed
 0, a small fixed environment) with this file loaded as a pytest plugin (`-p count_benchmarks`). The plugin
 counts each benchmarked call after pytest-benchmark has run it, as pytest-codspeed does for CodSpeed, with
 `work.count_calls` (warmed up, the fewest of several counted calls). The saved run's extra_info holds:
@@ -49,7 +49,7 @@ elif os.environ.get("SPECDEC_WORK_COUNTER"):  # the plugin, in the counted pytes
 
 import pytest  # noqa: E402
 
-from specdec.measure import work  # noqa: E402
+from specdec.measure.work import work  # noqa: E402
 
 LINK = "A"  # the checkout's link in the temporary folder: the name ab gives its first revision
 WARMUP, CALLS = 4, 3  # per benchmark: few, as the suite's generations take seconds each under callgrind

@@ -43,9 +43,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from specdec.measure import ab_work, work  # noqa: E402
-from specdec.measure.work_calibration import null_code  # noqa: E402
-from specdec.measure.ab_sources import Source  # noqa: E402
+from specdec.measure.ab import ab_work  # noqa: E402
+from specdec.measure.work import work  # noqa: E402
+from specdec.measure.work.work_calibration import null_code  # noqa: E402
+from specdec.measure.ab.ab_sources import Source  # noqa: E402
 from specdec.measure.ab_worker import KINDS  # noqa: E402
 from specdec.util.files import write_atomic  # noqa: E402
 
@@ -206,7 +207,7 @@ def per_call(calls: int) -> int:
     import os
     import statistics
 
-    from specdec.measure import work_pool
+    from specdec.measure.work import work_pool
 
     os.environ["SPECDEC_WORK_WARMUP"] = "0"  # the zygote's children read it (0 asked for in a request means "the plan")
     avail = work.probe()
@@ -235,7 +236,7 @@ CALIBRATION_TREES = ("base", "aa-", "deep", "null-")  # the trees that run the c
 def fit(study: dict, command: str) -> dict:
     """A calibration (`work_calibration.make`) from a study's unchanged trees (base, A/A, deep, nulls), keyed
     for this machine and `CONFIG` (the study counts `specdec ab`'s default rows by its plan)."""
-    from specdec.measure import work_calibration
+    from specdec.measure.work import work_calibration
 
     keep = [t for t in next(iter(study["figures"].values())) if t.startswith(CALIBRATION_TREES)]
     figures = {row: {t: per[t] for t in keep} for row, per in study["figures"].items()}
@@ -267,7 +268,7 @@ def leave_one_out(study: dict, tests: int) -> dict:
     """The design checked on data it was not fitted on: each unchanged tree left out of the calibration in turn,
     the other trees' fit judging it against each of them (every pair is a held-out run: a build the calibration
     never saw, against one it did)."""
-    from specdec.measure import work_calibration
+    from specdec.measure.work import work_calibration
 
     names = [t for t in next(iter(study["figures"].values())) if t.startswith(CALIBRATION_TREES)]
     out = {"pairs": 0, "rows": 0, "flagged": [], "thresholds": {}}
@@ -321,7 +322,7 @@ def main(argv: list[str]) -> int:
         print(calibration_table(*(json.loads(Path(a).read_text()) for a in argv[1:3])))
         return 0
     if argv[:1] == ["--fit"]:  # --fit STUDY.json [DIR]: the study's unchanged trees as a kept calibration
-        from specdec.measure import work_calibration
+        from specdec.measure.work import work_calibration
 
         doc = fit(json.loads(Path(argv[1]).read_text()), "python tools/work_study.py " + " ".join(argv))
         folder = Path(argv[2]) if len(argv) > 2 else work_calibration.SHIPPED

@@ -134,9 +134,9 @@ def cmd_ab(args) -> int:
 
 
 def _run(args, config: dict, cpu: int, out, kind: str | None, why_not: str) -> int:
-    from specdec.measure import ab, ab_work
-    from specdec.measure.ab_sources import sources
-    from specdec.report import ab_render
+    from specdec.measure.ab import ab, ab_work
+    from specdec.measure.ab.ab_sources import sources
+    from specdec.report.ab import ab_render
 
     own = entries(config)
     with sources(args.a, args.b, args.a_path, args.b_path, cwd=args.repo, entries=own,
@@ -174,7 +174,7 @@ def _out_path(text: str):
 def _count(a, b, config: dict, kind: str, run, args) -> dict:
     """The work rows, or why there are none: an interrupt or any failure of the count leaves the timing standing
     (a failure that is a bug is said with its traceback on stderr, not dressed as bad input)."""
-    from specdec.measure import ab, ab_work
+    from specdec.measure.ab import ab, ab_work
 
     try:
         return ab_work.count(a, b, config, kind, list(run.logs), progress=models.log,
@@ -214,14 +214,15 @@ def cmd_calibrate_work(args) -> int:
     from pathlib import Path
 
     from specdec.cli.parser import build_parser
-    from specdec.measure import ab_work, work_calibration
+    from specdec.measure.ab import ab_work
+    from specdec.measure.work import work_calibration
 
     at_least("--aa", args.aa, 1)
     at_least("--null", args.null, 1)
     for name, value in vars(build_parser().parse_args(["ab"])).items():  # ab's defaults for the rest
         if not hasattr(args, name):
             setattr(args, name, value)
-    args.a_path = args.b_path = str(Path(work_calibration.__file__).resolve().parents[2])
+    args.a_path = args.b_path = str(Path(work_calibration.__file__).resolve().parents[3])
     config, _ = _check(args)
     kind, why_not = work_plan(args, config)
     if kind is None:

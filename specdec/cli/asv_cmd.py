@@ -13,7 +13,7 @@ from pathlib import Path
 from specdec.cli import models
 from specdec.cli.checks import UsageError, at_least
 from specdec.measure import entry
-from specdec.measure.ab_sources import repo_root, resolve
+from specdec.measure.ab.ab_sources import repo_root, resolve
 from specdec.util.files import write_atomic
 
 MODULE = "bench_specdec.py"  # the benchmarks module written into benchmarks/
@@ -21,10 +21,10 @@ DEFAULT_KS = (4,)
 WORK_THRESHOLD = 0.002  # asv publish's regressions threshold of the counted rows (docs/asv.md: twice ab's floor)
 
 SHIM = '''"""asv benchmarks of this repository's pair, written by `specdec asv-init` (edit the constants, or run it again
-with --force). A thin shim: the harness is the installed specdec (specdec.measure.user_bench), fixed while asv
+with --force). A thin shim: the harness is the installed specdec (specdec.measure.yours.user_bench), fixed while asv
 checks out each commit of this repository; the entry points are imported from that commit's tree."""
 
-from specdec.measure.user_bench import asv_classes
+from specdec.measure.yours.user_bench import asv_classes
 
 TARGET = {target!r}  # MODULE:CALLABLE returning a specdec Target; None: specdec's shipped target
 DRAFTS = {drafts!r}  # MODULE:CALLABLE taking the target, returning a Draft (or a shipped draft's name)
@@ -49,7 +49,7 @@ def conf(root: Path) -> dict:
         "branches": [_branch(root)],
         "dvcs": "git",
         "environment_type": "specdec",
-        "plugins": [".specdec.measure.asv_env"],
+        "plugins": [".specdec.measure.yours.asv_env"],
         "pythons": [f"{sys.version_info[0]}.{sys.version_info[1]}"],
         "benchmark_dir": "benchmarks",
         "env_dir": ".asv/env",

@@ -48,7 +48,7 @@ def cmd_batch(args) -> int:
     from specdec.decoding import batch as bt
     from specdec.decoding.generate import check_request
     from specdec.measure import workload
-    from specdec.report import batch_build, batch_render
+    from specdec.report.batch import batch_build, batch_render
 
     batches = check_batch_args(args)
     target = models.load_target(args)

@@ -16,7 +16,7 @@ from specdec.cli import ab_cmd, models
 from specdec.cli.checks import UsageError, work_plan
 from specdec.util.errors import Failure
 from specdec.measure import entry
-from specdec.measure.ab_sources import Source, SourceError, checkout, repo_root, resolve
+from specdec.measure.ab.ab_sources import Source, SourceError, checkout, repo_root, resolve
 
 
 UNMEASURED = 3  # the exit status where BAD could not be measured: neither "worse" nor "not worse"
@@ -52,7 +52,7 @@ def _holds(root, commit: str, own: list[str]) -> bool:
 
 
 def cmd_bisect(args) -> int:
-    from specdec.measure import ab_work
+    from specdec.measure.ab import ab_work
 
     from specdec.cli.parser import build_parser
 
@@ -83,8 +83,8 @@ def cmd_bisect(args) -> int:
 
 def _search(root, good: str, bad: str, commits: list[str], own: list[str], criterion: str, judge) -> int:
     """git bisect's search over `commits` with `judge`, its progress on stderr, its answer on stdout."""
-    from specdec.measure.ab import WorkerError
-    from specdec.measure.bisect import search
+    from specdec.measure.ab.ab import WorkerError
+    from specdec.measure.ab.bisect import search
 
     def step(i: int) -> bool | None:
         try:
@@ -130,7 +130,8 @@ def _by_work(root, good: str, bad: str, config: dict, kind: str, stack: contextl
     same plan, judged by `ab_work.judge` with this machine's calibration, the family-wise rate shared by the
     rows of every step the search may take (`steps`). GOOD is counted with BAD, then each commit alone, all in
     one counting pool (its start-up paid once, closed with `stack`)."""
-    from specdec.measure import ab_work, work_pool
+    from specdec.measure.ab import ab_work
+    from specdec.measure.work import work_pool
 
     rows = ab_work.largest_k(ab_work.row_names(config))
     cfg = ab_work.counting_config(config)
@@ -150,7 +151,7 @@ def _by_work(root, good: str, bad: str, config: dict, kind: str, stack: contextl
 
     def judge(commit: str) -> bool | None:
         if good not in cache:
-            count([good, bad] if commit != bad else [good, commit])
+            count([good, bad])  # BAD is always judged: counted with GOOD, in one pass of the pool
         if commit not in cache:
             count([commit])
         g, c = cache[good], cache[commit]
@@ -168,8 +169,8 @@ def _by_work(root, good: str, bad: str, config: dict, kind: str, stack: contextl
 
 def _by_time(root, good: str, config: dict, cpu: int, args):
     """A commit judged against GOOD by an `ab` timing run of the budget given: worse where any row is."""
-    from specdec.measure import ab
-    from specdec.report import ab_render
+    from specdec.measure.ab import ab
+    from specdec.report.ab import ab_render
 
     def judge(commit: str) -> bool | None:
         with _trees(root, [good, commit]) as (a, b):

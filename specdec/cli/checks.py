@@ -106,7 +106,7 @@ def work_plan(args: argparse.Namespace, config: dict, not_here: str = "") -> tup
     knows already, as a report off the CPU), none here, or an engine in a server (`ab_work.plan`). The one
     place that decides, for `report` and `ab` alike. A counter asked for by name that cannot run is bad input,
     said before anything is measured; auto finding none is a reason, not an error (the timing stands)."""
-    from specdec.measure import ab_work  # here: --help and the other commands need no measuring code
+    from specdec.measure.ab import ab_work  # here: --help and the other commands need no measuring code
 
     if not args.work:
         return None, "left out (--no-work)"

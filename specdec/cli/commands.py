@@ -304,7 +304,7 @@ def _tree_verify(args, target, samples: int) -> int:
 def _cmd_compare(args) -> int:
     if args.min_effect is not None:  # checked before scipy loads with compare
         fraction_arg("--min-effect", args.min_effect)
-    from specdec.report import compare
+    from specdec.report.compare import compare
 
     min_effect = compare.MIN_EFFECT if args.min_effect is None else args.min_effect
     try:  # a file that cannot be read is bad input; what compare raises beyond InputError is a bug
@@ -321,13 +321,14 @@ def _cmd_overhead(args) -> int:
     import math
     from pathlib import Path
 
-    from specdec.measure import attribution as attribution_mod
-    from specdec.measure import hygiene, roofline
+    from specdec.measure.anatomy import attribution as attribution_mod
+    from specdec.measure import hygiene
+    from specdec.measure.anatomy import roofline
     from specdec.model.backends import BACKENDS
-    from specdec.report import overhead_text
+    from specdec.report.anatomy import overhead_text
     from specdec.report import figures as overhead_plot
-    from specdec.report.overhead_section import DRAFT as OVERHEAD_DRAFT
-    from specdec.report.overhead_section import K as OVERHEAD_K
+    from specdec.report.anatomy.overhead_section import DRAFT as OVERHEAD_DRAFT
+    from specdec.report.anatomy.overhead_section import K as OVERHEAD_K
 
     at_least("--threads", args.threads, 1)
     if not (math.isfinite(args.seconds) and 0 < args.seconds <= 600):

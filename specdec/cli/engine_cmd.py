@@ -43,7 +43,8 @@ def _measure(args, options, ks: list[int], cpus, engines: list) -> int:
     from pathlib import Path
 
     from specdec.engines.registry import open_engine
-    from specdec.report import build, engine_build, engine_render
+    from specdec.report import build
+    from specdec.report.engines import engine_build, engine_render
 
     for name in dict.fromkeys(args.engine):
         models.log(f"opening engine {name}")

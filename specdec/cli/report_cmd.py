@@ -143,7 +143,7 @@ def _measure_report(args, target, drafts: list | None, ks: list[int], cpus, afte
 def _count_work(args, doc: dict, backend: str | None) -> None:
     """doc["work"]: the cost table's calls counted in a worker of this checkout, after the timed sections (the
     seconds it took: a section of its own, outside --budget)."""
-    from specdec.measure import work_costs
+    from specdec.measure.ab import work_costs
 
     kind, why_not = args.work_plan
     if kind is None:
@@ -168,7 +168,8 @@ def _report_all(args, ks: list[int], cpus) -> int:
     import json
     from pathlib import Path
 
-    from specdec.report import backend_report, figures as overhead_plot, render, build as report
+    from specdec.report.engines import backend_report
+    from specdec.report import figures as overhead_plot, render, build as report
     from specdec.model.backends import BACKENDS
 
     out = Path(args.out)
@@ -200,7 +201,7 @@ def _calibration(docs: list[dict], out, record: bool) -> int:
     this machine's between-run record (after the reports: none of them used what their own pair says)."""
     import json
 
-    from specdec.report import calibrate
+    from specdec.report.compare import calibrate
     from specdec.measure import machine_record
 
     covs = []
@@ -233,7 +234,7 @@ def cmd_calibrate(args) -> int:
     from pathlib import Path
 
     from specdec.measure import machine_record
-    from specdec.report import calibrate
+    from specdec.report.compare import calibrate
 
     folder = Path(args.folder)
     paths = [folder / "report.json"] + _repeat_reports(folder)

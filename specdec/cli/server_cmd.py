@@ -36,7 +36,7 @@ def cmd_build_server(args) -> int:
 
 def _slos(items: list[str] | None) -> dict[str, float]:
     """--slo ttft=500 tpot=50 (milliseconds) -> seconds by kind; UsageError naming the bad item."""
-    from specdec.measure.load_stats import SLO_KEYS
+    from specdec.measure.load.load_stats import SLO_KEYS
 
     out = {}
     for item in items or []:
@@ -57,7 +57,7 @@ def _check_load(args):
     import math
 
     from specdec.cli.checks import at_least, temperature_arg, writable_dir
-    from specdec.measure.load_schedule import Level, doubling, parse_levels
+    from specdec.measure.load.load_schedule import Level, doubling, parse_levels
     from specdec.measure.workload import load_workload
 
     for option, minimum in (("--slots", 1), ("--visits", 2), ("--requests", 2), ("--warmup", 0),
@@ -130,8 +130,8 @@ def cmd_load(args) -> int:
     import tempfile
     from pathlib import Path
 
-    from specdec.measure import load
-    from specdec.report import load_render
+    from specdec.measure.load import load
+    from specdec.report.engines import load_render
 
     levels, slos, prompts = _check_load(args)
     with contextlib.ExitStack() as stack:

@@ -4,7 +4,7 @@ target pass that the generation loop (`generate.chain_rows`, `generate.target_ro
 Each sequence keeps its own tokens, cache position, k (adaptive k adapts per sequence), counts and random
 generator: sequence i of a batch seeded `seed` draws from `numpy.random.default_rng(seed + i)` (or the i-th of
 a list of seeds) in exactly the order a B = 1 generation with that seed draws, so a sequence's output is the
-one it would have had alone (tests/test_batch.py holds them to it). Positions are per row: see `model.rows`.
+one it would have had alone (tests/decoding/test_batch.py holds them to it). Positions are per row: see `model.rows`.
 A sequence that reaches its length leaves the batch (`leave`): the target's and the draft's caches move the
 rows still generating down to rows 0..A-1, so the next pass runs A rows, not B.
 """

@@ -22,7 +22,7 @@ else from the speculative server's Prometheus `/metrics` read before and after t
 `vllm:spec_decode_num_draft_tokens` / `..._accepted_tokens`, names from vllm/v1/spec_decode/metrics.py; llama.cpp's
 `llamacpp:spec_decode_num_draft_tokens_total` / `..._accepted_tokens_total` / `..._drafts_total`, from
 tools/server/server-task.cpp of the llama.cpp that llama-cpp-python 0.3.36 vendors, and read from a running
-server by tests/test_load_server.py); both also export the rounds by accepted count
+server by tests/measure/load/test_load_server.py); both also export the rounds by accepted count
 (`..._accepted_tokens_per_pos{position="i"}`: rounds that accepted at least i+1); None when neither exists
 (llama-cpp-python's server has neither: its replies carry no draft counts and it serves no /metrics). When
 metrics are read, the baseline's /metrics is read the same number of times, so that both sides of a pair pay

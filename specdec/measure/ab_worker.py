@@ -7,7 +7,6 @@ PYTHONPATH. It talks to its parent (`measure.ab`) in JSON lines, one request on 
     {"op": "pin", "cpu": 1}          -> {"cpus": [1]}
     {"op": "number", "row": name, "seconds": 0.015} -> {"number": n}   calls that fill a sample
     {"op": "time", "row": name, "number": n}        -> {"t": seconds}  n calls, timed as one sample
-    {"op": "count", "row": name}                    -> {"count": {"fewest", "alloc", "counts", ...}}  instructions
     {"op": "exit"}
 
 A worker started by `work.popen` (under callgrind, or with the hardware counter) with no revision on its path is
@@ -403,7 +402,7 @@ def _work():
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("specdec_work_method", os.path.join(
-        os.path.dirname(os.path.abspath(__file__)), "work.py"))
+        os.path.dirname(os.path.abspath(__file__)), "work", "work.py"))
     work = sys.modules.get(spec.name)
     if work is None:
         work = importlib.util.module_from_spec(spec)
@@ -579,8 +578,6 @@ def serve(stdin=sys.stdin, stdout=sys.stdout) -> None:
                 answer = {"number": _number(calls[req["row"]], req["seconds"])}
             elif op == "time":
                 answer = {"t": _timed(calls[req["row"]], req["number"])}
-            elif op == "count":
-                answer = {"count": _count(calls[req["row"]])}
             elif op == "preload":
                 answer = _preload(req.get("config", {}))
             elif op == "fork":

@@ -56,7 +56,7 @@ except InputError as exc:  # kept for `check_scale` and `now`: raising here woul
 IMPORTED: float | None = None if _BAD else time.perf_counter() * SCALE
 # The measurement clock: what a timer measures (a pair's generations, a cost sample, a profiled span). Not a
 # decision, so neither the guard nor a test's fake clock touches it; named here so that every read of time in
-# the package goes through this module (tests/test_clock.py checks it).
+# the package goes through this module (tests/measure/test_clock.py checks it).
 measured: Callable[[], float] = time.perf_counter
 _source: Callable[[], float] | None = None  # a clock handed in by `using` (a test's fake one); None: the real one
 

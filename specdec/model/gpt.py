@@ -145,7 +145,7 @@ class GPT(ConfigSizes, nn.Module):
         """Token ids as a (1, T) input on this model's device.
 
         The one place the pipeline turns characters into a model input (generation, drafts, exactness,
-        timing), so that a model on CUDA never receives a CPU tensor; tests/test_device.py holds them to it.
+        timing), so that a model on CUDA never receives a CPU tensor; tests/model/test_device.py holds them to it.
         """
         return torch.tensor([tokens], device=self.device)
 

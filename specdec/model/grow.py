@@ -11,7 +11,7 @@ the same text can be built from the shipped one:
   repetition, and a Linear W (out, in) becomes W' = R_out W R_inᵀ / r (Rᵀ R = r I). Heads keep their count,
   so a head's size grows by r and q'·k' = r (q·k): q's rows are scaled by 1/sqrt(r) so that attention's
   1/sqrt(head size) gives the narrow model's logits. The widened model computes the shipped target's
-  function exactly (float rounding apart; tests/test_grow.py checks it) at r² times the blocks' cost.
+  function exactly (float rounding apart; tests/model/test_grow.py checks it) at r² times the blocks' cost.
 - **Deepen to n_layer.** Blocks of the wide width are appended after the shipped three with GPT-2's random
   initialisation, their output projections (attention's and the MLP's, which write into the residual stream)
   multiplied by `mix`. They change the distribution the way a larger model's extra layers do: the truncated

@@ -11,8 +11,8 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
-from specdec.measure.attribution import SCOPES
-from specdec.measure.profiler_split import CATEGORIES
+from specdec.measure.anatomy.attribution import SCOPES
+from specdec.measure.anatomy.profiler_split import CATEGORIES
 from specdec.report.markdown import words
 from specdec.report.render_trees import _chains
 from specdec.util.files import atomic_path

@@ -8,13 +8,13 @@ renders again, on any machine.
 from __future__ import annotations
 
 from specdec.report.render_trees import _chains, _median, tree_acceptance, tree_costs
-from specdec.measure import work_costs
+from specdec.measure.ab import work_costs
 from specdec.measure.machine_record import MIN_CALIBRATIONS
 from specdec.report.markdown import config_cell, config_label, interval, spread, table, verdict, words
 from specdec.report.findings import findings
 from specdec.report.headline import PREDICTION_TOLERANCE, headline, others_note
-from specdec.report.overhead_text import overhead_tables
-from specdec.report.batch_render import batch_lines
+from specdec.report.anatomy.overhead_text import overhead_tables
+from specdec.report.batch.batch_render import batch_lines
 
 def tables(doc: dict) -> str:
     """The report as Markdown (also what the terminal shows): the headline, then every table and the findings."""

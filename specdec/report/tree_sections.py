@@ -16,10 +16,10 @@ from specdec.measure import exactness, timing
 from specdec.decoding import trees
 from specdec.decoding import sequoia
 from specdec.decoding.drafts import TableDraft
-from specdec.measure.tree_timing import TREE_POSITIONS, tree_loop_sampler, verify_fns
+from specdec.measure.anatomy.tree_timing import TREE_POSITIONS, tree_loop_sampler, verify_fns
 from specdec.measure.acceptance import acceptance_over, measure_child_acceptance
+from specdec.report.settings import DEFAULT_TREES  # noqa: F401  the report's two shapes per table draft
 
-DEFAULT_TREES = ("4x2x2x1", "budget 32")  # two shapes per table draft: the report's time budget is fixed
 CHILD_WIDTH = 8  # children per node whose acceptance is measured (the DP never needs more at budget 32)
 CHILD_RUNS = 3  # workload runs the child acceptance is measured over (the first ones: every category)
 
