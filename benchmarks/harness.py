@@ -391,9 +391,9 @@ def _method(filename: str):
 
 
 def _worker_constant(name: str):
-    """A constant of `specdec ab`'s worker (the running checkout's ab_worker.py, `_method`), so that both
+    """A constant of `specdec ab`'s rows (the running checkout's ab_rows.py, `_method`), so that both
     methods batch alike."""
-    return getattr(_method("ab_worker.py"), name)
+    return getattr(_method("ab_rows.py"), name)
 
 
 BATCH = _worker_constant("BATCH")  # sequences at once in the batched rows (bench_batch), as in `specdec ab`

@@ -201,4 +201,4 @@ def test_the_harness_loads_the_method_by_path_once():
     pool = harness._method("work/work_pool.py")
     assert Path(pool.__file__).resolve() == ROOT / "specdec" / "measure" / "work" / "work_pool.py"
     assert pool._work() is harness._method("work/work.py") and harness._method("work/work_pool.py") is pool
-    assert harness.BATCH == harness._method("ab_worker.py").BATCH
+    assert harness.BATCH == harness._method("ab_rows.py").BATCH

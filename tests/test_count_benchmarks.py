@@ -1,4 +1,4 @@
-"""tools/count_benchmarks.py: one counted pytest process gives each benchmark its own count."""
+"""tools/count_benchmarks.py: each benchmark counted by work_pool's method (its layouts, its plan), each its own count."""
 
 import importlib.util
 import json
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from specdec.measure.work import work
+from specdec.measure.work import work, work_pool
 
 TOOL = Path(__file__).resolve().parents[1] / "tools" / "count_benchmarks.py"
 N = 20000  # loop iterations of the short benchmark; the long one runs 2N
@@ -72,14 +72,16 @@ def test_one_counted_run_gives_each_benchmark_its_own_count(tmp_path, capfd):
     out, err = capfd.readouterr()
     assert rc == 0, out[-1500:] + err[-3000:]
     saved = list(store.rglob("*.json"))
-    assert len(saved) == 1  # one run, one process
+    assert len(saved) == 1  # one saved run: the last layout's, holding every layout's counts
     info = {b["name"]: b["extra_info"] for b in json.loads(saved[0].read_text())["benchmarks"]}
     assert set(info) == {"test_short", "test_long", "test_again_is_honoured"}
     short, long_, again = info["test_short"], info["test_long"], info["test_again_is_honoured"]
-    print("instructions:", {k: (v["instructions"], v["alloc"], v["instructions_spread"]) for k, v in info.items()})
+    print("instructions:", {k: (v["instructions_layouts"], v["alloc"]) for k, v in info.items()})
     for e in (short, long_, again):
-        assert e["counter"] == work.NAMES["callgrind"]
-        assert isinstance(e["instructions"], int) and isinstance(e["alloc"], int) and e["alloc"] >= 0
+        assert e["counter"] == work.NAMES["callgrind"] and e["plan"] == list(work.PLAN["draft"])
+        # counted as ab counts: one process per layout, the figure their mean
+        assert len(e["instructions_layouts"]) == len(work_pool.LAYOUTS)
+        assert e["instructions"] == sum(e["instructions_layouts"]) / len(work_pool.LAYOUTS) and e["alloc"] >= 0
     # the old bug: every benchmark after the first read the first one's dumps, so all showed one figure
     assert short["instructions"] != long_["instructions"]
     assert 1.9 < long_["instructions"] / short["instructions"] < 2.1  # twice the loop, twice the work
@@ -112,3 +114,10 @@ def test_the_counted_callable_keeps_prepare_and_again():
     call()
     assert seen == [(1, 2)] and call.prepare() == "p" and call.again() == "a"
     assert not hasattr(tool.bound(len, ([],), {}), "prepare")
+
+
+def test_a_benchmarks_kind_picks_its_plan():
+    tool = load_tool()
+    assert [tool.kind(n) for n in ("test_target_pass[eager-1]", "test_speculative_generation[onnx-bigram-4]",
+                                   "test_draft_character[ngram]", "test_short")] == ["pass", "generation", "draft",
+                                                                                      "draft"]

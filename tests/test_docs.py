@@ -263,14 +263,14 @@ def test_ab_exit_1_on_a_work_regression_or_a_failed_count_is_in_readme_and_ab_md
 
 @pytest.mark.parametrize("drafts, ks", [(["bigram", "ngram"], [2, 4]), (["ngram"], [1, 2, 3])])
 def test_ab_md_counts_the_rows_ab_worker_builds(drafts, ks):
-    """docs/ab.md's row count for n drafts and m ks, 2 + m + n(2m + 2), is what `ab_worker._rows` builds."""
+    """docs/ab.md's row count for n drafts and m ks, 2 + m + n(2m + 2), is what `ab_rows._rows` builds."""
     import specdec
-    from specdec.measure import ab_worker
+    from specdec.measure import ab_rows
 
     assert "2 + m + n·(2m + 2) rows: 16 at the defaults" in (ROOT / "docs" / "ab.md").read_text()
     cfg = {"target": None, "backend": "numpy", "dtype": None, "drafts": drafts, "ks": ks, "chars": 12,
            "prompt": "ROMEO:", "seed": 0, "temperature": 1.0, "threads": 1}
-    rows = ab_worker._rows(specdec, cfg)
+    rows = ab_rows._rows(specdec, cfg)
     n, m = len(drafts), len(ks)
     assert len(rows) == 2 + m + n * (2 * m + 2)
     assert all(call is not None for call, _ in rows.values())  # every row built, none unavailable

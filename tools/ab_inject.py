@@ -32,7 +32,7 @@ import numpy as np
 from scipy import stats
 
 import specdec
-from specdec.measure import ab_worker
+from specdec.measure import ab_rows, ab_worker
 from specdec.measure.ab.ab import SAMPLE_SECONDS
 
 # case -> (module, class or None, function, busy wait scales with the proposal's k)
@@ -158,9 +158,9 @@ def main() -> int:
     args = p.parse_args()
     if not 0 < args.size < 1:
         p.error(f"--size must be a fraction in (0, 1), got {args.size}")
-    ab_worker._threads(1)
+    ab_rows._threads(1)
     ab_worker.CLOCK, _ = ab_worker._clock(1)
-    calls = {name: call for name, (call, _) in ab_worker._rows(specdec, {**CONFIG, "source": "."}).items() if call}
+    calls = {name: call for name, (call, _) in ab_rows._rows(specdec, {**CONFIG, "source": "."}).items() if call}
     gc.collect()
     gc.freeze()
     os.sched_setaffinity(0, [max(os.sched_getaffinity(0))])

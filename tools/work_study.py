@@ -47,7 +47,7 @@ from specdec.measure.ab import ab_work  # noqa: E402
 from specdec.measure.work import work  # noqa: E402
 from specdec.measure.work.work_calibration import null_code  # noqa: E402
 from specdec.measure.ab.ab_sources import Source  # noqa: E402
-from specdec.measure.ab_worker import KINDS  # noqa: E402
+from specdec.measure.ab_rows import KINDS  # noqa: E402
 from specdec.util.files import write_atomic  # noqa: E402
 
 CONFIG = {"target": None, "backend": "onnx", "dtype": None, "drafts": ["bigram", "ngram"], "ks": [2, 4],

@@ -27,7 +27,7 @@ from specdec.decoding import rule
 
 # The text cost samples run at: the A/B worker's, which cannot import the package (it is the method, run as a script
 # at every revision), so the package reads it from there and the two can never disagree.
-from specdec.measure.ab_worker import COST_TEXT as COST_PROMPT
+from specdec.measure.ab_rows import COST_TEXT as COST_PROMPT
 
 
 def corpus_tokens(target, split: str = "val") -> np.ndarray:

@@ -168,10 +168,10 @@ def test_keep_rows_moves_the_rows_still_generating_down():
 
 
 def test_the_ab_workers_batched_row_runs_the_public_api_or_says_why(target, draft_factory):
-    from specdec.measure import ab_worker
+    from specdec.measure import ab_rows
 
     cfg = {"prompt": "ROMEO:", "chars": 12, "seed": 0, "temperature": 1.0}
-    ((name, (call, facts)),) = ab_worker._batch_row(specdec, target, draft_factory("bigram"), "bigram", 2, cfg).items()
+    ((name, (call, facts)),) = ab_rows._batch_row(specdec, target, draft_factory("bigram"), "bigram", 2, cfg).items()
     out = call()
     assert name == "spec-batch8 bigram k=2" and len(out) == 8 and facts["target_passes"] == out.passes
 
@@ -180,5 +180,5 @@ def test_the_ab_workers_batched_row_runs_the_public_api_or_says_why(target, draf
         def speculative_generate(target, draft, prompt, chars, k, seed=0, temperature=1.0):
             raise AssertionError("never called")
 
-    ((_, (none, reason)),) = ab_worker._batch_row(Old, target, None, "bigram", 2, cfg).items()
+    ((_, (none, reason)),) = ab_rows._batch_row(Old, target, None, "bigram", 2, cfg).items()
     assert none is None and "no batched generation" in reason
