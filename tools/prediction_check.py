@@ -2,7 +2,7 @@
 
 For each draft:k given, over the full report's runs of the shipped workload (`Workload.cycled(3)`), 1 thread:
 1. the run's deterministic counts (passes, drafted, rounds that accepted every draft);
-2. in alternation, --repeats times (default 15): three samples of the report's loop sampler (`timing.loop_sampler`, at the
+2. in alternation, --repeats times (default 15): three samples of the report's loop sampler (`round_samplers.loop_sampler`, at the
    report's mean position and mean prompt length), then every run generated target-only, then speculatively,
    each side's total time;
 3. the measured speedup (median over repeats of the target-only / speculative totals) against the refined model
@@ -18,7 +18,7 @@ import numpy as np
 
 from specdec import DRAFTS, load_target, load_workload, make_draft
 from specdec.decoding import generate as decode
-from specdec.measure import hygiene, stats, timing
+from specdec.measure import hygiene, stats, round_samplers
 
 CHARS = 200
 
@@ -50,7 +50,7 @@ with hygiene.no_gc():
         chars, passes = sum(c.chars for c in counts), sum(c.target_passes for c in counts)
         drafted = sum(c.drafted for c in counts)
         full = sum(c.accepted_per_position[k] for c in counts) / sum(c.draft_calls for c in counts)
-        sampler = timing.loop_sampler(target, draft, k, 1.0, "cpu", 6, full, prompt_chars + CHARS // 2,
+        sampler = round_samplers.loop_sampler(target, draft, k, 1.0, "cpu", 6, full, prompt_chars + CHARS // 2,
                                       prompt_chars)
         terms, plain, spec = [], [], []
         for _ in range(args.repeats):

@@ -306,7 +306,7 @@ def settle_round(target: Target, draft: Draft, tokens: list[int], pos: int, draf
     positions (pos.. the new position - 1).
 
     Returns (the new position, drafts accepted): the position moves back to just before the emitted
-    character. The cost samplers (`timing.loop_sampler`) time this same function, so a round's term is what
+    character. The cost samplers (`round_samplers.loop_sampler`) time this same function, so a round's term is what
     generation runs, bookkeeping included.
     """
     take = getattr(draft, "take_features", None)

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from specdec.measure import exactness, stats, timing
+from specdec.measure import exactness, stats, cost_table, round_samplers
 from specdec.report import tree_sections as ts
 from specdec.measure import workload as wl
 from specdec.measure import acceptance_engines
@@ -50,7 +50,7 @@ class ReportRun:
     objs: dict = field(default_factory=dict)
     acc: dict = field(default_factory=dict)  # (draft, k) -> `acceptance.acceptance_over`'s result
     samplers: dict = field(default_factory=dict)
-    costs: timing.Costs | None = None
+    costs: cost_table.Costs | None = None
     floor: dict | None = None  # the A/A noise floor's figures, once measured
     rows: list = field(default_factory=list)
     trees: dict = field(default_factory=dict)  # (draft, label) -> TreeSpec: the tree configurations
@@ -146,12 +146,12 @@ def costs(run: ReportRun, seconds: float) -> dict:
             a = run.acc.get((name, k))
             rounds = sum(a["accepted_per_position"]) if a else 0
             full = a["accepted_per_position"][k] / rounds if rounds else 0.0
-            run.samplers[name, k] = timing.loop_sampler(run.target, run.objs[name], k, run.temperature, run.device,
+            run.samplers[name, k] = round_samplers.loop_sampler(run.target, run.objs[name], k, run.temperature, run.device,
                                                         kn["term_calls"], all_accepted=full,
                                                         position=run.mean_position(),
                                                         prompt_chars=run.mean_prompt_chars())
     tree_fns, tree_samplers = ts.cost_extras(run)
-    c = timing.measure_costs(run.target, run.objs, run.ks, samples=kn["cost_samples"], number=kn["cost_calls"],
+    c = cost_table.measure_costs(run.target, run.objs, run.ks, samples=kn["cost_samples"], number=kn["cost_calls"],
                              temperature=run.temperature, device=run.device, samplers=run.samplers,
                              seconds=seconds, extra_fns=tree_fns, extra_samplers=tree_samplers)
     run.costs = c
@@ -173,9 +173,9 @@ def costs(run: ReportRun, seconds: float) -> dict:
     }}
 
 
-def _loop_doc(c: timing.Costs, name: str, k: int) -> dict:
+def _loop_doc(c: cost_table.Costs, name: str, k: int) -> dict:
     """report.json's refined-model terms of one draft and k before the run (medians, µs)."""
-    m = timing.term_medians(c.loop_samples[name, k])
+    m = round_samplers.term_medians(c.loop_samples[name, k])
     return {"char_us": c.loop_char_us[name][k], "round_us": c.loop_round_us[name][k], "step_us": m["step"],
             "first_step_us": m["first_step"], "first_round_us": m["first_round"]}
 
@@ -271,7 +271,7 @@ def drift_of(run: ReportRun, rows: list[Runs]) -> tuple[float, int]:
 
 
 def _predictions(a: dict, terms: np.ndarray, runs: int, first_drafted: float) -> stats.Summary:
-    """The refined model per sample of its terms (`timing.TERMS`, µs), over the workload's pooled counts of
+    """The refined model per sample of its terms (`round_samplers.TERMS`, µs), over the workload's pooled counts of
     `runs` generations, summarised."""
     t = a["totals"]
     return stats.summarize([stats.refined_speedup(t["chars"], t["target_passes"], t["drafted"], step, rnd, char,
@@ -302,7 +302,7 @@ def _speedup_row(run: ReportRun, r: Runs, floor_width: float | None) -> dict:
     per_round = t["drafted"] / t["draft_calls"] if tree and t["draft_calls"] else k
     n_runs = len(run.runs)
     before, after = (_predictions(a, x, n_runs, per_round) for x in (before_terms, after_terms))
-    after_us = timing.term_medians(after_terms)
+    after_us = round_samplers.term_medians(after_terms)
     terms = stats.refined_terms(t["chars"], t["target_passes"], t["drafted"], after_us["step"], after_us["round"],
                                 after_us["draft_char"], n_runs, after_us["first_step"], after_us["first_round"],
                                 per_round)
@@ -321,8 +321,8 @@ def _speedup_row(run: ReportRun, r: Runs, floor_width: float | None) -> dict:
         "timing_width": t_width,
         "noisy": _noisy(t_width, floor_width, run.knobs["precision"]),
         "terms_us": after_us,
-        "before_terms_us": timing.term_medians(before_terms),
-        "before_terms_samples": np.asarray(before_terms, dtype=float).tolist(),  # per sample: timing.TERMS, µs
+        "before_terms_us": round_samplers.term_medians(before_terms),
+        "before_terms_samples": np.asarray(before_terms, dtype=float).tolist(),  # per sample: round_samplers.TERMS, µs
         "target_only_error": implied_target / terms["target_only_us"] - 1.0,
         "speculative_error": implied_spec / terms["speculative_us"] - 1.0,
         "draft_share": terms["draft_share"], "first_share": terms["first_share"],

@@ -17,7 +17,7 @@ DEFAULT_KS = (1, 2, 4, 8)
 # fraction of its figure. samples: exactness draws per draft and context; contexts: workload prompts the
 # exactness check runs at. every: the report runs every n-th workload item. cost_samples: most round-robin cost
 # samples (fewer when the costs' share of the budget runs out), cost_calls: calls per sample; term_calls: rounds
-# per sample of each refined-model term (see timing.loop_sampler); min_triples: rotated runs per adaptive row.
+# per sample of each refined-model term (see round_samplers.loop_sampler); min_triples: rotated runs per adaptive row.
 # overhead_chars / overhead_repeats: characters per profiled block and profiled blocks per scope of the overhead
 # section's attribution (see overhead_section).
 FULL = {"budget": 300.0, "min_pairs": MIN_PAIRS, "precision": 0.03, "samples": 20_000, "contexts": 3, "every": 3,

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from specdec.measure import exactness, timing
+from specdec.measure import exactness, round_samplers
 from specdec.decoding import trees
 from specdec.decoding import sequoia
 from specdec.decoding.drafts import TableDraft
@@ -129,7 +129,7 @@ def costs_doc(run, c) -> dict:
     verify = {str(n): np.asarray(c.extra_samples[f"tree_verify{n}"]) for n in TREE_POSITIONS}
     loop: dict = {}
     for name, label in run.trees:
-        m = timing.term_medians(before_terms(run, name, label))
+        m = round_samplers.term_medians(before_terms(run, name, label))
         loop.setdefault(name, {})[label] = {"step_us": m["step"], "node_us": m["draft_char"], "round_us": m["round"],
                                             "first_step_us": m["first_step"], "first_round_us": m["first_round"]}
     return {"tree_verify_pass_us": {n: float(np.median(v)) for n, v in verify.items()},
@@ -138,6 +138,6 @@ def costs_doc(run, c) -> dict:
 
 
 def before_terms(run, name: str, label: str) -> np.ndarray:
-    """(samples, 5) µs of a tree configuration (`timing.TERMS`, a node for the drafted character), from the cost
+    """(samples, 5) µs of a tree configuration (`round_samplers.TERMS`, a node for the drafted character), from the cost
     table's round-robin."""
     return np.asarray(run.costs.extra_samples[f"tree:{name}:{label}"], dtype=float)

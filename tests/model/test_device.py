@@ -13,7 +13,7 @@ import torch
 
 import specdec
 from specdec.cli import models as cli
-from specdec.measure import exactness, timing
+from specdec.measure import exactness, cost_table
 from specdec.report import build as report
 from specdec.model.gpt import GPT
 
@@ -57,7 +57,7 @@ def test_generation_verification_costs_and_report_feed_models_on_their_device(ch
     assert row["p_value"] > row["p_threshold"] and row["verdict"] == "exact"
     assert exactness.target_row(checking, samples=200)["p_value"] is None
     assert exactness.verify_joint(checking, {"int8": draft}, k=2, samples=5)[0]["samples"] == 5
-    costs = timing.measure_costs(checking, {"int8": draft}, [2], samples=1, number=1)
+    costs = cost_table.measure_costs(checking, {"int8": draft}, [2], samples=1, number=1)
     assert costs.c("int8") > 0
     # every section once, on the shared report's fake clock: the device is the point, not the budget's pairs
     doc = report.measure(checking, ["int8"], [2], quick=True, pairs=1, chars=20, budget=REPORT_BUDGET,

@@ -119,12 +119,12 @@ def test_a_shape_configuration_parses_to_its_tree():
 
 
 def test_the_tree_round_sampler_returns_the_five_terms(target, draft_factory):
-    from specdec.measure import timing
+    from specdec.measure import round_samplers
     from specdec.measure.anatomy import tree_timing
 
     got = tree_timing.tree_loop_sampler(target, draft_factory("bigram"), trees.TreeSpec.parse("2x2"), number=1,
                                         position=40, prompt_chars=10)()
-    assert len(got) == len(timing.TERMS) and all(x > 0 for x in got)  # no claim on sizes: the machine is shared
+    assert len(got) == len(round_samplers.TERMS) and all(x > 0 for x in got)  # no claim on sizes: the machine is shared
     assert set(tree_timing.verify_fns(target)) == {f"tree_verify{n}" for n in (1, 2, 5, 9, 17, 33, 65)}
 
 

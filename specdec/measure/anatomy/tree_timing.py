@@ -5,7 +5,7 @@ pass over the pending token and every node, the rule's walk (`tree_walk.accept_t
 path's keys and values (`GPT.keep_path`). The refined model prices it exactly as a chain round -- passes ·
 round + drafted nodes · node cost against chars · step (`stats.refined_speedup`) -- so its terms are: the
 target-only step, drafting per node, the round without the draft, and a generation's first step and first
-round (the prompt's prefill). `tree_loop_sampler` measures them now (the twin of `timing.loop_sampler`), and
+round (the prompt's prefill). `tree_loop_sampler` measures them now (the twin of `round_samplers.loop_sampler`), and
 the report runs it in the cost table's round-robin (before the pairs: predicted_before) and after each pair
 (predicted_refined).
 
@@ -24,7 +24,8 @@ from specdec.decoding import generate as decode, trees
 from specdec.decoding import tree_draft
 from specdec.decoding.drafts import Draft
 from specdec.model.gpt import GPT
-from specdec.measure.timing import COST_PROMPT, Round, _first_sampler, _terms_sampler, _texts, round_sampler
+from specdec.measure.timing import COST_PROMPT
+from specdec.measure.round_samplers import Round, _first_sampler, _terms_sampler, _texts, round_sampler
 
 TREE_POSITIONS = (2, 5, 9, 17, 33, 65)  # N: the pending token and N - 1 nodes (1..64)
 
@@ -43,7 +44,7 @@ def _binary_tree(tokens: list[int], n: int) -> trees.Tree:
 
 def verify_fns(target: GPT, positions=TREE_POSITIONS, device: str = "cpu") -> dict[str, Callable[[], object]]:
     """name -> a tree-masked target pass over N positions at the cost prompt's last position (the target's
-    cache must hold the cost prompt, as `timing.measure_costs` leaves it). Names: tree_verify{N}, and
+    cache must hold the cost prompt, as `cost_table.measure_costs` leaves it). Names: tree_verify{N}, and
     tree_verify1, the single-position pass of the same rounds: T(N)/T(1) is taken per sample."""
     tokens = target.tokenize(COST_PROMPT)
     pos = len(tokens) - 1
@@ -61,8 +62,8 @@ def verify_fns(target: GPT, positions=TREE_POSITIONS, device: str = "cpu") -> di
 def tree_loop_sampler(target: GPT, draft: Draft, spec: trees.TreeSpec, temperature: float = 1.0,
                       device: str = "cpu", number: int = 10, position: int | None = None,
                       prompt_chars: int | None = None) -> Callable[[], tuple[float, ...]]:
-    """A call returning the refined model's five terms (`timing.TERMS`, µs; the drafted character is a drafted
-    node here) for one table draft and tree shape, measured now: `timing.loop_sampler`'s twin.
+    """A call returning the refined model's five terms (`round_samplers.TERMS`, µs; the drafted character is a drafted
+    node here) for one table draft and tree shape, measured now: `round_samplers.loop_sampler`'s twin.
 
     position: where the rounds run (attention grows with it); pass the generation's mean position.
     prompt_chars: the prompt length of a generation's first step and first round; pass the workload's mean.
@@ -92,7 +93,7 @@ def _tree_stats(depth: int) -> decode.GenerationStats:
 
 def tree_round(target: GPT, draft: Draft, context: list[int], spec: trees.TreeSpec, rng: np.random.Generator,
                temperature: float) -> Round:
-    """A steady-state tree round at `context` (`timing.chain_round`'s twin, for `timing.round_sampler`): drafting
+    """A steady-state tree round at `context` (`round_samplers.chain_round`'s twin, for `round_samplers.round_sampler`): drafting
     the tree, then `decode.settle_tree_round` (mask, verify pass over the pending token + nodes, p, the walk,
     keep_path, the bookkeeping). The draft is a table draft: no state to set back, nothing on the device; the
     slots keep_path moved are overwritten by the next round's pass, so cutting the tokens back is enough."""
