@@ -289,6 +289,58 @@ def leave_one_out(study: dict, tests: int) -> dict:
     return out
 
 
+def merge(*studies: dict) -> dict:
+    """One study of several studies' unchanged trees (each counted with its own base, by the same plan and
+    counter): the second study's trees renamed `NAME/2`, the third's `NAME/3`, ... The calibration fitted on it
+    (`--fit`) has every one of them as a tree. Studies made at different commits differ by their code's real
+    changes, which are no part of a build's spread: each study's figures are scaled, row by row, so that its
+    trees' mean is the first study's (a calibration reads only relative changes)."""
+    methods = {s["method"] for s in studies if "method" in s}  # (the first studies' JSON did not name it)
+    assert len(methods) <= 1 and len({(s["counter"], s["chars"]) for s in studies}) == 1, \
+        "studies of different plans or counters"
+    out = {**studies[0], "command": " ; ".join(s["command"] for s in studies),
+           "seconds": round(sum(s["seconds"] for s in studies), 1), "figures": {}, "comparisons": {}}
+    for i, s in enumerate(studies, start=1):
+        rename = (lambda t: t) if i == 1 else (lambda t, i=i: f"{t}/{i}")
+        keep = [t for t in next(iter(s["figures"].values())) if t.startswith(CALIBRATION_TREES)]
+        for row, per in s["figures"].items():
+            if row not in studies[0]["figures"]:
+                continue
+            first = [x for u in studies[0]["figures"][row].values() for x in u]
+            mine = [x for u in keep for x in per[u]]
+            scale = (sum(first) / len(first)) / (sum(mine) / len(mine))
+            out["figures"].setdefault(row, {}).update({rename(t): [x * scale for x in per[t]] for t in keep})
+        out["comparisons"].update({rename(n): c for n, c in s["comparisons"].items() if n in keep})
+    out["figures"] = {r: per for r, per in out["figures"].items()
+                      if all(r in s["figures"] for s in studies)}
+    return out
+
+
+def pairs(study: dict, cal: dict, tests: int) -> dict:
+    """Every pair of a study's unchanged trees judged with calibration `cal` made on other trees: each pair is a
+    run the calibration never saw (two builds, neither in it). The held-out false-alarm count: pairs and rows
+    flagged, and per row the largest |change| over its threshold."""
+    import itertools
+
+    names = [t for t in next(iter(study["figures"].values())) if t.startswith(CALIBRATION_TREES)]
+    out = {"trees": len(names), "pairs": 0, "rows": 0, "tests": tests, "flagged": [], "largest": {}}
+    for a, b in itertools.combinations(names, 2):
+        counted = {"rows": {r: {"a": [{"fewest": x} for x in per[a]], "b": [{"fewest": x} for x in per[b]]}
+                            for r, per in study["figures"].items()}, "calibration": cal}
+        judged = ab_work.judge(counted, tests)
+        out["pairs"] += 1
+        out["rows"] += len(judged)
+        for r, j in judged.items():
+            ratio = abs(j["change"]) / j["threshold"]
+            if ratio > out["largest"].get(r, {}).get("ratio", -1):
+                out["largest"][r] = {"ratio": round(ratio, 3), "change": j["change"], "threshold": j["threshold"],
+                                     "pair": [a, b]}
+            if j["verdict"] != "same":
+                out["flagged"].append(f"{a} vs {b}: {r} {j['change']:+.3%} (threshold {j['threshold']:.3%})")
+    out["flagged_pairs"] = len({f.split(":")[0] for f in out["flagged"]})
+    return out
+
+
 def calibration_table(cal_study: dict, inj_study: dict) -> str:
     """docs/work.md's calibration table, computed from the two studies' figures alone: per row the calibration's
     fit (layout and build sd, the largest change between its trees), the threshold and what it detects in a
@@ -327,6 +379,15 @@ def main(argv: list[str]) -> int:
         doc = fit(json.loads(Path(argv[1]).read_text()), "python tools/work_study.py " + " ".join(argv))
         folder = Path(argv[2]) if len(argv) > 2 else work_calibration.SHIPPED
         print(f"wrote {work_calibration.store(doc, folder)}")
+        return 0
+    if argv[:1] == ["--merge"]:  # --merge OUT.json STUDY.json STUDY2.json ...: their unchanged trees as one study
+        doc = merge(*(json.loads(Path(a).read_text()) for a in argv[2:]))
+        write_atomic(Path(argv[1]), json.dumps(doc, indent=1) + "\n")
+        print(f"wrote {argv[1]}: {len(next(iter(doc['figures'].values())))} trees")
+        return 0
+    if argv[:1] == ["--pairs"]:  # --pairs STUDY.json CAL.json: every pair of the study's trees, held out
+        study, cal = (json.loads(Path(a).read_text()) for a in argv[1:3])
+        print(json.dumps(pairs(study, cal, len(TIMED_ROWS) + len(ROWS)), indent=1))
         return 0
     if argv[:1] in (["--judge"], ["--left-out"]):  # --judge STUDY.json CAL.json / --left-out STUDY.json
         study = json.loads(Path(argv[1]).read_text())

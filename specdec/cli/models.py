@@ -90,13 +90,14 @@ def load_target(args, backend: str | None = None):
 
 
 def check_draft_names(names: list[str], device: str = "cpu") -> None:
-    """Every name is a draft make_draft knows (or hf:PATH), and runs on `device`: checked before loading."""
-    from specdec.decoding.registry import DRAFTS, available_on, draft_names
+    """Every name is a draft make_draft knows (or hf:PATH, eagle3:PATH), and runs on `device`: checked before
+    loading."""
+    from specdec.decoding.registry import DRAFTS, EAGLE3_PREFIX, available_on, draft_names
 
     here, known = available_on(device), draft_names()
     for n in names:
-        if n not in known and not is_hf(n):
-            raise UsageError(f"unknown draft {n!r} (available: {', '.join(known)}, hf:PATH)")
+        if n not in known and not is_hf(n) and not (n.startswith(EAGLE3_PREFIX) and len(n) > len(EAGLE3_PREFIX)):
+            raise UsageError(f"unknown draft {n!r} (available: {', '.join(known)}, hf:PATH, eagle3:PATH)")
         if n in DRAFTS and n not in here:
             raise UsageError(f"draft {n!r} runs on the CPU only, not on {device} (available there: "
                              f"{', '.join(here)})")

@@ -43,7 +43,7 @@ from specdec.decoding import tree_walk
 from specdec.decoding.drafts import Draft, TableDraft
 from specdec.decoding.outputs import BatchGeneration, Generation, GenerationStats  # noqa: F401 (re-exported)
 from specdec.model import sampling
-from specdec.model.protocol import Target, feature_support, tree_support
+from specdec.model.protocol import Target, feature_request, feature_support, tree_support
 from specdec.util.errors import InputError
 
 
@@ -238,10 +238,10 @@ def features_for(target: Target, draft: Draft) -> Iterator[None]:
     if getattr(draft, "take_features", None) is None:
         yield
         return
-    if why := feature_support(target):
+    if why := feature_support(target, getattr(draft, "feature_layers", None)):
         raise InputError(f"draft {draft.name!r} reads the target's features: {why}")
     before = target.want_features
-    target.want_features = True
+    target.want_features = feature_request(draft)
     try:
         yield
     finally:
@@ -279,7 +279,7 @@ def chain_rows(target: Target, draft: Draft, seqs: list[bt.Seq], temperature: fl
         else:
             proposals = draft.propose_rows([s.tokens for s in active], ks, [s.rng for s in active], temperature)
             if take is not None:
-                target.want_features = True
+                target.want_features = feature_request(draft)
             ps = bt.verify_rows(target, active, [d for d, _ in proposals], temperature)
             accepted = []
             for b, (s, (drafted, q), p) in enumerate(zip(active, proposals, ps)):
@@ -314,7 +314,7 @@ def settle_round(target: Target, draft: Draft, tokens: list[int], pos: int, draf
     # a target left forming features would hand its states to whatever copies it next
     turned_on = take is not None and not target.want_features
     if take is not None:
-        target.want_features = True
+        target.want_features = feature_request(draft)
     try:
         p = verify(target, tokens[pos:] + drafted, pos, len(drafted) + 1, temperature, hooks)  # (kr + 1, V)
         start = pos

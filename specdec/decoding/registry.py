@@ -22,6 +22,8 @@ from specdec.decoding.names import ON_REQUEST, SHIPPED_DRAFTS
 from specdec.decoding.drafts import (BigramDraft, DeviceError, Draft, ModelDraft, UnknownDraftError, corpus_ids)
 from specdec.decoding.ngram import DEFAULT_ORDER, NgramDraft
 from specdec.decoding.prompt_lookup import PromptLookupDraft
+from specdec.decoding import eagle3
+from specdec.decoding.eagle3 import PREFIX as EAGLE3_PREFIX
 from specdec.model import quantize
 from specdec.model.backends import backend_of, to_backend
 from specdec.model.gpt import GPT
@@ -180,7 +182,10 @@ def _factory(name: str) -> Callable[..., Draft]:
     if name.startswith(HF_PREFIX) and len(name) > len(HF_PREFIX):
         path = name[len(HF_PREFIX):]
         return lambda target, **options: _hf(path, target, **options)
-    raise UnknownDraftError(f"unknown draft {name!r} (available: {', '.join(draft_names())}, hf:PATH)")
+    if name.startswith(EAGLE3_PREFIX) and len(name) > len(EAGLE3_PREFIX):
+        path = name[len(EAGLE3_PREFIX):]
+        return lambda target, **options: eagle3.load(path, target)
+    raise UnknownDraftError(f"unknown draft {name!r} (available: {', '.join(draft_names())}, hf:PATH, eagle3:PATH)")
 
 
 def available_on(device: str | torch.device) -> list[str]:

@@ -48,6 +48,7 @@ class _Replay:
         self.recording = True
         if getattr(draft, "take_features", None) is not None:  # the loop then forms and hands the features, as
             self.take_features = self._take_features  # it does for the draft itself: the round pays the hand-off
+            self.feature_layers = getattr(draft, "feature_layers", None)  # the same states (EAGLE-3: its layers)
 
     def _take_features(self, features, pos, row=0):
         if self.recording:
@@ -137,20 +138,25 @@ def _pass_call(target, ctx: list[int], n: int):
 
 def _draft_call(draft, ctx: list[int], k: int, temperature: float, target=None):
     """A draft's proposal as a round pays for it: step back one token, propose k after the context. A draft that
-    reads the target is handed, once, the states a prefill of the context forms (its round's hand-off, after the
-    verify pass, is the round row's)."""
+    reads the target is handed the states a prefill of the context forms (its round's hand-off, after the verify
+    pass, is the round row's), again before every sample (`prepare`, untimed): the generation rows share the draft
+    and leave it holding their own states."""
     import numpy as np
 
     rng = np.random.default_rng(0)
     draft.reset()
+    states = None
     if getattr(draft, "take_features", None) is not None and target is not None:
         before = target.want_features
-        target.want_features, _ = True, target.setup_cache(1)
+        # the draft's layers where it reads several (EAGLE-3), else the final states
+        layers = getattr(draft, "feature_layers", None)
+        target.want_features, _ = (tuple(layers) if layers else True), target.setup_cache(1)
         try:
             target(target.ids(ctx[:-1]), 0)
-            draft.take_features(target.features[0].clone(), 0)
+            states = target.features[0].clone()
         finally:
             target.want_features, target.features = before, None
+        draft.take_features(states, 0)
     draft.propose(ctx, 1, rng, temperature)
     state = rng.bit_generator.state
 
@@ -159,6 +165,10 @@ def _draft_call(draft, ctx: list[int], k: int, temperature: float, target=None):
         draft.propose(ctx, k, rng, temperature)
 
     def prepare():  # the same draws again: a counted call does the same work each time (a sample barely notices)
+        if states is not None:  # the states again, and the proposal that primed them, with draws of their own
+            draft.reset()
+            draft.take_features(states, 0)
+            draft.propose(ctx, 1, np.random.default_rng(0), temperature)
         rng.bit_generator.state = state
 
     call.prepare = prepare

@@ -182,6 +182,8 @@ class HFTarget(ConfigSizes):
         # norm (Llama's `norm`, GPT-2's `ln_f`), asked for with output_hidden_states only while a draft reads it.
         self.want_features = False
         self.features: torch.Tensor | None = None
+        # the layers an EAGLE-3 draft may read (`output_hidden_states`: 0 the embeddings, n the last layer's output)
+        self.hidden_layers = int(getattr(model.config, "num_hidden_layers", 0)) or None
         # Why a batch of B sequences is refused (`decoding.batch.target_support`), as the report prints it.
         self.batch_unsupported = BATCH_UNSUPPORTED
 
@@ -290,7 +292,9 @@ class HFTarget(ConfigSizes):
     forward = __call__
 
     def _logits(self, out) -> torch.Tensor:
-        if self.want_features:
+        if isinstance(self.want_features, tuple):  # an EAGLE-3 draft's layers, side by side
+            self.features = torch.cat([out.hidden_states[j] for j in self.want_features], dim=-1).float()
+        elif self.want_features:
             self.features = out.hidden_states[-1].float()
         logits = out.logits
         # numpy (what sampling reads) has no bfloat16, and half-precision p - q would lose the rule's exactness

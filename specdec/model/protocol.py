@@ -22,7 +22,10 @@ Features (drafts that read the target: Medusa heads, EAGLE- and MTP-style layers
 (`FeatureTarget`): while `want_features` is True, every cached pass also leaves `features`, the final hidden
 states (after the final norm, before the LM head) of the positions it computed, (B, T, width) float32, valid
 until the target's next pass. The generation loop turns it on only for a draft that reads features
-(`Draft.take_features`), so a target pays nothing otherwise; `feature_support` says why a target cannot.
+(`Draft.take_features`), so a target pays nothing otherwise; `feature_support` says why a target cannot. A
+draft that reads several layers (EAGLE-3: `Draft.feature_layers`, ids as in `output_hidden_states`, 0 the
+embeddings) gets `want_features` set to that tuple instead, and `features` is then those layers' states side by
+side, (B, T, len(layers) * width): a target that can (`hidden_layers`, its layer count) says so.
 
 Units follow the target: `tokenize` gives characters for the shipped model and tokens for a subword model;
 `chars` in the generation API then counts tokens.
@@ -119,16 +122,29 @@ def tree_support(target) -> str | None:
 class FeatureTarget(Target, Protocol):
     """A target that hands out its final hidden states (see the module docstring)."""
 
-    want_features: bool  # set by the generation loop while a draft reads features; False otherwise
-    features: torch.Tensor | None  # (B, T, width): the last pass's states after the final norm
+    want_features: bool | tuple[int, ...]  # set by the generation loop while a draft reads features; else False
+    features: torch.Tensor | None  # (B, T, width): the last pass's states after the final norm (or its layers')
 
 
-def feature_support(target) -> str | None:
-    """None when `target` hands out its final hidden states (`FeatureTarget`); otherwise a one-line reason."""
+def feature_support(target, layers: tuple[int, ...] | None = None) -> str | None:
+    """None when `target` hands out its final hidden states (`FeatureTarget`), and the states of `layers` where
+    a draft reads those; otherwise a one-line reason."""
     if not isinstance(target, FeatureTarget):
         return (f"a draft that reads the target's features needs a target with want_features and features; "
                 f"{type(target).__name__} has none")
+    if layers:
+        n = getattr(target, "hidden_layers", None)
+        if n is None:
+            return f"{type(target).__name__} hands its final states only, not the states of layers {list(layers)}"
+        if any(not 0 <= j <= n for j in layers):
+            return f"layers {list(layers)} are not all among the target's 0..{n} (0: the embeddings)"
     return None
+
+
+def feature_request(draft) -> bool | tuple[int, ...]:
+    """What the loop sets `want_features` to for `draft`: its `feature_layers`, or True (the final states)."""
+    layers = getattr(draft, "feature_layers", None)
+    return tuple(layers) if layers else True
 
 
 def units(target) -> str:

@@ -207,7 +207,7 @@ def test_unknown_draft_lists_every_name_and_hf(target):
     with pytest.raises(specdec.UnknownDraftError) as info:
         specdec.make_draft("int3", target)
     assert str(info.value) == ("unknown draft 'int3' (available: bigram, int8, int4, ngram, small, int8-dynamic, "
-                               "prompt-lookup, shipped, medusa, eagle, hf:PATH)")
+                               "prompt-lookup, shipped, medusa, eagle, hf:PATH, eagle3:PATH)")
 
 
 def test_quantized_drafts_refuse_another_target():

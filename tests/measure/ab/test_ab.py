@@ -503,3 +503,70 @@ def test_a_budget_too_short_for_every_worker_pair_cuts_them_and_says_so():
     assert none.warnings[1] == ("the budget is too small for 2 worker pairs of 2 rows here: give --budget 20 or "
                                 "fewer rows; this run goes over its budget")
     assert said == [f"warning: {w}" for w in short.warnings + none.warnings]
+
+
+FEATURE_DRAFT = '''"""A user's draft that reads the target: the target's own LM head on the last state it was handed (Medusa head
+0 as the identity), written against specdec's public API only."""
+import numpy as np
+
+import specdec
+
+
+class HeadZero(specdec.Draft):
+    name = "head-zero"
+
+    def __init__(self, w):
+        self.w = w.detach().float().numpy()
+        self.last = None
+
+    def reset(self):
+        self.last = None
+
+    def rollback(self, n_valid):
+        pass
+
+    def take_features(self, features, pos, row=0):
+        self.last = features[-1].detach().float().numpy().copy()
+
+    def propose(self, tokens, k, rng, temperature):
+        logits = self.w @ self.last
+        q = np.exp(logits - logits.max())
+        q /= q.sum()
+        ids = [int(rng.choice(len(q), p=q)) for _ in range(k)]
+        return ids, np.tile(q, (k, 1))
+
+    def weight_bytes(self):
+        return 0
+
+
+def make(target):
+    model = getattr(target, "model", None)  # a Hugging Face target, else the shipped GPT
+    return HeadZero(model.get_output_embeddings().weight if model is not None else target.lm_head.weight)
+'''
+
+
+@pytest.mark.parametrize("on", ["shipped", "hf"])
+def test_a_users_feature_draft_runs_through_abs_rows(on, tmp_path, tiny_llama_dir, capsys):
+    """A user's draft that reads the target (`MODULE:CALLABLE`, its module in the user's tree), over the shipped
+    target and over a Hugging Face Llama, as an A/A: every row of the draft timed on both sides (its rounds hand
+    it the target's states), nothing changed, and its first character exact as any draft's (the worker's facts)."""
+    (tmp_path / "featdraft.py").write_text(FEATURE_DRAFT)
+    target = [] if on == "shipped" else ["--target", f"hf:{tiny_llama_dir}"]
+    main(["ab", "--a-path", str(tmp_path), "--b-path", str(tmp_path), *target, "--drafts", "featdraft:make",
+          "--ks", "2", "--chars", "12", "--budget", "1", "--pairs", "2", "--json", "--no-work"])
+    doc = json.loads(capsys.readouterr().out)
+    assert {"draft featdraft:make", "spec featdraft:make k=2", "round featdraft:make k=2"} <= set(doc["rows"])
+    assert doc["behaviour_changed"] == [] and "draft featdraft:make" not in doc["unavailable"]
+
+
+def test_the_shipped_feature_drafts_rows_survive_the_generation_rows_between_their_samples(capsys):
+    """eagle and medusa share one draft object between their proposal row and their generation rows, which leave
+    it holding their own states: the proposal row hands the prefill's states again before each sample, so every
+    row of both is timed on both sides (an A/A of this tree)."""
+    tree = str(PACKAGE.parent)
+    main(["ab", "--a-path", tree, "--b-path", tree, "--drafts", "eagle", "medusa", "--ks", "2", "--chars", "12",
+          "--budget", "1", "--pairs", "2", "--json", "--no-work"])
+    doc = json.loads(capsys.readouterr().out)
+    for d in ("eagle", "medusa"):
+        assert {f"draft {d}", f"spec {d} k=2", f"round {d} k=2", f"spec-batch8 {d} k=2"} <= set(doc["rows"])
+    assert doc["unavailable"] == {} and doc["behaviour_changed"] == []
