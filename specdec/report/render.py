@@ -135,15 +135,21 @@ def _engines_acceptance(doc: dict, u: dict) -> list[str]:
     content category, with 95 % bootstrap intervals over the prompts."""
     rows = []
     for r in _chains(doc["acceptance"]):
-        for cat, e in (r.get("engines") or {}).items():
-            ci = e["intervals"]
-            rows.append([r["draft"], r["k"], cat, ci["prompts"], _ci(e["acceptance_length"], ci["acceptance_length"]),
-                         " ".join(_rate(x) for x in e["per_position"]), " ".join(_rate(x) for x in e["conditional"]),
-                         _ci(e["acceptance"], ci["acceptance"], "{:.3f}")])
+        at = [(r.get("engines_temperature", doc.get("temperature")), r.get("engines")),
+              (0.0, r.get("engines_greedy"))]
+        for temp, engines in at:
+            for cat, e in (engines or {}).items():
+                ci = e["intervals"]
+                rows.append([r["draft"], r["k"], "-" if temp is None else f"{temp:g}", cat, ci["prompts"],
+                             _ci(e["acceptance_length"], ci["acceptance_length"]),
+                             " ".join(_rate(x) for x in e["per_position"]),
+                             " ".join(_rate(x) for x in e["conditional"]), _ci(e["acceptance"], ci["acceptance"],
+                                                                              "{:.3f}")])
     if not rows:
         return []
-    return ["\n### 2c. Acceptance as the engines define it (per content category; [95 % bootstrap interval over "
-            "prompts])\n", table(["draft", "k", "category", "prompts", "acceptance length (vLLM, SGLang)",
+    return ["\n### 2c. Acceptance as the engines define it (per content category, at the report's temperature and "
+            "greedy at the largest k; [95 % bootstrap interval over prompts])\n",
+            table(["draft", "k", "T", "category", "prompts", "acceptance length (vLLM, SGLang)",
                                    "per position (vLLM, unconditional)", "conditional", "acceptance (llama.cpp)"], rows),
             f"\nacceptance length = 1 + accepted / rounds ({u['units']} a round emits); per position: the share of "
             "rounds whose i-th draft was accepted; conditional: of the rounds that reached draft i."]

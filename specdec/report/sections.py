@@ -118,9 +118,17 @@ def acceptance(run: ReportRun) -> dict:
                          "position_acceptance": a["position_acceptance"],
                          "summary": {"acceptance": a["acceptance"], "chars_per_pass": a["chars_per_pass"]},
                          "per_item": a["per_item"], "tree": None,
-                         "engines": acceptance_engines.by_category(
-                             a["per_item"], {r["prompt_id"]: r["category"] or "other" for r in a["per_item"]})})
+                         "engines": _engines(a), "engines_temperature": run.temperature})
+        if run.temperature != 0:  # the engines' figures greedy too (users report both), at the largest k
+            rows[-1]["engines_greedy"] = _engines(acceptance_over(run.target, run.objs[name], max(run.ks), None,
+                                                                  run.chars, 0.0, runs=run.runs))
     return {"acceptance": rows + ts.acceptance_rows(run, run.child)}
+
+
+def _engines(a: dict) -> dict:
+    """The engines' acceptance figures of an `acceptance_over` result, overall and per content category."""
+    return acceptance_engines.by_category(a["per_item"], {r["prompt_id"]: r["category"] or "other"
+                                                          for r in a["per_item"]})
 
 
 def writeup_acceptance(run: ReportRun) -> dict:

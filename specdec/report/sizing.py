@@ -80,7 +80,8 @@ def estimate(run, p: dict) -> dict[str, float]:
     runs, chars, ks = len(run.runs), run.chars, run.ks
     tables = [n for n in spec if n in TREE_DRAFTS]
     trees = len(kn.get("trees") or []) * len(tables)
-    per_spec = sum(spec.values()) * len(ks) + sum(spec[n] for n in tables) * len(kn.get("trees") or [])
+    # every k at the report's temperature, and the largest k again greedy (the engines' figures, table 2c)
+    per_spec = sum(spec.values()) * (len(ks) + 1) + sum(spec[n] for n in tables) * len(kn.get("trees") or [])
     contexts = min(kn.get("contexts", 1), runs)
     exactness = contexts * (len(spec) + 1 + trees) * kn.get("samples", 0) * p.get("draw_s", 0.0)  # +1: the target
     return {

@@ -124,3 +124,26 @@ def test_a_feature_drafts_first_character_is_exact_at_a_round_after_a_prefill():
     drafted, q = exactness._first_proposal(target, drafts["eagle"], target.tokenize("ROMEO:"), 4,
                                            np.random.default_rng(0), 1.0)
     assert len(drafted) == 4 and q.shape == (4, target.vocab_size)
+
+
+def test_the_report_gives_the_engines_figures_at_its_temperature_and_greedy_at_the_largest_k(target, draft_factory,
+                                                                                            monkeypatch):
+    """sections.acceptance: every chain row carries the engines' figures at the report's temperature; the largest
+    k's row also greedy ones, which match a greedy acceptance_over of the same runs exactly; table 2c shows both."""
+    from types import SimpleNamespace
+
+    from specdec.measure.acceptance import acceptance_over
+    from specdec.measure.workload import load_workload
+    from specdec.report import render, sections
+
+    runs = load_workload("shakespeare24").runs()[:3]
+    d = draft_factory("bigram")
+    run = SimpleNamespace(drafts=["bigram"], ks=[1, 2], target=target, objs={"bigram": d}, chars=20,
+                          temperature=1.0, runs=runs, acc={}, child={})
+    monkeypatch.setattr(sections.ts, "acceptance_rows", lambda run, child: [])  # no trees here
+    rows = sections.acceptance(run)["acceptance"]
+    assert [r["engines_temperature"] for r in rows] == [1.0, 1.0] and "engines_greedy" not in rows[0]
+    greedy = acceptance_over(target, d, 2, None, 20, 0.0, runs=runs)
+    assert rows[1]["engines_greedy"]["all"]["histogram"] == list(greedy["accepted_per_position"])
+    lines = " ".join("".join(render._engines_acceptance({"acceptance": rows}, {"units": "characters"})).split())
+    assert "| bigram | 2 | 0 | all |" in lines and "| bigram | 2 | 1 | all |" in lines and "| bigram | 1 | 0 |" not in lines

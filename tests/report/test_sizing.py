@@ -39,8 +39,9 @@ def test_a_model_as_cheap_as_the_shipped_one_changes_nothing(fake):
     assert out["target_token_s"] == pytest.approx(0.3e-3) and out["spec_token_s"] == pytest.approx({"a": 0.2e-3,
                                                                                                  "b": 0.2e-3})
     assert out["draw_s"] == pytest.approx(20e-6)
-    # the exactness draws in the fixed work: 1 context x (2 drafts + the target) x 5000 draws x 20 µs
-    assert out["estimate_s"]["counts"] == pytest.approx(round(9 * 200 * 4 * 0.4e-3 + 3 * 5000 * 20e-6, 2))
+    # every k at the temperature and the largest again greedy (2c): 9 runs x 200 tokens x (4 + 1) ks x 0.4 ms; the
+    # exactness draws: 1 context x (2 drafts + the target) x 5000 draws x 20 µs
+    assert out["estimate_s"]["counts"] == pytest.approx(round(9 * 200 * (4 + 1) * 0.4e-3 + 3 * 5000 * 20e-6, 2))
 
 
 def test_a_slow_model_sheds_profiling_runs_ks_then_length_in_that_order(fake):
