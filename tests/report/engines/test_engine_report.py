@@ -196,12 +196,12 @@ class SlowerRounds(FakeEngine):
 
 
 def test_compare_reads_engine_reports_and_names_rows_by_engine(clock):
-    from specdec.report.compare import compare
+    from specdec.report.compare import compare, report_doc
 
     a = engine_build.measure([FakeEngine(clock)], [2], budget=100.0, chars=12, prompt="ROMEO:", **QUIET)
     b = engine_build.measure([SlowerRounds(clock)], [2], budget=100.0, chars=12, prompt="ROMEO:", **QUIET)
     for doc in (a, b):
-        assert compare._required(doc) == ("machine", "settings", "acceptance", "speedup")
+        assert report_doc._required(doc) == ("machine", "settings", "acceptance", "speedup")
     text, worse = compare.compare(a, b)
     # 12 tokens at k=2: 4 rounds of 3 against 6 rounds of 2
     assert worse["fake d k=2 target passes"] and "fake d k=2 speedup" in text
