@@ -277,9 +277,10 @@ def test_ab_md_counts_the_rows_ab_worker_builds(drafts, ks):
 
 
 def test_work_md_states_the_calibration_and_its_check_from_their_data():
-    """docs/work.md's calibration table is what tools/work_study.py renders from the two studies' JSON (the data
-    the figures come from, committed with the commands that make them): no figure is typed by hand, each study's
-    command is shown, the shipped calibration is the first study's fit, and the held-out A/A flags nothing."""
+    """docs/work.md's calibration table is what tools/work_study.py renders from the studies' JSON (the data the
+    figures come from, committed with the commands that make them): no figure is typed by hand, each study's
+    command is shown, the calibration is the two calibration studies merged, the shipped calibration its fit, the
+    held-out study's 153 pairs flag nothing with it, and the injections' A/A flags nothing."""
     import importlib.util
     import json
 
@@ -288,18 +289,27 @@ def test_work_md_states_the_calibration_and_its_check_from_their_data():
     spec = importlib.util.spec_from_file_location("work_study_tool", ROOT / "tools" / "work_study.py")
     study = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(study)
-    cal_path, inj_path = ROOT / "docs" / "work-calibration-study.json", ROOT / "docs" / "work-injections-study.json"
-    cal, inj = json.loads(cal_path.read_text()), json.loads(inj_path.read_text())
-    text = (ROOT / "docs" / "work.md").read_text()
+    docs = ROOT / "docs"
+    names = ("work-calibration-study.json", "work-calibration-study-2.json", "work-held-out-study.json",
+             "work-injections-study.json")
+    first, second, held_out, inj = (json.loads((docs / n).read_text()) for n in names)
+    cal = json.loads((docs / "work-calibration-35.json").read_text())
+    assert cal == json.loads(json.dumps(study.merge(first, second)))  # the merged file is the two studies merged
+    text = (docs / "work.md").read_text()
     shown = text.split("<!-- study-table -->\n", 1)[1].split("\n<!-- /study-table -->", 1)[0]
     assert shown == study.calibration_table(cal, inj)
-    for path, doc in ((cal_path, cal), (inj_path, inj)):
+    flat = text.replace("\\\n    ", "")
+    for name, doc in zip(names, (first, second, held_out, inj)):
         words = doc["command"].split()
-        aa, null, only = (words[words.index(w) + 1] for w in ("--aa", "--null", "--only"))
-        assert "tools/work_study.py" in doc["command"] and f"--out docs/{path.name} --aa {aa} --null {null}" in text
-        assert " ".join(words[words.index("--only"):]) in text.replace("\\\n    ", "")
+        aa, null = (words[words.index(w) + 1] for w in ("--aa", "--null"))
+        trees = words[words.index("--only") + 1:]
+        trees = trees[: next((i for i, w in enumerate(trees) if w.startswith("--")), len(trees))]
+        assert "tools/work_study.py" in doc["command"] and f"--out docs/{name} --aa {aa} --null {null}" in text
+        assert "--only " + " ".join(trees) in flat, name
     shipped = study.fit(cal, "")
     kept = json.loads((work_calibration.SHIPPED / f"{shipped['id']}.json").read_text())
     assert kept["rows"] == shipped["rows"] and kept["figures"] == shipped["figures"]
-    held = study.held_out(inj, shipped, len(study.TIMED_ROWS) + len(study.ROWS))
-    assert held["aa-1"]["flagged"] == []
+    tests = len(study.TIMED_ROWS) + len(study.ROWS)
+    pairs = study.pairs(held_out, kept, tests)
+    assert (pairs["pairs"], pairs["rows"], pairs["flagged"]) == (153, 1377, [])
+    assert study.held_out(inj, shipped, tests)["aa-1"]["flagged"] == []

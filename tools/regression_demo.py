@@ -100,8 +100,8 @@ def cases(sizes: dict[str, float]) -> dict[str, Case]:
               "        active = bt.leave(target, draft, active)\n"
               f"    _demo_spin({b}, demo_since)  # regression demo: the last round +{b:.0%}\n    return passes"),
              (None, "import numpy as np\n", "import time\n\nimport numpy as np\n"),
-             (None, "from specdec.model.protocol import Target, feature_support, tree_support\n",
-              "from specdec.model.protocol import Target, feature_support, tree_support\n" + SPIN)],
+             (None, "from specdec.model.protocol import Target, feature_request, feature_support, tree_support\n",
+              "from specdec.model.protocol import Target, feature_request, feature_support, tree_support\n" + SPIN)],
             r"Speedup|TargetOnlyGeneration",
             lambda row: "Speedup.track_time_ratio" in row,
             # half of the 18 eager draft x k rows (every backend's rows slow down alike; eager is the one every commit has)
