@@ -369,31 +369,33 @@ def calibration_table(cal_study: dict, inj_study: dict) -> str:
     return "\n".join(lines)
 
 
+def _calibration_studies(paths: list[str]) -> dict:
+    """The calibration's studies, merged (`merge`) where there are several."""
+    docs = [json.loads(Path(a).read_text()) for a in paths]
+    return docs[0] if len(docs) == 1 else merge(*docs)
+
+
 def main(argv: list[str]) -> int:
-    if argv[:1] == ["--calibration-table"]:  # --calibration-table CAL_STUDY.json HELD_OUT_STUDY.json
-        print(calibration_table(*(json.loads(Path(a).read_text()) for a in argv[1:3])))
+    if argv[:1] == ["--calibration-table"]:  # --calibration-table CAL_STUDY.json [CAL_STUDY2.json ...] INJ.json
+        print(calibration_table(_calibration_studies(argv[1:-1]), json.loads(Path(argv[-1]).read_text())))
         return 0
-    if argv[:1] == ["--fit"]:  # --fit STUDY.json [DIR]: the study's unchanged trees as a kept calibration
+    if argv[:1] == ["--fit"]:  # --fit STUDY.json [STUDY2.json ...] [DIR]: their unchanged trees, kept as a calibration
         from specdec.measure.work import work_calibration
 
-        doc = fit(json.loads(Path(argv[1]).read_text()), "python tools/work_study.py " + " ".join(argv))
-        folder = Path(argv[2]) if len(argv) > 2 else work_calibration.SHIPPED
+        studies = [a for a in argv[1:] if a.endswith(".json")]
+        doc = fit(_calibration_studies(studies), "python tools/work_study.py " + " ".join(argv))
+        dirs = [a for a in argv[1:] if not a.endswith(".json")]
+        folder = Path(dirs[0]) if dirs else work_calibration.SHIPPED
         print(f"wrote {work_calibration.store(doc, folder)}")
-        return 0
-    if argv[:1] == ["--merge"]:  # --merge OUT.json STUDY.json STUDY2.json ...: their unchanged trees as one study
-        doc = merge(*(json.loads(Path(a).read_text()) for a in argv[2:]))
-        write_atomic(Path(argv[1]), json.dumps(doc, indent=1) + "\n")
-        print(f"wrote {argv[1]}: {len(next(iter(doc['figures'].values())))} trees")
         return 0
     if argv[:1] == ["--pairs"]:  # --pairs STUDY.json CAL.json: every pair of the study's trees, held out
         study, cal = (json.loads(Path(a).read_text()) for a in argv[1:3])
         print(json.dumps(pairs(study, cal, len(TIMED_ROWS) + len(ROWS)), indent=1))
         return 0
-    if argv[:1] in (["--judge"], ["--left-out"]):  # --judge STUDY.json CAL.json / --left-out STUDY.json
-        study = json.loads(Path(argv[1]).read_text())
+    if argv[:1] in (["--judge"], ["--left-out"]):  # --judge STUDY.json CAL.json / --left-out STUDY.json [...]
         tests = len(TIMED_ROWS) + len(ROWS)  # a default ab run's family: its timed rows and its work rows
-        got = (held_out(study, json.loads(Path(argv[2]).read_text()), tests) if argv[0] == "--judge"
-               else leave_one_out(study, tests))
+        got = (held_out(json.loads(Path(argv[1]).read_text()), json.loads(Path(argv[2]).read_text()), tests)
+               if argv[0] == "--judge" else leave_one_out(_calibration_studies(argv[1:]), tests))
         print(json.dumps(got, indent=1))
         return 0
     if argv[:1] == ["--per-call"]:
