@@ -6,8 +6,15 @@ from specdec.measure import cost_table, round_samplers
 
 
 def test_measure_costs_covers_every_piece(target, draft_factory):
+    import torch
+
     drafts = {"bigram": draft_factory("bigram")}
-    costs = cost_table.measure_costs(target, drafts, [1, 4], samples=2, number=2, term_calls=1)  # 1 thread: conftest
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)  # whatever an earlier test in this process left: the table records the count it ran at
+    try:
+        costs = cost_table.measure_costs(target, drafts, [1, 4], samples=2, number=2, term_calls=1)
+    finally:
+        torch.set_num_threads(before)
     assert set(costs.verify_pass_us) == {2, 5} and set(costs.round_us) == {1, 4}
     assert costs.threads == 1 and costs.device == "cpu" and costs.samples == 2
     lo, hi = costs.c_range("bigram")
