@@ -1,6 +1,7 @@
 """The onnx backend: ONNX Runtime runs the single-sequence pass and the target-only step; the rest is eager's."""
 
 import copy
+import os
 
 import numpy as np
 import pytest
@@ -204,3 +205,15 @@ def test_a_model_draft_follows_torchs_threads_from_its_next_generation(onnx_targ
         assert backend_onnx._STATE[draft.model].threads == 1
     finally:
         torch.set_num_threads(before)
+
+
+@pytest.mark.parametrize("user, expected", [(None, "1"), ("0", "0")])
+def test_the_runtime_is_imported_with_its_telemetry_off_unless_the_user_said_otherwise(monkeypatch, user, expected):
+    """ONNX Runtime reads ORT_DISABLE_TELEMETRY once, when it starts: set before the import, kept where the user
+    set it."""
+    if user is None:
+        monkeypatch.delenv("ORT_DISABLE_TELEMETRY", raising=False)
+    else:
+        monkeypatch.setenv("ORT_DISABLE_TELEMETRY", user)
+    assert backend_onnx._ort().__name__ == "onnxruntime"
+    assert os.environ["ORT_DISABLE_TELEMETRY"] == expected

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from specdec.measure.work import work_pool
+from specdec.measure.work import work, work_pool
 from specdec.measure.ab.ab_sources import Source
 # The scheduling (each pair's share of the budget, when to stop sweeping) reads the decision clock; what a
 # sample measures is the worker's own clock (ab_worker.CLOCK).
@@ -56,7 +56,9 @@ class Worker(work_pool.Channel):
         path = os.pathsep.join([source.path] + [p for p in [os.environ.get("PYTHONPATH")] if p])
         self.source, self.who = source, f"worker {source.label} ({source.name})"
         self.log = Path(log_dir) / f"{source.label}-{hash_seed}.log"
-        env = dict(os.environ, PYTHONHASHSEED=str(hash_seed), PYTHONDONTWRITEBYTECODE="1", PYTHONPATH=path)
+        # ONNX Runtime's telemetry off in both revisions' workers, whatever their code does (work.ORT_TELEMETRY)
+        env = dict(os.environ, PYTHONHASHSEED=str(hash_seed), PYTHONDONTWRITEBYTECODE="1", PYTHONPATH=path,
+                   **work.ORT_TELEMETRY)
         with open(self.log, "w") as err:
             self.proc = subprocess.Popen([sys.executable, str(WORKER)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                          text=True, stderr=err, env=env,

@@ -47,11 +47,12 @@ def profiler_cost_us(threads: int, nodes: int = 64, runs: int = 300) -> tuple[fl
     kernel's own reported time), µs. Measured on a chain of `nodes` Adds of a (1, 128) row, whose own work is
     a few ns: every reported µs of theirs is the profiler's, and the rest of what the profiled runs took beyond
     plain ones is its bookkeeping between them (best of three blocks of `runs` each)."""
-    import onnxruntime as ort  # the optional [onnx] extra: imported where used
     from onnx import TensorProto, helper
 
+    from specdec.model.backend_onnx import _ort  # the optional [onnx] extra, its telemetry off
     from specdec.model.onnx_graph import OPSET
 
+    ort = _ort()
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 128])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 128])
     chain = [helper.make_node("Add", ["x" if i == 0 else f"h{i}", "x"], ["y" if i == nodes - 1 else f"h{i + 1}"],

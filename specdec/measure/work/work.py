@@ -52,6 +52,11 @@ PLAN = {"generation": (2, 1), "pass": (12, 3), "draft": (24, 3)}
 # processes of one run see environments of the same size whatever the shell around them held.
 KEEP_ENV = ("PATH", "HOME", "TMPDIR", "SPECDEC_", "OMP_", "MKL_", "OPENBLAS_", "ATEN_CPU_CAPABILITY",
             "DNNL_MAX_CPU_ISA", "ONEDNN_MAX_CPU_ISA", "HF_", "TRANSFORMERS_", "CUDA_VISIBLE_DEVICES")
+# ONNX Runtime (1.29 on, Linux) runs a telemetry thread that wakes on a wall-clock timer and aggregates every
+# run: callgrind counts every thread, so its work landed inside counted calls as time allowed (target-only +2.0 %
+# with the machine loaded, all of it in ONNX Runtime and the libc it calls: docs/work.md). Its documented
+# opt-out, read once when the runtime starts, keeps a count to the rows' own work.
+ORT_TELEMETRY = {"ORT_DISABLE_TELEMETRY": "1"}
 ADDR_NO_RANDOMIZE = 0x0040000  # personality(2): the layout `setarch -R` gives
 
 
@@ -367,11 +372,12 @@ def callgrind_missing() -> str:
 
 def counted_env(kind: str, out: str | None, extra: dict | None = None, base: dict | None = None) -> dict:
     """The counted process's whole environment: the kept variables of `base` (os.environ), hash seed 0, no
-    bytecode writes, the counter's own variables, and `extra` (PYTHONPATH)."""
+    bytecode writes, ONNX Runtime's telemetry off (`ORT_TELEMETRY`), the counter's own variables, and `extra`
+    (PYTHONPATH)."""
     base = os.environ if base is None else base
     env = {k: v for k, v in base.items() if k.startswith(KEEP_ENV)}
     env.update({"LANG": "C.UTF-8", "PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": "1",
-                "SPECDEC_WORK_COUNTER": kind})
+                "SPECDEC_WORK_COUNTER": kind, **ORT_TELEMETRY})
     if out:
         env["SPECDEC_CALLGRIND_OUT"] = out
     env.update(extra or {})

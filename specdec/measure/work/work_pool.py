@@ -44,9 +44,10 @@ ROW_KINDS = ("target-only", "pass", "verify", "draft", "spec", "round")  # ab_wo
 
 def _method() -> str:
     """The counting method's name: its figure's recipe and its plan (layouts, generation length, warm-ups and
-    counted calls per kind of row). Counts made under different names are not judged against each other."""
+    counted calls per kind of row, ONNX Runtime's telemetry off: `work.ORT_TELEMETRY`). Counts made under
+    different names are not judged against each other."""
     plan = " ".join(f"{kind} {w}+{c}" for kind, (w, c) in sorted(_work().PLAN.items()))
-    return f"layouts-v3 (layouts {','.join(map(str, LAYOUTS))}; {COUNT_CHARS} chars; {plan})"
+    return f"layouts-v4 (layouts {','.join(map(str, LAYOUTS))}; {COUNT_CHARS} chars; {plan}; ort telemetry off)"
 
 
 def counting_config(config: dict, batched: bool = False) -> dict:
