@@ -84,6 +84,9 @@ INJECTIONS = {
     "round-finite": ("specdec/decoding/rule.py", "    k = len(drafted)\n    for i in range(k):\n",
                      "    k = len(drafted)\n    if not np.isfinite(q[0, 0]):\n        raise ValueError('q')\n"
                      "    for i in range(k):\n", "accept_reject: one numpy scalar check per round"),
+    "round-neg": ("specdec/decoding/rule.py", "    k = len(drafted)\n    for i in range(k):\n",
+                  "    k = len(drafted)\n    if q[0, 0] < 0:\n        raise ValueError('q')\n"
+                  "    for i in range(k):\n", "accept_reject: one numpy item compared per round"),
     "pass-write3": ("specdec/model/backend_onnx.py", "        self._lengths(T, pos)\n        if T != self.bound_t:\n",
                     "        self._lengths(T, pos)\n" + "        self.seqlens[0] = pos + T - 1\n" * 3
                     + "        if T != self.bound_t:\n",

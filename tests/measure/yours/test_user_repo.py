@@ -214,19 +214,12 @@ def test_COUNTS_WORK_bisect_names_a_dearer_rollback_with_abs_rows_and_rule(round
     bisect judges the rows `specdec ab` judges (target-only, pass, verify, the draft, its spec and round rows at
     the largest k) with ab's rule and this machine's calibration: the draft and spec rows flag the commit, the
     rows that never run the user's code (target-only, the passes) and the replayed round do not; one counting
-    pool for the search."""
+    pool for the search. (The null commit's target-only once moved +0.667 % here: ONNX Runtime's telemetry
+    thread, counted with the row until the counted processes turned it off; docs/work.md.)"""
     root, commits = rounds
     good, bad = commits[3], commits[-1]
     code, out, err = _run(["bisect", good, bad, "--repo", str(root), "--drafts", "mydraft:make"], capsys)
     print(err + out)  # each judged commit's rows and the answer, for the log (-s)
-    null = re.search(rf"  target-only: (\+[\d.]+)% of work \(threshold ([\d.]+)%\): worse\n[^\n]*\n[^\n]*\n[^\n]*\n"
-                     rf"[^\n]*\n[^\n]*\n  {commits[-3][:7]} ", err)
-    if null and f"first slower commit: {commits[-3]}" in out:
-        # a known false alarm, measured and open (issue 56): the null commit's target-only (a row that never runs
-        # the user's code) sometimes lands in a mode far outside the calibration (+0.67 % once in CI), and bisect
-        # then names it; shown as an expected failure with the figure, never as a pass
-        pytest.xfail(f"known false alarm: the null commit's target-only moved +{null.group(1)} % against a "
-                     f"{null.group(2)} % threshold")
     assert code == 0 and f"first slower commit: {commits[-2]}" in out, out + err
     for row in ("spec mydraft:make k=4", "draft mydraft:make"):
         assert re.search(rf"{row}: \+[\d.]+% of work \(threshold [\d.]+%\): worse", err), err
