@@ -62,10 +62,10 @@ def _ort():
     return onnxruntime
 
 
-def _graph(model: GPT, kind: str) -> bytes:
+def _graph(model: GPT, kind: str, features: bool | None = None) -> bytes:
     from specdec.model.onnx_graph import graph
 
-    return graph(model, kind).SerializeToString()
+    return graph(model, kind, features).SerializeToString()
 
 
 def session_options(threads: int, profile_prefix: str | None = None) :
@@ -97,6 +97,9 @@ class _Session:
                                             providers=["CPUExecutionProvider"])
         self.binding = self.session.io_binding()
         self.stepper = None  # (session, binding) of graph "step", built by the first `step`
+        # (session, binding, bound T, its logits view) of the pass graph with the features output, built by the first pass a
+        # draft wants features from; the plain pass graph has no such output (it would cost every pass)
+        self.feature_pass: list | None = None
         self.tree_session = None  # (session, binding) of graph "tree", built by the first `tree_run`
         self.ids = np.zeros((1, cfg.context), dtype=np.int64)
         self.positions = np.zeros((1, cfg.context), dtype=np.int64)
@@ -119,8 +122,7 @@ class _Session:
 
     def sessions(self) -> list:
         """Every session built so far: the pass's, and the step's and the tree's once they ran."""
-        return [self.session] + ([self.stepper[0]] if self.stepper else []) + (
-            [self.tree_session[0]] if self.tree_session else [])
+        return [self.session] + [s[0] for s in (self.feature_pass, self.stepper, self.tree_session) if s]
 
     def _bind_lengths(self, b, inv_temp: bool = True) -> None:
         b.bind_input("seqlens_k", "cpu", 0, np.int32, [1], self.seqlens.ctypes.data)
@@ -131,7 +133,7 @@ class _Session:
     def bind_cache(self, cache: list[np.ndarray]) -> None:
         """Bind sequence 0 of each cache array as past and present (the same memory: GQA appends in place)."""
         self.cache = cache
-        for b in [self.binding] + [s[1] for s in (self.stepper, self.tree_session) if s]:
+        for b in [self.binding] + [s[1] for s in (self.feature_pass, self.stepper, self.tree_session) if s]:
             for j, a in enumerate(cache):
                 name = f"{('key', 'value')[j % 2]}_{j // 2}"
                 shape = [1, *a.shape[1:]]
@@ -161,12 +163,30 @@ class _Session:
         T = len(ids)
         self.ids[0, :T] = ids
         self._lengths(T, pos)
+        if self.model.want_features:
+            return self._feature_pass(T)
         if T != self.bound_t:
-            self._bind_t(self.binding, T)
+            self._bind_t(self.binding, T, features=False)
             self.bound_t, self.view = T, self.logits[:, :T]
         self.session.run_with_iobinding(self.binding)
-        if self.model.want_features:
-            self.model.features = self.features[:, :T]
+        return T
+
+    def _feature_pass(self, T: int) -> int:
+        """`_pass` for a model whose draft wants features: the pass graph with the features output."""
+        if self.feature_pass is None:
+            session = _ort().InferenceSession(_graph(self.model, "pass", features=True), self.opts,
+                                           providers=["CPUExecutionProvider"])
+            b = session.io_binding()
+            self._bind_lengths(b)
+            self.feature_pass = [session, b, 0, None]
+            self.bind_cache(self.cache)
+        session, b, bound, _ = self.feature_pass
+        if T != bound:
+            self._bind_t(b, T)
+            self.feature_pass[2:] = [T, self.logits[:, :T]]
+        self.view, self.bound_t = self.feature_pass[3], 0  # the plain pass rebinds (and re-slices) when next run
+        session.run_with_iobinding(b)
+        self.model.features = self.features[:, :T]
         return T
 
     def run(self, idx: torch.Tensor, pos: int) -> torch.Tensor:

@@ -120,8 +120,10 @@ def test_the_session_takes_torchs_thread_count_when_it_is_built(onnx_target):
 def test_the_graph_is_a_valid_onnx_model_with_one_attention_kernel_per_block(target):
     import onnx
 
-    for kind in ("pass", "step", "tree"):  # every kind is valid, one GQA kernel per block, no name twice
-        other = onnx_graph.graph(target, kind)
+    for kind, features in (("pass", False), ("pass", True), ("step", False), ("tree", True)):  # each valid
+        other = onnx_graph.graph(target, kind, features)
+        # the features output only where asked for (a plain pass's would cost every pass a copy and a binding)
+        assert ("features" in [o.name for o in other.graph.output]) == features, kind
         onnx.checker.check_model(other, full_check=True)
         names = [t.name for t in other.graph.initializer]
         assert len(names) == len(set(names)), kind
@@ -134,6 +136,9 @@ def test_the_graph_is_a_valid_onnx_model_with_one_attention_kernel_per_block(tar
     assert "bias" in [i.name for i in onnx_graph.graph(target, "tree").graph.input]
     g = onnx_graph.graph(target, "step")
     assert [o.name for o in g.graph.output][:1] == ["logits"] and g.graph.output[-1].name == "next"
+    assert "features" not in [o.name for o in onnx_graph.graph(target, "pass").graph.output]
+    with pytest.raises(ValueError, match="allowed with features: pass, tree"):
+        onnx_graph.graph(target, "step", features=True)
 
 
 @torch.inference_mode()
@@ -217,3 +222,27 @@ def test_the_runtime_is_imported_with_its_telemetry_off_unless_the_user_said_oth
         monkeypatch.setenv("ORT_DISABLE_TELEMETRY", user)
     assert backend_onnx._ort().__name__ == "onnxruntime"
     assert os.environ["ORT_DISABLE_TELEMETRY"] == expected
+
+
+@torch.inference_mode()
+def test_passes_with_and_without_features_interleave_with_the_right_logits(target, onnx_target):
+    """The plain pass graph has no features output; the first pass a draft wants features from builds the one that
+    has: switching back and forth (same T and other T) gives eager's logits each time, features only when asked."""
+    toks = corpus.encode(PROMPT)
+    target.setup_cache(1)
+    onnx_target.setup_cache(1)
+    spans = [(0, 5, False), (5, 8, True), (8, 13, False), (13, 16, True), (16, 19, False)]  # T 5, 3, 5, 3, 3
+    try:
+        for start, end, want in spans:
+            onnx_target.want_features = want
+            got = onnx_target(onnx_target.ids(toks[start:end]), start)[0].numpy(force=True).copy()
+            ref = target(target.ids(toks[start:end]), start)[0].numpy(force=True)
+            np.testing.assert_allclose(got, ref, atol=1e-4, rtol=0)
+            if want:
+                assert tuple(onnx_target.features.shape) == (1, end - start, target.config.n_embd)
+    finally:
+        onnx_target.want_features, onnx_target.features = False, None
+    state = backend_onnx._STATE[onnx_target]
+    assert state.feature_pass is not None
+    assert "features" not in [o.name for o in state.session.get_outputs()]
+    assert "features" in [o.name for o in state.feature_pass[0].get_outputs()]
