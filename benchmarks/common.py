@@ -56,7 +56,8 @@ TEMPERATURE = 1.0
 USER_TARGET = os.environ.get("SPECDEC_TARGET") or None  # the user's target instead of the shipped one
 USER_DRAFT = os.environ.get("SPECDEC_DRAFT") or None  # the user's draft, measured as the draft "user"
 USER = "user"  # the draft parameter value that stands for SPECDEC_DRAFT
-DRAFTS = ["bigram", "int8", "int4", "ngram", "small", "int8-dynamic", USER]
+# eagle and medusa read the target's hidden states (a commit before them skips them)
+DRAFTS = ["bigram", "int8", "int4", "ngram", "small", "int8-dynamic", "eagle", "medusa", USER]
 BACKENDS = ["eager", "fused", "numpy", "onnx"]  # fixed, like every list here (see above); a commit without one skips it
 KS = [1, 4, 8]
 POSITIONS = [k + 1 for k in KS]  # a verify pass at k scores k + 1 positions

@@ -190,7 +190,8 @@ def _costs(backend: str, samples: int | None, number: int | None) -> dict:
         model(torch.tensor([ctx]), 0)
         calls = {f"pass{n}": (lambda x=x: model(x, pos)) for n, x in inputs.items()}
         for name in common.available(common.DRAFTS, backend):
-            calls[f"draft:{name}"] = _proposal(common.draft(name, backend), ctx, pos)
+            d = common.draft(name, backend)
+            calls[f"draft:{name}"] = _proposal(d, ctx, pos, _prefill_states(model, d, ctx))
         rel = relative(calls, samples, number)
     single = rel["pass1"]
     drafts = [key.split(":", 1)[1] for key in calls if key.startswith("draft:")]
@@ -203,10 +204,29 @@ def _costs(backend: str, samples: int | None, number: int | None) -> dict:
     }
 
 
-def _proposal(draft, ctx: list[int], pos: int) -> Callable[[], object]:
-    """A draft's proposal as a round pays for it: step back to `pos`, feed the pending token, draft DRAFT_K."""
+def _prefill_states(model, draft, ctx: list[int]):
+    """For a draft that reads the target (`take_features`; None for any other): the states a prefill of the
+    context forms, positions 0..len(ctx) - 2 (the last token is still pending), as the loop hands them; its
+    layers where it reads several (`feature_layers`), else the final states."""
+    if getattr(draft, "take_features", None) is None:
+        return None
+    layers = getattr(draft, "feature_layers", None)
+    before = model.want_features
+    model.want_features = tuple(layers) if layers else True
+    try:
+        model(torch.tensor([ctx[:-1]]), 0)
+        return model.features[0].clone()
+    finally:
+        model.want_features, model.features = before, None
+
+
+def _proposal(draft, ctx: list[int], pos: int, states=None) -> Callable[[], object]:
+    """A draft's proposal as a round pays for it: step back to `pos`, feed the pending token, draft DRAFT_K. A
+    draft that reads the target is handed the prefill's `states` first (its round's hand-off is the round's)."""
     rng = np.random.default_rng(0)
     draft.reset()
+    if states is not None:
+        draft.take_features(states, 0)
     draft.propose(ctx, 1, rng, common.TEMPERATURE)  # the draft's own cache (if any) now holds the context
 
     def call():

@@ -18,6 +18,7 @@ from specdec.measure.ab import ab, ab_stats, ab_work
 from specdec.measure.work import work
 from specdec.measure.ab.ab_sources import Source, SourceError, sources
 from specdec.report.ab import ab_render
+from tests import feature_draft
 
 PACKAGE = Path(specdec.__file__).parent
 
@@ -505,52 +506,12 @@ def test_a_budget_too_short_for_every_worker_pair_cuts_them_and_says_so():
     assert said == [f"warning: {w}" for w in short.warnings + none.warnings]
 
 
-FEATURE_DRAFT = '''"""A user's draft that reads the target: the target's own LM head on the last state it was handed (Medusa head
-0 as the identity), written against specdec's public API only."""
-import numpy as np
-
-import specdec
-
-
-class HeadZero(specdec.Draft):
-    name = "head-zero"
-
-    def __init__(self, w):
-        self.w = w.detach().float().numpy()
-        self.last = None
-
-    def reset(self):
-        self.last = None
-
-    def rollback(self, n_valid):
-        pass
-
-    def take_features(self, features, pos, row=0):
-        self.last = features[-1].detach().float().numpy().copy()
-
-    def propose(self, tokens, k, rng, temperature):
-        logits = self.w @ self.last
-        q = np.exp(logits - logits.max())
-        q /= q.sum()
-        ids = [int(rng.choice(len(q), p=q)) for _ in range(k)]
-        return ids, np.tile(q, (k, 1))
-
-    def weight_bytes(self):
-        return 0
-
-
-def make(target):
-    model = getattr(target, "model", None)  # a Hugging Face target, else the shipped GPT
-    return HeadZero(model.get_output_embeddings().weight if model is not None else target.lm_head.weight)
-'''
-
-
 @pytest.mark.parametrize("on", ["shipped", "hf"])
 def test_a_users_feature_draft_runs_through_abs_rows(on, tmp_path, tiny_llama_dir, capsys):
     """A user's draft that reads the target (`MODULE:CALLABLE`, its module in the user's tree), over the shipped
     target and over a Hugging Face Llama, as an A/A: every row of the draft timed on both sides (its rounds hand
     it the target's states), nothing changed, and its first character exact as any draft's (the worker's facts)."""
-    (tmp_path / "featdraft.py").write_text(FEATURE_DRAFT)
+    (tmp_path / "featdraft.py").write_text(feature_draft.SOURCE)
     target = [] if on == "shipped" else ["--target", f"hf:{tiny_llama_dir}"]
     main(["ab", "--a-path", str(tmp_path), "--b-path", str(tmp_path), *target, "--drafts", "featdraft:make",
           "--ks", "2", "--chars", "12", "--budget", "1", "--pairs", "2", "--json", "--no-work"])

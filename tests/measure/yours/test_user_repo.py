@@ -18,7 +18,7 @@ from specdec.cli.commands import main
 from specdec.measure.ab import ab, ab_work
 from specdec.measure import entry
 from specdec.measure.ab.bisect import search
-from tests import user_repo
+from tests import feature_draft, user_repo
 
 
 @pytest.fixture(scope="module")
@@ -416,4 +416,26 @@ def test_bisect_by_time_with_real_timing_judges_with_the_running_specdec_whateve
         assert "one of (skipped commits border it)" in out and d2 in out and d3 in out, out
     else:
         assert f"BAD {commits[6][:10]} is not worse than GOOD {commits[4][:10]}: no commit to name" in out, out
+    assert _worktrees(root) == 1
+
+
+def test_bisect_by_time_measures_a_users_feature_draft(tmp_path, capsys):
+    """A user's draft that reads the target's states (`take_features`), bisected by time with real timing over
+    three commits of its repository (the module unchanged, then a readme, then a note): every judged step times
+    the draft's rows on both sides (their rounds hand it the target's states), nothing fails, no worktree is left.
+    Whatever the timing finds at this budget, the answer is one of bisect's two (a commit, or nothing named)."""
+    root = tmp_path / "feat"
+    root.mkdir()
+    user_repo._git(root, "init", "-q", "-b", "main")
+    commits = [user_repo._commit(root, files, message) for files, message in [
+        ({"featdraft.py": feature_draft.SOURCE}, "1: my feature draft"),
+        ({"README.md": "a draft that reads the target\n"}, "2: readme"),
+        ({"NOTES.md": "to do: two heads\n"}, "3: notes")]]
+    code, out, err = _run(["bisect", commits[0], commits[2], "--repo", str(root), "--drafts", "featdraft:make",
+                           "--no-work", "--budget", "3"], capsys)
+    print(err + out)  # for the log (-s)
+    assert "failed" not in err and "Traceback" not in err, err
+    assert re.search(r"    draft featdraft:make: [+-][\d.]+% of time \(could detect ", err), err
+    assert code in (0, 1) and out.startswith("criterion: time (work: left out (--no-work)); judged "), out
+    assert ("first slower commit: " in out) == (code == 0), out
     assert _worktrees(root) == 1
