@@ -176,14 +176,14 @@ def _tree_verify(args, target, samples: int) -> int:
     import json
 
     from specdec.decoding.registry import TREE_DRAFTS
-    from specdec.measure import exactness
+    from specdec.measure import exactness, tree_exactness
 
     rows = []
     for name in args.draft or TREE_DRAFTS:
         draft = models.draft_for(args, name, target)
         spec = _tree_spec(args.tree, target, draft, args.seed)
-        rows += exactness.verify_tree(target, {name: draft}, spec, samples, args.seed,
-                                      joint_samples=exactness.JOINT_SAMPLES if args.joint else 0)
+        rows += tree_exactness.verify_tree(target, {name: draft}, spec, samples, args.seed,
+                                           joint_samples=exactness.JOINT_SAMPLES if args.joint else 0)
     if args.json:
         print(json.dumps(rows))
         return 0

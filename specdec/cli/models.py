@@ -6,6 +6,7 @@ cannot load (HFModelError) or a draft that does not fit the target is caught at 
 
 from __future__ import annotations
 
+import os
 import sys
 
 from specdec.cli.checks import UsageError, hf_extra
@@ -90,14 +91,20 @@ def load_target(args, backend: str | None = None):
 
 
 def check_draft_names(names: list[str], device: str = "cpu") -> None:
-    """Every name is a draft make_draft knows (or hf:PATH, eagle3:PATH), and runs on `device`: checked before
+    """Every name is a draft make_draft knows (or hf:PATH, eagle3:PATH, or the user's MODULE:CALLABLE, whose
+    module and top-level callable must exist in the current folder), and runs on `device`: checked before
     loading."""
     from specdec.decoding.registry import DRAFTS, EAGLE3_PREFIX, available_on, draft_names
+    from specdec.measure import entry
 
     here, known = available_on(device), draft_names()
     for n in names:
+        if entry.is_entry(n):
+            entry.check_static(n, "the current folder", folder=os.getcwd())
+            continue
         if n not in known and not is_hf(n) and not (n.startswith(EAGLE3_PREFIX) and len(n) > len(EAGLE3_PREFIX)):
-            raise UsageError(f"unknown draft {n!r} (available: {', '.join(known)}, hf:PATH, eagle3:PATH)")
+            raise UsageError(f"unknown draft {n!r} (available: {', '.join(known)}, hf:PATH, eagle3:PATH, "
+                             "MODULE:CALLABLE)")
         if n in DRAFTS and n not in here:
             raise UsageError(f"draft {n!r} runs on the CPU only, not on {device} (available there: "
                              f"{', '.join(here)})")
@@ -119,8 +126,17 @@ def drafts_arg(names: list[str] | None, device: str = "cpu") -> list[str]:
 
 def draft_for(args, name: str, target):
     """One draft for `target`; an hf: draft loads in --dtype (on the target's device) and must share the
-    target's vocabulary. A draft the target cannot have is a one-line ValueError naming why."""
+    target's vocabulary. A draft the target cannot have is a one-line ValueError naming why. A user's
+    MODULE:CALLABLE is imported from the current folder (first on the path, as `python -m` puts it) and called
+    with the target."""
     from specdec.decoding.registry import make_draft
+    from specdec.measure import entry
+
+    if entry.is_entry(name):
+        here = os.getcwd()
+        if here not in sys.path:
+            sys.path.insert(0, here)
+        return entry.make_draft(name, target)
 
     options = {"dtype": args.dtype, "allow_download": args.allow_download} if is_hf(name) else {}
     return make_draft(name, target, **options)
@@ -129,7 +145,7 @@ def draft_for(args, name: str, target):
 def default_draft_names(args, target) -> list[str]:
     """The drafts a command runs when none are named: for the shipped model's checkpoints every shipped draft
     that runs on the device; for a Hugging Face target those it can have, as a report chooses them."""
-    from specdec.report.build import default_drafts
+    from specdec.report.lineup import default_drafts
 
     if is_hf(target_spec(args)):
         return default_drafts(target)

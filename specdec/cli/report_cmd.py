@@ -8,6 +8,7 @@ import sys
 from specdec.cli import models
 from specdec.cli.checks import UsageError, at_least, device_arg, work_plan, work_switches, writable_dir
 from specdec.engines.registry import ENGINES
+from specdec.measure import entry
 from specdec.util.files import write_atomic
 
 
@@ -113,13 +114,14 @@ def _check_report_inputs(args, target, ks: list[int]) -> list[str]:
 
 def _report_drafts(args, target) -> list | None:
     """What `report.measure` gets as drafts. Every shipped draft fits the shipped model: names. Drafts named
-    beside an hf: target, and hf: drafts, are built here once (Draft objects, an hf: one in --dtype), so that
-    one the target cannot have (another vocabulary, a quantized copy of a model that is not the shipped GPT)
-    fails now, not minutes into the report. None for an hf: target's default set (the report's own choice)."""
+    beside an hf: target, hf: drafts and the user's MODULE:CALLABLE ones are built here once (Draft objects, an
+    hf: one in --dtype), so that one the target cannot have (another vocabulary, a quantized copy of a model that
+    is not the shipped GPT) fails now, not minutes into the report. None for an hf: target's default set (the
+    report's own choice)."""
     hf_target = models.is_hf(models.target_spec(args))
     if not args.drafts:
         return None if hf_target else models.drafts_arg(None, args.device)
-    if not hf_target and not any(models.is_hf(n) for n in args.drafts):
+    if not hf_target and not any(models.is_hf(n) or entry.is_entry(n) for n in args.drafts):
         return args.drafts
     return list(models.build_drafts(args, target, args.drafts).values())
 

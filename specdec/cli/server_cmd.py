@@ -130,7 +130,7 @@ def cmd_load(args) -> int:
     import tempfile
     from pathlib import Path
 
-    from specdec.measure.load import load
+    from specdec.measure.load import load, load_conclude
     from specdec.report.engines import load_render
 
     levels, slos, prompts = _check_load(args)
@@ -164,7 +164,7 @@ def cmd_load(args) -> int:
                                      unconcluded)
     models.log(f"wrote {raw_path}")
     try:
-        doc = {**load.concluded(sweep, swept), "servers": described, "n_max_probe": probe}
+        doc = {**load_conclude.concluded(sweep, swept), "servers": described, "n_max_probe": probe}
         text = load_render.render(doc)
         paths = load_render.write(doc, unconcluded if swept.incomplete else args.out, text)
     except Exception as exc:  # a bug in the conclusion: one line; what was measured is on disk

@@ -1,11 +1,11 @@
 """`specdec report`: measure everything on this machine within a time budget, then write tables and figures.
 
-The report is a list of sections (`schedule.Section`; the functions are in `sections`), each returning its part
-of the JSON document, run by one scheduler against a budget in seconds: fixed work first (building the drafts,
-the tree configurations' child acceptance and shapes, the exactness draws, the deterministic acceptance counts),
-then the timed sections, each given its share of the time left -- the overhead table (the target pass against its
-floor, and where the time goes), the cost table, the paired speedups (with the A/A noise floor among them),
-adaptive k, greedy.
+The report is a list of sections (`schedule.Section`; the functions are in `sections` and `paired_sections`),
+each returning its part of the JSON document, run by one scheduler against a budget in seconds: fixed work first
+(building the drafts `lineup` chose, the tree configurations' child acceptance and shapes, the exactness
+draws, the deterministic acceptance counts), then the timed sections, each given its share of the time left --
+the overhead table (the target pass against its floor, and where the time goes), the cost table, the paired
+speedups (with the A/A noise floor among them), adaptive k, greedy.
 Every figure is taken over a workload (by default the shipped `shakespeare24`), or over one prompt and seed.
 Measurement and presentation (`render`) are separate: every table, finding and figure is rendered from the
 document, so a `report.json` from another machine or commit renders the same way and `specdec compare` reads
@@ -23,36 +23,23 @@ import tempfile
 from pathlib import Path
 from typing import Callable
 
-import torch
-
 from specdec.model import protocol
 from specdec.measure import hygiene, machine_record
 from specdec.measure.anatomy import roofline
 from specdec.measure.clock import using
 from specdec.report.batch import batch_section
 from specdec.report.compare import compare
-from specdec.report import figures, headline, sections, sizing
+from specdec.report import figures, headline, lineup, paired_sections, sections, sizing
 from specdec.report.anatomy import overhead_section
 from specdec.report import tree_sections as ts
 from specdec.report.settings import (BATCH_SHARE, DEFAULT_KS, FULL, QUICK, SHARES, STARTUP, WRITE_RESERVE,  # noqa: F401
                                      knobs_for, workload_runs)  # the report's settings, under their old names too
 from specdec.decoding.drafts import Draft
-from specdec.decoding.registry import CPU_ONLY, DRAFTS
 from specdec.model.backends import backend_of, check_device
 from specdec.model.gpt import GPT
 from specdec.report.markdown import config_label
 from specdec.measure.schedule import Budget, Section, run_sections
-from specdec.util.errors import InputError
 from specdec.util.files import swap_folder
-
-# The drafts that are copies of the shipped GPT's weights (make_draft refuses them for any other target), and
-# what a target other than the shipped GPT cannot have, one line each as the report prints it.
-SHIPPED_ONLY = ("int8", "int4", "int8-dynamic")
-NOT_SHIPPED = {
-    "write-up table": "needs the shipped model with its bigram/int8/int4 drafts at 'ROMEO:', seed 0",
-    "backends": "the shipped GPT only (its eager, fused, numpy and onnx forwards of the same weights)",
-    "quantized drafts": f"{', '.join(SHIPPED_ONLY)} are copies of the shipped GPT's weights",
-}
 
 
 def measure(
@@ -82,7 +69,7 @@ def measure(
     """Run every section within `budget` seconds and return the report document (its keys: docs/report-json.md).
 
     target: the shipped GPT or any `model.protocol.Target` (a Hugging Face model: `load_target("hf:PATH")`).
-    drafts: names (`make_draft`'s) or Draft objects, whose `.name` names their rows; default `default_drafts`.
+    drafts: names (`make_draft`'s) or Draft objects, whose `.name` names their rows; default `lineup.default_drafts`.
     A target other than the shipped GPT measures in its own units (settings.units: "tokens" unless its tokens
     are the corpus's characters) and records what it cannot have in doc["unavailable"] (section -> reason).
     workload: a shipped name or a prompts file (default: the shipped one); prompt: one prompt instead (with
@@ -106,9 +93,9 @@ def measure(
         shipped = isinstance(target, GPT)
         if shipped:  # a CPU-only backend on CUDA would run eager under its own name
             check_device(backend_of(target), device)
-        given, skipped = _drafts_for(target, drafts, device, log)
+        given, skipped = lineup.drafts_for(target, drafts, device, log)
         knobs = knobs_for(quick, budget, pairs, trees)
-        unavailable = _unavailable(target, knobs)
+        unavailable = lineup.unavailable(target, knobs)
         ks = sorted(set(ks or DEFAULT_KS))
         # the shipped GPT's prompts are checked against its characters as always; any other target's by its
         # tokenizer
@@ -163,71 +150,6 @@ def _sized_settings(settings: dict, run: sections.ReportRun) -> None:
     w.update(items=len(run.runs), seeds=sorted({s for _, s in run.runs}), runs=[[item.id, s] for item, s in run.runs])
 
 
-def _drafts_for(target, drafts, device: str, log) -> tuple[dict, dict]:
-    """The drafts to measure (name -> name or Draft) and those skipped (name -> why), the skips logged; a
-    ValueError naming every reason when nothing is left."""
-    given = _given_drafts(target if drafts is None else drafts, drafts is None)
-    skipped = _skipped(given, target, device)
-    for name, why in skipped.items():
-        log(f"[setup] skipping draft {name}: it {why}")
-    given = {n: d for n, d in given.items() if n not in skipped}
-    if not given:
-        raise InputError(f"no draft to measure with this target on {device} (skipped: "
-                         f"{'; '.join(f'{n}: {why}' for n, why in skipped.items())})")
-    return given, skipped
-
-
-def _unavailable(target, knobs: dict) -> dict[str, str]:
-    """What this target cannot have (section -> one line why); trees it cannot verify are dropped from knobs."""
-    unavailable = {} if isinstance(target, GPT) else dict(NOT_SHIPPED)
-    if protocol.tree_support(target) and knobs["trees"]:
-        unavailable["trees"] = protocol.tree_support(target)
-        knobs["trees"] = []
-    if roofline.pass_shape(roofline.model_config(target)) is None:
-        unavailable["overhead floor"] = (f"FLOPs and bytes per pass are counted for the shipped GPT, gpt2 and "
-                                         f"{', '.join(roofline.LLAMA_FAMILY)} only; "
-                                         f"{protocol.describe(target)['architecture']!r} reads unknown")
-    return unavailable
-
-
-def default_drafts(target) -> list[str]:
-    """The drafts a report measures when none are named: every shipped draft for the shipped GPT; for any other
-    target those `make_draft` can build for it -- bigram, ngram, small where its tokens are the corpus's
-    characters (an exported copy of the shipped model), and prompt-lookup."""
-    if isinstance(target, GPT):
-        return list(DRAFTS)
-    small = ["small"] if getattr(target, "corpus_vocabulary", False) else []
-    return ["bigram", "ngram", *small, "prompt-lookup"]
-
-
-def _given_drafts(target_or_drafts, default: bool) -> dict[str, str | Draft]:
-    """name -> the caller's name or Draft object, in order (a Draft object is named by its `.name`); the
-    default set for the target when none were named. Two drafts of one name: a one-line ValueError."""
-    items = default_drafts(target_or_drafts) if default else list(target_or_drafts)
-    out: dict[str, str | Draft] = {}
-    for d in items:
-        if not isinstance(d, (str, Draft)):
-            raise InputError(f"a draft must be a name or a Draft object, got {d!r}")
-        name = d if isinstance(d, str) else d.name
-        if name in out:
-            raise InputError(f"two drafts are named {name!r}; give each draft its own name")
-        out[name] = d
-    return out
-
-
-def _skipped(given: dict[str, str | Draft], target, device: str) -> dict[str, str]:
-    """The drafts this report cannot run, name -> why (as `doc["skipped"]` records it): CPU-only kernels beside
-    a target elsewhere, and the shipped GPT's quantized copies beside any other target."""
-    out = {}
-    for name, d in given.items():
-        cpu_only = d.cpu_only if isinstance(d, Draft) else name in CPU_ONLY
-        if cpu_only and torch.device(device).type != "cpu":
-            out[name] = f"runs on the CPU only, not on {device}"
-        elif isinstance(d, str) and name in SHIPPED_ONLY and not isinstance(target, GPT):
-            out[name] = f"is a quantized copy of the shipped GPT, not of a {type(target).__name__} target"
-    return out
-
-
 def _sections(run: sections.ReportRun, backend: str, with_writeup: bool) -> list[Section]:
     """The report's sections in order: the fixed work, then the timed ones with their shares."""
     knobs = run.knobs
@@ -243,9 +165,9 @@ def _sections(run: sections.ReportRun, backend: str, with_writeup: bool) -> list
         Section(f"overhead: the {backend} target pass against its floor, and where the time goes",
                 lambda s: overhead_section.measure(run, s), SHARES["overhead"]),
         Section("costs: round-robin samples", lambda s: sections.costs(run, s), SHARES["costs"]),
-        Section("speedup: alternated pairs, rows interleaved", lambda s: sections.speedup(run, s), SHARES["speedup"]),
-        Section("adaptive k: rotated triples", lambda s: sections.adaptive(run, s), SHARES["adaptive"]),
-        Section("greedy (temperature 0)", lambda s: sections.greedy(run, s), SHARES["greedy"]),
+        Section("speedup: alternated pairs, rows interleaved", lambda s: paired_sections.speedup(run, s), SHARES["speedup"]),
+        Section("adaptive k: rotated triples", lambda s: paired_sections.adaptive(run, s), SHARES["adaptive"]),
+        Section("greedy (temperature 0)", lambda s: paired_sections.greedy(run, s), SHARES["greedy"]),
     ]
     if with_writeup:  # the write-up's table too, exactly as published (a few seconds), after the counts
         todo.insert(5, Section("acceptance, the write-up's prompt and seed", lambda s: sections.writeup_acceptance(run)))

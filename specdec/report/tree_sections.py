@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from specdec.measure import exactness, round_samplers
+from specdec.measure import exactness, round_samplers, tree_exactness
 from specdec.decoding import trees
 from specdec.decoding import sequoia
 from specdec.decoding.drafts import TableDraft
@@ -101,7 +101,7 @@ def exactness_rows(run, prompt: str, context: str) -> list[dict]:
     """`exactness.verify`'s row shape for every tree configuration at one context, plus `tree`."""
     rows = []
     for (name, _), spec in run.trees.items():
-        for r in exactness.verify_tree(run.target, {name: run.objs[name]}, spec, run.knobs["samples"], 0, prompt):
+        for r in tree_exactness.verify_tree(run.target, {name: run.objs[name]}, spec, run.knobs["samples"], 0, prompt):
             base = exactness.baseline_tv(exactness.target_distribution(run.target, prompt), r["samples"], 0)
             rows.append({"draft": name, "k": spec.depth, "samples": r["samples"], "tv": r["tv"],
                          "baseline_tv": r["baseline_tv"], "baseline_tv_min": float(base.min()),

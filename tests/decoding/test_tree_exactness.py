@@ -21,7 +21,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from scipy import stats as sstats
 
-from specdec.measure import exactness
+from specdec.measure import tree_exactness
 from specdec.model import sampling
 from specdec.decoding import trees
 from specdec.decoding import tree_draft
@@ -219,7 +219,7 @@ PROMPT = "ROMEO:"
 
 
 def _pipeline_p_values(target, draft, spec, n, seed0=0):
-    return exactness.tree_generation_p_values(target, draft, spec, n, seed0, PROMPT)
+    return tree_exactness.tree_generation_p_values(target, draft, spec, n, seed0, PROMPT)
 
 
 @pytest.mark.parametrize("draft", ["bigram", "ngram"])
@@ -237,7 +237,7 @@ def test_tree_generation_fits_the_target_for_a_chain_and_a_wide_root(target, dra
 
 @pytest.mark.parametrize("draft", ["bigram", "ngram"])
 def test_verify_tree_first_char_rows(target, draft_factory, draft):
-    row = exactness.verify_tree(target, {draft: draft_factory(draft)}, TreeSpec.parse("4x2"), samples=4000)[0]
+    row = tree_exactness.verify_tree(target, {draft: draft_factory(draft)}, TreeSpec.parse("4x2"), samples=4000)[0]
     assert row["tree"] == "4x2" and row["joint_p_value"] is None
     assert row["p_value"] > 1e-4 and row["tv"] <= 1.5 * row["baseline_tv_max"]
 

@@ -9,7 +9,7 @@ import pytest
 from specdec.measure import machine_record
 
 from specdec.report.compare import calibrate
-from specdec.report import figures, findings, headline, render, build as report, sections
+from specdec.report import figures, findings, headline, paired_sections, render, render_speedup, build as report
 from specdec.measure import stats
 
 from tests.conftest import REPORT_BUDGET as BUDGET
@@ -223,10 +223,10 @@ def test_a_row_is_noisy_by_its_interval_against_the_floor_never_by_its_range(doc
     floor = {**doc["noise_floor"], "width": 0.02}
     row = {**doc["speedup"][0], "pairs": 10, "timing_width": 0.10, "width": 0.14, "noisy": True, "measured_min": 0.1,
            "measured_max": 9}
-    assert render._noise_note(row, floor) == ("noisy: timing interval 10% of the figure, 5.0x the noise floor's; give "
+    assert render_speedup._noise_note(row, floor) == ("noisy: timing interval 10% of the figure, 5.0x the noise floor's; give "
                                               "a larger --budget or a quieter machine")
-    assert render._noise_note({**row, "noisy": False}, floor) == ""  # a huge range alone says nothing
-    assert "too few for an interval" in render._noise_note({**row, "pairs": 2}, floor)
+    assert render_speedup._noise_note({**row, "noisy": False}, floor) == ""  # a huge range alone says nothing
+    assert "too few for an interval" in render_speedup._noise_note({**row, "pairs": 2}, floor)
 
 
 def test_write_is_all_or_nothing(doc, tmp_path, monkeypatch):
@@ -295,13 +295,13 @@ _ROW = {"measured": 1.0, "before_terms_us": {"step": 500.0, "draft_char": 10.0, 
 def test_a_missed_row_names_the_term_that_was_off(to_err, spec_err, share, note):
     row = {**_ROW, "predicted_refined": 1.10, "target_only_error": to_err, "speculative_error": spec_err,
            "draft_share": share}
-    assert render._miss_note(row) == note
-    assert render._miss_note({**row, "predicted_refined": 1.04}) == ""  # within 5 %: no note
+    assert render_speedup._miss_note(row) == note
+    assert render_speedup._miss_note({**row, "predicted_refined": 1.04}) == ""  # within 5 %: no note
 
 
 def test_a_missed_prediction_names_the_terms_that_moved_since_the_cost_table():
     row = {**_ROW, "predicted_before": 0.9, "terms_us": {"step": 450.0, "draft_char": 10.0, "round": 721.0}}
-    assert render._miss_note(row) == "terms moved since the cost table: step -10.0%, round +3.0%, draft_char +0.0%"
+    assert render_speedup._miss_note(row) == "terms moved since the cost table: step -10.0%, round +3.0%, draft_char +0.0%"
 
 
 def _calibration_doc(rows: dict) -> dict:
@@ -365,9 +365,9 @@ def test_the_between_run_term_adds_in_quadrature_with_the_drift():
              items=[(SimpleNamespace(id="p1"), 0), (SimpleNamespace(id="p2"), 1)])
     r.times = {"target": [1.0, 1.1, 0.9, 1.0, 1.05, 0.95], "spec": [0.5, 0.56, 0.44, 0.52, 0.5, 0.49]}
     r.visit_items = [0, 1, 0, 1, 0, 1]
-    both = sections.paired_figures(r, "target", "spec", {"drift": 0.03, "between_run": {"tau": 0.04}})
-    same = sections.paired_figures(r, "target", "spec", {"drift": 0.05})  # √(0.03² + 0.04²) = 0.05
-    plain = sections.paired_figures(r, "target", "spec", {"drift": 0.0})
+    both = paired_sections.paired_figures(r, "target", "spec", {"drift": 0.03, "between_run": {"tau": 0.04}})
+    same = paired_sections.paired_figures(r, "target", "spec", {"drift": 0.05})  # √(0.03² + 0.04²) = 0.05
+    plain = paired_sections.paired_figures(r, "target", "spec", {"drift": 0.0})
     assert (both["ci_low"], both["ci_high"]) == pytest.approx((same["ci_low"], same["ci_high"]))
     assert both["ci_high"] - both["ci_low"] > plain["ci_high"] - plain["ci_low"]
 

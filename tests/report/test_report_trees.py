@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import specdec
-from specdec.report import findings, render, sections
+from specdec.report import findings, paired_sections, render
 from specdec.measure import stats
 from specdec.decoding import trees
 from specdec.decoding import sequoia
@@ -96,11 +96,11 @@ def test_a_chain_shaped_tree_prices_and_counts_as_the_chain():
     # model is the chain's: 60 chars, 20 passes, 76 nodes; step 10, round 25, node 1 µs ->
     # 60·10 / (20·25 + 76·1) = 600 / 576.
     a = {"totals": {"chars": 60, "target_passes": 20, "drafted": 76}}
-    got = sections._predictions(a, np.array([[10.0, 1.0, 25.0, 10.0, 29.0]]), 0, 4).estimate
+    got = paired_sections._predictions(a, np.array([[10.0, 1.0, 25.0, 10.0, 29.0]]), 0, 4).estimate
     assert got == pytest.approx(600 / 576) == stats.refined_speedup(60, 20, 76, 10.0, 25.0, 1.0)
     # over 2 generations whose first step costs 30 and first round 60 (its 4 nodes included):
     # (58·10 + 2·30) / (18·25 + (76 - 8)·1 + 2·60) = 640 / 638
-    got = sections._predictions(a, np.array([[10.0, 1.0, 25.0, 30.0, 60.0]]), 2, 4).estimate
+    got = paired_sections._predictions(a, np.array([[10.0, 1.0, 25.0, 30.0, 60.0]]), 2, 4).estimate
     assert got == pytest.approx(640 / 638)
     # and the child-acceptance model of that tree is Leviathan's E(α, k) with α the first child's acceptance
     assert ts.expected_chars(trees.TreeSpec.parse("1x1x1x1"), [0.5]) == pytest.approx(1.9375)

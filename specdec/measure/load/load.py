@@ -19,8 +19,8 @@ busy slots per decode step over the window, the proof that the requests were bat
 at temperature 0 the texts must be equal request by request (greedy equality, per level).
 
 `run` only measures: it returns every window as it was measured (`SweepWindows`, written as it is by
-`raw()`), and the answer is drawn from them afterwards (`concluded`), so that the caller can put what was
-measured on disk before anything is concluded from it: a conclusion that fails loses nothing measured.
+`raw()`), and the answer is drawn from them afterwards (`load_conclude.concluded`), so that the caller can put
+what was measured on disk before anything is concluded from it: a conclusion that fails loses nothing measured.
 
 A server that stops answering mid-run ends the run: what was measured is kept, the document is marked
 `incomplete` with the reason, and the caller writes it and exits 1.
@@ -40,7 +40,6 @@ from dataclasses import dataclass, field
 from specdec.engines import openai_http as http
 from specdec.engines.openai_api import METRICS, rounds_by_accepted
 from specdec.measure import acceptance_engines, clock
-from specdec.measure.load import load_stats
 from specdec.measure.load.load_driver import Record, run_window
 from specdec.measure.load.load_schedule import Level
 
@@ -141,17 +140,6 @@ def window_counts(before: dict | None, after: dict | None, records: list[Record]
     return out
 
 
-def _engine_figures(spec: list[dict], drafted: int) -> dict | None:
-    """The server's own acceptance figures over a level's spec-on windows (`acceptance_engines.figures` of their
-    pooled rounds-by-accepted histogram, read from its per-position counters), with which counters; None where
-    the server exports no per-position counters."""
-    hists = [c["rounds_by_accepted"] for c in spec if c.get("rounds_by_accepted")]
-    if not hists or len({len(h) for h in hists}) != 1:
-        return None
-    pooled = [sum(col) for col in zip(*hists)]
-    return {"counters": spec[0].get("counters"), **acceptance_engines.figures(pooled, drafted)} if sum(pooled) else None
-
-
 def _sum(values) -> int | None:
     values = list(values)
     return None if any(v is None for v in values) or not values else int(sum(values))
@@ -173,8 +161,8 @@ def _settled(url: str, before: dict | None, tokens: int) -> dict | None:
 
 @dataclass
 class SweepWindows:
-    """What `run` measured: every window by (level index, visit, arm), as `conclude` reads them; the sweep's
-    seconds on the measurement clock; why it stopped early (None: it ran whole)."""
+    """What `run` measured: every window by (level index, visit, arm), as `load_conclude.conclude` reads them;
+    the sweep's seconds on the measurement clock; why it stopped early (None: it ran whole)."""
 
     windows: dict[tuple[int, int, str], dict]
     wall_seconds: float
@@ -184,12 +172,13 @@ class SweepWindows:
 def run(sweep: Sweep, now: Callable[[], float] | None = None, sleep: Callable[[float], None] | None = None,
         log: Callable[[str], None] = lambda line: None, alive: Callable[[], str | None] = lambda: None,
         record: Callable[[dict], None] = lambda window: None) -> SweepWindows:
-    """Every window of `schedule`, measured and returned as it is (nothing concluded: `concluded`). `now`
-    paces the sends and times them (default `clock.measured`); `sleep` is the open loop's wait on it (None: the
-    driver's own, which a failure cuts short). `alive` says why a server is gone (None while both run): asked
-    after a window failed. `record` gets each window as `raw` writes it, as soon as it ends (the CLI appends it
-    to a JSON-lines file). ^C or SIGTERM, or an error in a window's bookkeeping, ends the sweep with the windows
-    measured and says why in `incomplete` (an error's traceback goes to stderr: a bug, said as one)."""
+    """Every window of `schedule`, measured and returned as it is (nothing concluded:
+    `load_conclude.concluded`). `now` paces the sends and times them (default `clock.measured`); `sleep` is the
+    open loop's wait on it (None: the driver's own, which a failure cuts short). `alive` says why a server is
+    gone (None while both run): asked after a window failed. `record` gets each window as `raw` writes it, as
+    soon as it ends (the CLI appends it to a JSON-lines file). ^C or SIGTERM, or an error in a window's
+    bookkeeping, ends the sweep with the windows measured and says why in `incomplete` (an error's traceback goes
+    to stderr: a bug, said as one)."""
     now = now or clock.measured
     started = now()
     windows: dict[tuple[int, int, str], dict] = {}
@@ -238,7 +227,7 @@ def _sweep(sweep: Sweep, windows: dict, now, sleep, log, alive, record) -> str |
 def raw(sweep: Sweep, swept: SweepWindows) -> dict:
     """What was measured, ready for JSON before anything is concluded from it: the settings and every window
     with its requests and server counts, in the order they ran."""
-    doc = {"settings": _settings(sweep), "wall_seconds": swept.wall_seconds,
+    doc = {"settings": sweep_settings(sweep), "wall_seconds": swept.wall_seconds,
            "windows": [_window_row(sweep, li, visit, arm, w) for (li, visit, arm), w in swept.windows.items()]}
     if swept.incomplete:
         doc["incomplete"] = swept.incomplete
@@ -247,102 +236,17 @@ def raw(sweep: Sweep, swept: SweepWindows) -> dict:
 
 def _window_row(sweep: Sweep, li: int, visit: int, arm: str, w: dict) -> dict:
     level = sweep.levels[li]
-    return {"level": level.name, "kind": level.kind, "value": level.value, "visit": visit, **_window_dict(arm, w)}
+    return {"level": level.name, "kind": level.kind, "value": level.value, "visit": visit, **window_dict(arm, w)}
 
 
-def _window_dict(arm: str, w: dict) -> dict:
+def window_dict(arm: str, w: dict) -> dict:
+    """One measured window as the documents hold it: its arm, failure, server counts and requests."""
     return {"arm": arm, "failure": w["window"].failure, "counts": w["counts"],
             "requests": [r.to_dict() for r in w["window"].records]}
 
 
-def concluded(sweep: Sweep, swept: SweepWindows) -> dict:
-    """The sweep's document: `conclude`'s answer on the windows measured, with the run's seconds and why it
-    stopped early, if it did."""
-    doc = conclude(sweep, swept.windows)
-    doc["wall_seconds"] = swept.wall_seconds
-    if swept.incomplete:
-        doc["incomplete"] = swept.incomplete
-    return doc
-
-
-def conclude(sweep: Sweep, windows: dict[tuple[int, int, str], dict]) -> dict:
-    """Per level: each arm's summary, the paired speedups and A/A, the verdict, acceptance, busy slots and
-    greedy equality; per kind of level the crossover; every request's timings."""
-    levels = []
-    for li, level in enumerate(sweep.levels):
-        got = {(v, arm): w for (i, v, arm), w in windows.items() if i == li}
-        if not got:
-            continue
-        levels.append(_level(sweep, level, got))
-    crossover = {kind: load_stats.crossover([{"value": row["value"], "speedup": load_stats.judged(row)[1],
-                                                     "verdict": row["verdict"]} for row in levels if row["kind"] == kind])
-                 for kind in dict.fromkeys(row["kind"] for row in levels)}
-    return {"settings": _settings(sweep), "levels": levels, "crossover": crossover}
-
-
-def _level(sweep: Sweep, level: Level, got: dict[tuple[int, str], dict]) -> dict:
-    visits = sorted({v for v, _ in got})
-    # each arm's measured requests, one list per visit
-    by_arm = {arm: [got[(v, arm)]["window"].measured_records() if (v, arm) in got else [] for v in visits]
-              for arm in ARMS}
-    speedup = {"throughput": load_stats.paired(by_arm["off"], by_arm["on"], load_stats.per_token_time),
-               "tpot": load_stats.paired(by_arm["off"], by_arm["on"], load_stats.mean_tpot)}
-    aa = {"throughput": load_stats.paired(by_arm["off"], by_arm["off2"], load_stats.per_token_time),
-          "tpot": load_stats.paired(by_arm["off"], by_arm["off2"], load_stats.mean_tpot)}
-    judged = load_stats.JUDGED_ON[level.kind]
-    counts = {arm: [got[(v, arm)]["counts"] for v in visits if (v, arm) in got] for arm in ARMS}
-    spec = counts["on"]
-    drafted = sum(c.get("drafted", 0) for c in spec)
-    accepted = sum(c.get("accepted", 0) for c in spec)
-    return {
-        "kind": level.kind, "value": level.value, "name": level.name, "visits": len(visits),
-        "arms": {arm: load_stats.arm_summary(by_arm[arm], sweep.slos) for arm in ARMS},
-        "speedup": speedup["throughput"], "speedup_tpot": speedup["tpot"], "aa": aa["throughput"],
-        "aa_tpot": aa["tpot"], "judged_on": judged, "verdict": load_stats.verdict(speedup[judged], aa[judged]),
-        "acceptance": {"drafted": drafted, "accepted": accepted,
-                       "acceptance": accepted / drafted if drafted else None,
-                       "counts_add_up": _add_up([c.get("counts_add_up") for c in spec]),
-                       "engine": _engine_figures(spec, drafted)},
-        "busy_slots_per_decode": {arm: _mean([c.get("busy_slots_per_decode") for c in counts[arm]]) for arm in ARMS},
-        "short_replies": {arm: {"short": sum(r.short for w in by_arm[arm] for r in w),
-                                "measured": sum(len(w) for w in by_arm[arm])} for arm in ARMS},
-        "greedy_equality": _equality(got, visits) if sweep.temperature == 0 else None,
-        "windows": [{"visit": v, **_window_dict(arm, w)} for (v, arm), w in sorted(got.items())],
-    }
-
-
-def _add_up(checks: list[bool | None]) -> bool | None:
-    """Whether the server's draft counts equal the replies' over every spec-on window: False when one window's
-    differ, None (not read) when a window's counters or per-reply counts were not read, or there is none."""
-    if False in checks:
-        return False
-    return None if not checks or None in checks else True
-
-
-def _mean(values) -> float | None:
-    values = [v for v in values if v is not None]
-    return sum(values) / len(values) if values else None
-
-
-def _equality(got: dict[tuple[int, str], dict], visits: list[int]) -> dict:
-    """Spec-on against spec-off texts, request by request, where both completed."""
-    compared = differ = 0
-    first = None
-    for v in visits:
-        if (v, "on") not in got or (v, "off") not in got:
-            continue
-        off = {r.index: r.text for r in got[(v, "off")]["window"].records if r.ok}
-        for r in got[(v, "on")]["window"].records:
-            if r.ok and r.index in off:
-                compared += 1
-                if r.text != off[r.index]:
-                    differ += 1
-                    first = first or {"visit": v, "request": r.index}
-    return {"compared": compared, "differ": differ, "equal": differ == 0 if compared else None,
-            "first_difference": first}
-
-
-def _settings(sweep: Sweep) -> dict:
+def sweep_settings(sweep: Sweep) -> dict:
+    """The sweep's settings as its documents (measured and concluded) record them."""
     return {"urls": dict(sweep.urls), "levels": [lv.name for lv in sweep.levels], "visits": sweep.visits,
             "requests": sweep.requests, "warmup": sweep.warmup, "max_tokens": sweep.max_tokens,
             "temperature": sweep.temperature, "seed": sweep.seed, "burstiness": sweep.burstiness,

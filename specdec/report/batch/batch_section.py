@@ -4,8 +4,8 @@ where a draft stops paying.
 Per draft at its best k (the report's best measured k; `batch_k` where the report measured no speedup rows),
 for B in BATCHES (as far as the budget allows): target-only and speculative generation of the same B sequences
 (the workload's first B runs, cycled: each its prompt and seed), alternated pair by pair by the report's own
-runner (`schedule.interleave`, `sections.paired_figures`) beside an A/A row of target-only at B_FLOOR that gives
-the noise floor. Before any pair, `batch_costs.measure` takes T_B(1), T_B(k+1) and each draft's step at every B;
+runner (`schedule.interleave`, `paired_sections.paired_figures`) beside an A/A row of target-only at B_FLOOR that
+gives the noise floor. Before any pair, `batch_costs.measure` takes T_B(1), T_B(k+1) and each draft's step at every B;
 from those and the batch's deterministic chars per pass comes the prediction at each B, made before its pairs.
 
 The crossover of a draft is decided by `measure.crossover`'s rule, the one `specdec load` uses: a B pays when its
@@ -23,7 +23,7 @@ from specdec.measure.anatomy import batch_costs
 from specdec.measure.load import crossover as xo
 from specdec.measure.schedule import Runs, interleave
 from specdec.model.backends import backend_of
-from specdec.report import sections
+from specdec.report import paired_sections, sections
 
 BATCHES = (1, 2, 4, 8, 16, 32)
 B_FLOOR = 8  # the A/A row's batch: the middle of the curve
@@ -75,7 +75,7 @@ def measure(run: sections.ReportRun, seconds: float) -> dict:
     rows = [Runs((n, B), {"target": plain[B], "spec": _spec(run, objs[n], ks[n], B, chars)}, ("target", "spec"),
                  warm=_spec(run, objs[n], ks[n], B, 10), items=run.runs[:1]) for n in names for B in batches]
     interleave([floor] + rows, left, run.knobs["min_pairs"], run.knobs["precision"], run.device, run.log, "batch ")
-    f = sections.paired_figures(floor, "a", "b")
+    f = paired_sections.paired_figures(floor, "a", "b")
     noise = {**f, "drift": 0.0, "batch": floor_b}
     docs = [_row(r, costs, counts, ks, noise) for r in rows]
     return {"batch": {
@@ -127,7 +127,7 @@ def _fit(run, costs: dict, passes: dict[str, int], batches: list[int], chars: in
 
 def _row(r: Runs, costs: dict, counts: dict, ks: dict, floor: dict) -> dict:
     name, B = r.key
-    fig = sections.paired_figures(r, "target", "spec", floor)
+    fig = paired_sections.paired_figures(r, "target", "spec", floor)
     term = costs["batches"][str(B)]["drafts"][name]
     cpp = counts[name, B]["chars_per_pass"]
     return {"draft": name, "batch": B, "k": ks[name], **counts[name, B],

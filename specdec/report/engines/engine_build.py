@@ -14,7 +14,7 @@ ones that need nothing more:
   each draft keeping its configuration with the best single-run ratio, and the report says so; where not even
   that fits, one line says how long a budget the model needs, before anything is timed.
 - speedup (timed): per engine an A/A row and one row per configuration, all interleaved (`schedule.interleave`),
-  figures and intervals as the main report's (`sections.paired_figures`, the engine's own floor).
+  figures and intervals as the main report's (`paired_sections.paired_figures`, the engine's own floor).
 
 What needs specdec's own loop (exactness through the pipeline's p and q, the cost table and prediction, the
 attribution, trees, adaptive k) is listed under "unavailable" with the reason.
@@ -35,7 +35,7 @@ from specdec.measure.schedule import Budget, Runs, Section, interleave, run_sect
 from specdec.report.engines import engine_render
 from specdec.report import headline
 from specdec.report.settings import WRITE_RESERVE, knobs_for, workload_runs
-from specdec.report.sections import paired_figures
+from specdec.report.paired_sections import paired_figures
 
 WARM_TOKENS = 8  # the short generation that warms both sides before each visit
 MIN_VERDICT_PAIRS = 3  # a row needs this many pairs for an interval the headline can judge

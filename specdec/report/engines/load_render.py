@@ -4,7 +4,7 @@
 Before anything is concluded, what was measured (`measure.load.raw`: every window's requests and counts) is
 written on its own (`write_raw`: OUT-incomplete/windows.json), so that a conclusion that fails loses nothing
 measured; `write_failure` puts the failure's traceback beside it. Everything else reads only the document
-`measure.load.concluded` returns.
+`measure.load.load_conclude.concluded` returns.
 """
 
 from __future__ import annotations

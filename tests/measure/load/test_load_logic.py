@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from specdec.engines.openai_stream import Streamed, _chunk
-from specdec.measure.load import load, load_stats
+from specdec.measure.load import load, load_conclude, load_stats
 from specdec.measure.load.load_driver import Record, Window, gaps_of, run_window
 from specdec.measure.load.load_schedule import Level, arrival_offsets, dispatch, doubling, parse_levels
 from specdec.util.errors import InputError
@@ -170,7 +170,7 @@ def test_a_rate_level_is_judged_on_tpot_and_a_concurrency_level_on_throughput():
             windows[(li, v, "on")] = _window(arm(0.01, j))
     sweep = load.Sweep(urls={}, levels=[Level("concurrency", 1), Level("rate", 1.0)], prompts=["a"], visits=3,
                        temperature=1.0)
-    doc = load.conclude(sweep, windows)
+    doc = load_conclude.conclude(sweep, windows)
     conc, rate = doc["levels"]
     assert (conc["judged_on"], rate["judged_on"]) == ("throughput", "tpot")
     assert rate["speedup_tpot"]["estimate"] == pytest.approx(2.0, rel=0.02)
@@ -414,7 +414,7 @@ def test_a_level_counts_its_short_replies_and_says_when_counts_were_not_read():
             windows[(0, v, arm)] = {"window": Window(recs), "counts": load.window_counts(None, None, recs)}
     sweep = load.Sweep(urls={}, levels=[Level("concurrency", 1)], prompts=["a"], visits=2, requests=4,
                        max_tokens=10, temperature=1.0)
-    doc = load.conclude(sweep, windows)
+    doc = load_conclude.conclude(sweep, windows)
     (lv,) = doc["levels"]
     assert lv["short_replies"] == {"off": {"short": 0, "measured": 8}, "on": {"short": 1, "measured": 8},
                                    "off2": {"short": 0, "measured": 8}}
@@ -430,7 +430,7 @@ def test_a_level_counts_its_short_replies_and_says_when_counts_were_not_read():
 @pytest.mark.parametrize("checks,added_up", [([], None), ([None], None), ([True, None], None), ([True, True], True),
                                              ([True, False], False), ([None, False], False)])
 def test_counts_add_up_only_when_every_window_was_read_and_did(checks, added_up):
-    assert load._add_up(checks) is added_up
+    assert load_conclude._add_up(checks) is added_up
 
 
 # --- a slot's context ---------------------------------------------------------------------------------------
@@ -552,7 +552,7 @@ def test_a_conclusion_that_fails_leaves_every_window_on_disk_and_exits_1_in_one_
     def fails(sweep, windows):
         raise RuntimeError("no crossover")
 
-    monkeypatch.setattr(load, "conclude", fails)
+    monkeypatch.setattr(load_conclude, "conclude", fails)
     rc, out, printed = _load_command(tmp_path, monkeypatch, capsys)
     raw = tmp_path / "out-incomplete" / "windows.json"
     assert rc == 1 and not out.exists() and printed.out == ""

@@ -22,7 +22,7 @@ from specdec.cli import main
 from specdec.engines import openai_http as http
 from specdec.engines import server_build
 from specdec.engines.llama_server import LlamaServer, ServerSpec, ServerStartError, slot_context
-from specdec.measure.load import load, load_stats
+from specdec.measure.load import load, load_conclude, load_stats
 from specdec.measure.load.load_driver import run_window
 from specdec.measure.load.load_schedule import Level
 
@@ -80,7 +80,7 @@ def _crossover_from_rows(doc: dict, kind: str) -> dict:
 
 def test_concurrency_1_and_4_batch_agree_greedily_and_add_up(servers):
     sweep = _sweep(servers, [Level("concurrency", 1), Level("concurrency", 4)])
-    doc = load.concluded(sweep, load.run(sweep))
+    doc = load_conclude.concluded(sweep, load.run(sweep))
     assert "incomplete" not in doc
     c1, c4 = doc["levels"]
     for lv in (c1, c4):
