@@ -78,22 +78,23 @@ INJECTIONS = {
     "round-min": ("specdec/decoding/rule.py", "    k = len(drafted)\n    for i in range(k):\n",
                    "    k = len(drafted)\n    if q.min() < 0:\n        raise ValueError('q')\n"
                    "    for i in range(k):\n", "accept_reject: a check that q is not negative (one reduction) per round"),
-    "pass-write": ("specdec/model/backend_onnx.py", "        self._lengths(T, pos)\n        if T != self.bound_t:\n",
+    "pass-write": ("specdec/model/onnx_session.py", "        self._lengths(T, pos)\n        if self.model.want_features:\n",
                   "        self._lengths(T, pos)\n        self.seqlens[0] = pos + T - 1\n"
-                  "        if T != self.bound_t:\n", "OnnxGPT._pass: the sequence length written twice (one numpy item write)"),
+                  "        if self.model.want_features:\n",
+                  "Session._pass: the sequence length written twice (one numpy item write)"),
     "round-finite": ("specdec/decoding/rule.py", "    k = len(drafted)\n    for i in range(k):\n",
                      "    k = len(drafted)\n    if not np.isfinite(q[0, 0]):\n        raise ValueError('q')\n"
                      "    for i in range(k):\n", "accept_reject: one numpy scalar check per round"),
     "round-neg": ("specdec/decoding/rule.py", "    k = len(drafted)\n    for i in range(k):\n",
                   "    k = len(drafted)\n    if q[0, 0] < 0:\n        raise ValueError('q')\n"
                   "    for i in range(k):\n", "accept_reject: one numpy item compared per round"),
-    "pass-write3": ("specdec/model/backend_onnx.py", "        self._lengths(T, pos)\n        if T != self.bound_t:\n",
+    "pass-write3": ("specdec/model/onnx_session.py", "        self._lengths(T, pos)\n        if self.model.want_features:\n",
                     "        self._lengths(T, pos)\n" + "        self.seqlens[0] = pos + T - 1\n" * 3
-                    + "        if T != self.bound_t:\n",
-                    "OnnxGPT._pass: the sequence length written three more times (three numpy item writes)"),
-    "alloc": ("specdec/model/backend_onnx.py", "        self._lengths(T, pos)\n        if T != self.bound_t:\n",
+                    + "        if self.model.want_features:\n",
+                    "Session._pass: the sequence length written three more times (three numpy item writes)"),
+    "alloc": ("specdec/model/onnx_session.py", "        self._lengths(T, pos)\n        if self.model.want_features:\n",
               "        self._lengths(T, pos)\n        scratch = np.empty(T * 64)  # noqa: F841\n"
-              "        if T != self.bound_t:\n", "OnnxGPT._pass: a temporary array of T * 64 floats per pass"),
+              "        if self.model.want_features:\n", "Session._pass: a temporary array of T * 64 floats per pass"),
 }
 
 

@@ -226,7 +226,7 @@ def machine_info(threads: dict, device: str, cpus: list[int] | None) -> dict:
         "numpy_version": np.__version__,
         "python": platform.python_version(),
         "platform": platform.platform(),
-        # ONNX Runtime's telemetry thread ("1": off, the runs' own work only; `model.backend_onnx.TELEMETRY`)
+        # ONNX Runtime's telemetry thread ("1": off, the runs' own work only; `model.onnx_session.TELEMETRY`)
         "ort_disable_telemetry": os.environ.get("ORT_DISABLE_TELEMETRY"),
         "commit": git_commit(),
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),

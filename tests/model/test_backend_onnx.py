@@ -11,7 +11,7 @@ pytest.importorskip("onnxruntime")
 
 import specdec  # noqa: E402
 from specdec.measure.anatomy import ort_profile  # noqa: E402
-from specdec.model import backend_onnx, backends, corpus, onnx_graph, sampling  # noqa: E402
+from specdec.model import backend_onnx, backends, corpus, onnx_graph, onnx_session, sampling  # noqa: E402
 from specdec.decoding import generate as decode  # noqa: E402
 from specdec.model.backends import to_backend  # noqa: E402
 
@@ -220,7 +220,7 @@ def test_the_runtime_is_imported_with_its_telemetry_off_unless_the_user_said_oth
         monkeypatch.delenv("ORT_DISABLE_TELEMETRY", raising=False)
     else:
         monkeypatch.setenv("ORT_DISABLE_TELEMETRY", user)
-    assert backend_onnx._ort().__name__ == "onnxruntime"
+    assert onnx_session.runtime().__name__ == "onnxruntime"
     assert os.environ["ORT_DISABLE_TELEMETRY"] == expected
 
 

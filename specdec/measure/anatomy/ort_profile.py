@@ -14,7 +14,7 @@ import tempfile
 
 import numpy as np
 
-from specdec.model import backend_onnx
+from specdec.model import backend_onnx, onnx_session
 from specdec.measure.clock import measured
 from specdec.model.gpt import GPT
 
@@ -49,10 +49,10 @@ def profiler_cost_us(threads: int, nodes: int = 64, runs: int = 300) -> tuple[fl
     plain ones is its bookkeeping between them (best of three blocks of `runs` each)."""
     from onnx import TensorProto, helper
 
-    from specdec.model.backend_onnx import _ort  # the optional [onnx] extra, its telemetry off
+    from specdec.model.onnx_session import runtime  # the optional [onnx] extra, its telemetry off
     from specdec.model.onnx_graph import OPSET
 
-    ort = _ort()
+    ort = runtime()
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 128])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 128])
     chain = [helper.make_node("Add", ["x" if i == 0 else f"h{i}", "x"], ["y" if i == nodes - 1 else f"h{i + 1}"],
@@ -63,7 +63,7 @@ def profiler_cost_us(threads: int, nodes: int = 64, runs: int = 300) -> tuple[fl
     with tempfile.TemporaryDirectory() as tmp:
         best = []
         for prefix in (None, os.path.join(tmp, "chain")):
-            opts = backend_onnx.session_options(threads, prefix)
+            opts = onnx_session.session_options(threads, prefix)
             opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL  # keep the chain
             session = ort.InferenceSession(model, opts, providers=["CPUExecutionProvider"])
             session.run(None, feed)
@@ -100,7 +100,7 @@ def kernel_profile(model: GPT):
     out: dict[str, float] = {}
     between, inside = profiler_cost_us(state.threads)
     with tempfile.TemporaryDirectory() as tmp:
-        prof = backend_onnx._Session(model, state.key, state.threads, profile_prefix=os.path.join(tmp, "ort"))
+        prof = onnx_session.Session(model, state.key, state.threads, profile_prefix=os.path.join(tmp, "ort"))
         prof.bind_cache(state.cache)
         backend_onnx._STATE[model] = prof
         try:
