@@ -9,7 +9,7 @@ runs in a leaner form, and the tests hold the lean form to it (the same outputs,
   tests enumerate them), `remove` the reduced q after a rejection.
 - `round_weight`: a weight rounded to int8 / int4 levels in its own dtype, what `quantize.unpack(pack(w))` holds.
 - `tree_logits_reference`: the tree pass through the target's forward with the mask as tensors
-  (`Tree.attention`), where generation binds cached arrays (`decode._tree_logits_lean`).
+  (`Tree.attention`), where generation binds cached arrays (`rounds._tree_logits_lean`).
 """
 
 from __future__ import annotations

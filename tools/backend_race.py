@@ -17,7 +17,7 @@ import torch
 
 from specdec import BACKENDS, generate, load_target, make_draft
 from specdec.model import corpus
-from specdec.decoding import generate as decode
+from specdec.decoding import rounds
 from specdec.measure import hygiene
 from specdec.measure.anatomy import roofline
 from specdec import speculative_generate
@@ -45,7 +45,7 @@ for name, m in models.items():
     fns[f"{name} T=5"] = lambda m=m, x=five: m(x, POS)
 
     def step(m=m):  # what `generate` does per character, at the same position
-        return decode.step(m, ctx[POS : POS + 1], POS, 1.0, rng)
+        return rounds.step(m, ctx[POS : POS + 1], POS, 1.0, rng)
 
     fns[f"{name} step"] = step
 with torch.inference_mode(), hygiene.no_gc():

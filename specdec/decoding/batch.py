@@ -78,7 +78,7 @@ def draft_support(draft) -> str | None:
 
 def verify_rows(target: GPT, seqs: list[Seq], drafted: list[list[int]], temperature: float) -> list[np.ndarray]:
     """One target pass over every sequence's pending tokens and drafts; per sequence the distributions
-    (kr + 1, V) float64 at its last kr + 1 positions (what the rule reads), as `generate.verify` for one."""
+    (kr + 1, V) float64 at its last kr + 1 positions (what the rule reads), as `rounds.verify` for one."""
     ids = [s.tokens[s.pos :] + d for s, d in zip(seqs, drafted)]
     logits = model_rows.forward_rows(target, ids, [s.pos for s in seqs])  # (A, T, V), row b valid to len(ids[b])
     return [sampling.probs(logits[b, len(i) - len(d) - 1 : len(i)], temperature)
@@ -87,7 +87,7 @@ def verify_rows(target: GPT, seqs: list[Seq], drafted: list[list[int]], temperat
 
 def step_rows(target: GPT, seqs: list[Seq], temperature: float) -> list[int]:
     """One target-only character for every sequence from one pass: row b's last position sampled with its own
-    generator (one uniform, as `generate.step` draws)."""
+    generator (one uniform, as `rounds.step` draws)."""
     ids = [s.tokens[s.pos :] for s in seqs]
     logits = model_rows.forward_rows(target, ids, [s.pos for s in seqs])
     return [sampling.sample(sampling.probs(logits[b, len(i) - 1], temperature), s.rng)

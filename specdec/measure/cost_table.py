@@ -11,7 +11,7 @@ from typing import Callable
 import numpy as np
 import torch
 
-from specdec.decoding import generate as decode
+from specdec.decoding import rounds
 from specdec.measure.clock import now
 from specdec.decoding.drafts import Draft
 from specdec.model.gpt import GPT
@@ -133,7 +133,7 @@ def _pass_fns(target: GPT, tokens: list[int], ks: list[int], temperature: float,
 
         def round_(k=k):
             drafted = tokens[:k]
-            p = decode.verify(target, tokens[pos:] + drafted, pos, k + 1, temperature)
+            p = rounds.verify(target, tokens[pos:] + drafted, pos, k + 1, temperature)
             return rule.accept_reject(p, q_uniform[:k], drafted, rng)
 
         fns[f"round{k}"] = round_

@@ -118,7 +118,7 @@ def first_char_counts(
     round (positions 2..k) cannot change the first character and is not repeated.
 
     A draft that proposes nothing at this context (prompt lookup on a prompt without a repeat) leaves the round
-    to the target: as in `decode.settle_round`, each draw is then the target's own sample from p₁.
+    to the target: as in `rounds.settle_round`, each draw is then the target's own sample from p₁.
     """
     tokens = target.tokenize(prompt)
     rng = np.random.default_rng(seed)

@@ -14,6 +14,7 @@ import numpy as np
 import torch
 
 from specdec.decoding import generate as decode
+from specdec.decoding import rounds
 from specdec.measure.clock import measured
 from specdec.decoding.drafts import Draft
 from specdec.model.gpt import GPT
@@ -28,7 +29,7 @@ def _steps(target, text, start, n, temperature, rng, device):
     (the target's cache must hold text[:start]); the next input is the text's, so every call is alike."""
     def run():
         for pos in range(start, start + n):
-            decode.step(target, text[pos : pos + 1], pos, temperature, rng)
+            rounds.step(target, text[pos : pos + 1], pos, temperature, rng)
 
     return run
 
@@ -62,8 +63,8 @@ def loop_sampler(target: GPT, draft: Draft, k: int, temperature: float = 1.0, de
     n_steps = 4 * number
     text, position, prompt = _texts(target, position, n_steps, prompt_chars)
     rng = np.random.default_rng(1)
-    rounds = round_sampler(target, chain_round(target, draft, text[: position + 1], k, rng, temperature, all_accepted),
-                           device)
+    round_run = round_sampler(target, chain_round(target, draft, text[: position + 1], k, rng, temperature, all_accepted),
+                              device)
     stats = _scratch_stats(k)
 
     def first_round(tokens: list[int]) -> None:  # a reset draft proposes k after the whole prompt
@@ -71,10 +72,10 @@ def loop_sampler(target: GPT, draft: Draft, k: int, temperature: float = 1.0, de
         # a draft that reads the target drafts nothing in its first round: that pass is the prefill (the loop's)
         ids, q = (([], None) if getattr(draft, "take_features", None) is not None
                   else draft.propose(tokens, k, rng, temperature))
-        decode.settle_round(target, draft, tokens, 0, ids, q, rng, temperature, stats)
+        rounds.settle_round(target, draft, tokens, 0, ids, q, rng, temperature, stats)
 
     firsts = _first_sampler(target, prompt, first_round, rng, temperature, device)
-    return _terms_sampler(target, text, position, n_steps, rounds, max(number, -(-4 * number // k)), firsts,
+    return _terms_sampler(target, text, position, n_steps, round_run, max(number, -(-4 * number // k)), firsts,
                           temperature, rng, device)
 
 
@@ -178,7 +179,7 @@ def round_sampler(target: GPT, round_: Round, device: str = "cpu") -> Callable[[
 
 def chain_round(target: GPT, draft: Draft, context: list[int], k: int, rng: np.random.Generator,
                 temperature: float, all_accepted: float = 0.0) -> Round:
-    """A chain round as `speculative_generate` runs it: the draft's `propose` of k, then `decode.settle_round`
+    """A chain round as `speculative_generate` runs it: the draft's `propose` of k, then `rounds.settle_round`
     (the verify pass over k+1 positions, the rule, the bookkeeping).
 
     The draft holds the context and steps back one token before each round, so every round feeds it exactly
@@ -209,7 +210,7 @@ def chain_round(target: GPT, draft: Draft, context: list[int], k: int, rng: np.r
         return draft.propose(tokens, k, rng, temperature), k
 
     def rest(tokens: list[int], proposal) -> None:
-        decode.settle_round(target, draft, tokens, pos, *proposal, rng, temperature, stats)
+        rounds.settle_round(target, draft, tokens, pos, *proposal, rng, temperature, stats)
 
     return Round(list(context), propose, rest, prime, before)
 
@@ -245,7 +246,7 @@ def _first_sampler(target, prompt, first_round, rng, temperature, device):
             sync(device)
             t0 = measured()
             target.setup_cache(1)
-            decode.step(target, prompt, 0, temperature, rng)
+            rounds.step(target, prompt, 0, temperature, rng)
             sync(device)
             t1 = measured()
             target.setup_cache(1)

@@ -98,7 +98,7 @@ class OnnxGPT(GPT):
         return state.run(idx, pos) if tree is None else state.tree(idx, pos, tree)
 
     def tree_logits(self, ids: list[int], pos: int, positions: np.ndarray, bias: np.ndarray) -> np.ndarray:
-        """A tree pass without torch (`decode.settle_tree_round`'s lean path): ids (T,) from `pos`, positions (T,)
+        """A tree pass without torch (`rounds.settle_tree_round`'s lean path): ids (T,) from `pos`, positions (T,)
         int64 and the additive mask (T, pos + T) float32 of `Tree.attention_lean(..., additive=True)`; logits
         (T, V) float32. The same graph fed the same values as `forward` with a tree, so the same logits. Models
         without a session take the eager forward."""
@@ -125,7 +125,7 @@ class OnnxGPT(GPT):
 
     def pass_probs(self, ids: list[int], pos: int, n: int, temperature: float) -> np.ndarray:
         """The target's distributions (n, V) at the last n of the positions a pass over `ids` at `pos` scores
-        (`decode.verify`): softmax inside the graph, so the logits never go through torch and numpy's float64
+        (`rounds.verify`): softmax inside the graph, so the logits never go through torch and numpy's float64
         softmax. Temperature 0 reads the pass's logits (one-hot at their argmax); models without a session take the
         forward and `sampling.probs`."""
         state = _STATE.get(self)
@@ -137,7 +137,7 @@ class OnnxGPT(GPT):
         return state.distributions(ids, pos, n, 1.0 / temperature)
 
     def sample_step(self, ids: list[int], pos: int, temperature: float, rng: np.random.Generator) -> int:
-        """One character of target-only generation (`decode.step`): the pass over `ids` at `pos` and the sample
+        """One character of target-only generation (`rounds.step`): the pass over `ids` at `pos` and the sample
         from its last position, in a single session run (logits to sample inside the graph). One uniform from
         `rng` per call, as `sampling.sample` draws, so a seed gives the same text as the other backends.
         Temperature 0 takes the pass graph's logits and `sampling` (no torch op); models without a session the

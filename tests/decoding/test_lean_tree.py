@@ -1,7 +1,7 @@
 """The lean tree round is the reference round, bitwise: the same drafts, masks, walks, cache and generations.
 
 Each lean piece (`tree_draft.draft_tree`, `Tree.attention_lean`, `tree_walk.accept_tree`, the onnx
-`tree_logits` and `keep_path_lean`, `decode.settle_tree_round`) is held to its reference (tests/oracles.py,
+`tree_logits` and `keep_path_lean`, `rounds.settle_tree_round`) is held to its reference (tests/oracles.py,
 `Tree.attention`, `keep_path`) on the same inputs: equal outputs and the random generator left in the same
 state, so everything after a round is unchanged too.
 """
@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from specdec.decoding import generate as decode
+from specdec.decoding import rounds
 from specdec.decoding import trees
 from specdec.decoding import sequoia
 from specdec.decoding import tree_draft
@@ -199,7 +200,7 @@ def _generations(target, draft, spec, seeds, temperature, chars):
         with pytest.MonkeyPatch.context() as patch:  # the round drafts and walks with the reference code
             patch.setattr(tree_draft, "draft_tree", oracles.draft_tree_reference)
             patch.setattr(tree_walk, "accept_tree", oracles.accept_tree_reference)
-            patch.setattr(decode, "_tree_logits_lean", oracles.tree_logits_reference)
+            patch.setattr(rounds, "_tree_logits_lean", oracles.tree_logits_reference)
             patch.setattr(target, "keep_path_lean", target.keep_path, raising=False)
             ref = decode._tree_generate(target, draft, PROMPT, chars, spec, seed, temperature)
         lean = decode._tree_generate(target, draft, PROMPT, chars, spec, seed, temperature)
@@ -246,11 +247,11 @@ def test_settle_tree_round_lean_and_reference_leave_the_same_round(onnx_target, 
             if not lean:  # the reference round: tests/oracles.py's drafting, pass and walk, and `keep_path`
                 patch.setattr(tree_draft, "draft_tree", oracles.draft_tree_reference)
                 patch.setattr(tree_walk, "accept_tree", oracles.accept_tree_reference)
-                patch.setattr(decode, "_tree_logits_lean", oracles.tree_logits_reference)
+                patch.setattr(rounds, "_tree_logits_lean", oracles.tree_logits_reference)
                 patch.setattr(m, "keep_path_lean", m.keep_path)
             t = tree_draft.draft_tree(TreeSpec.parse("4x2x2x1"), draft, tokens, rng, 1.0)
             with torch.inference_mode():
-                new_pos = decode.settle_tree_round(m, tokens, len(text) - 1, t, rng, 1.0, stats)
+                new_pos = rounds.settle_tree_round(m, tokens, len(text) - 1, t, rng, 1.0, stats)
         out.append((new_pos, tokens, stats, _state(rng), [a[:, :, : len(tokens)].copy() for a in m._np_cache]))
     (pa, ta, sa, ra, ca), (pb, tb, sb, rb, cb) = out
     assert (pa, ta, sa, ra) == (pb, tb, sb, rb)

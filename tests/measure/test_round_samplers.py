@@ -68,11 +68,11 @@ def test_fill_cache_leaves_the_cache_one_whole_pass_leaves(target):
 @torch.inference_mode()  # see the fill test
 def test_round_sampler_times_number_rounds_after_the_warm_up_rounds(target, draft_factory, monkeypatch, number):
     from specdec.model import corpus
-    from specdec.decoding import generate as decode
+    from specdec.decoding import rounds
 
     calls = []
-    settle = decode.settle_round
-    monkeypatch.setattr(decode, "settle_round", lambda *a: calls.append(1) or settle(*a))
+    settle = rounds.settle_round
+    monkeypatch.setattr(rounds, "settle_round", lambda *a: calls.append(1) or settle(*a))
     monkeypatch.setattr(round_samplers, "WARM_SECONDS", 0.0)
     context = corpus.split_ids("val")[:40].tolist()
     round_ = round_samplers.chain_round(target, draft_factory("bigram"), context, 2, np.random.default_rng(0), 1.0)

@@ -13,6 +13,7 @@ import specdec  # noqa: E402
 from specdec.measure.anatomy import ort_profile  # noqa: E402
 from specdec.model import backend_onnx, backends, corpus, onnx_graph, onnx_session, sampling  # noqa: E402
 from specdec.decoding import generate as decode  # noqa: E402
+from specdec.decoding import rounds
 from specdec.model.backends import to_backend  # noqa: E402
 
 PROMPT = "ROMEO:\nWhat light through yonder window breaks?"
@@ -144,14 +145,14 @@ def test_the_graph_is_a_valid_onnx_model_with_one_attention_kernel_per_block(tar
 @torch.inference_mode()
 @pytest.mark.parametrize("temperature", [1.0, 0.5, 0.0])
 def test_pass_probs_are_the_eager_distributions_of_the_last_positions(target, onnx_target, temperature):
-    """decode.verify's fused path: the graph's softmax, float64 as the rule reads it, for the last n positions."""
+    """rounds.verify's fused path: the graph's softmax, float64 as the rule reads it, for the last n positions."""
     ids = corpus.encode(PROMPT)
     target.setup_cache(1)
     target(target.ids(ids[:30]), 0)
     onnx_target(onnx_target.ids(ids[:30]), 0)
     for n in (1, 3, 5):
         want = sampling.probs(target(target.ids(ids[30:35]), 30)[0, -n:], temperature)
-        got = decode.verify(onnx_target, ids[30:35], 30, n, temperature)
+        got = rounds.verify(onnx_target, ids[30:35], 30, n, temperature)
         assert got.shape == (n, target.config.vocab_size) and got.dtype == np.float64
         assert np.abs(got - want).max() < 1e-5 and np.allclose(got.sum(-1), 1.0, atol=1e-5)
 

@@ -1,7 +1,7 @@
 """Where generation's time goes: a target-only step and a speculative round, split into categories.
 
 `attribution` runs generation's own loops (`decode.target_loop`, `decode.chain_loop`) with hooks
-(`decode.Hooks`) that put the sampling code, the rule and the draft under `profiler_split.label`, and splits
+(`rounds.Hooks`) that put the sampling code, the rule and the draft under `profiler_split.label`, and splits
 their time with `profiler_split.attribute`; generation itself runs without the hooks and pays nothing for them.
 """
 
@@ -15,6 +15,7 @@ import torch
 
 from specdec.model import sampling
 from specdec.decoding import generate as decode
+from specdec.decoding import rounds
 from specdec.decoding import rule
 from specdec.decoding.drafts import Draft
 from specdec.measure.anatomy import ort_profile
@@ -32,7 +33,7 @@ def attribution(target: GPT, draft: Draft, k: int, chars: int = 40, seed: int = 
     as the cost measurements run) by generation's own loops -- `decode.target_loop` and `decode.chain_loop`
     -- the prompt's prefill done before the clock starts; µs are per step (one character) and per round.
     Every block starts from the same state and seed, so profiled and unprofiled blocks run the same rounds.
-    The labels go in through generation's hooks (`_hooks`), so generation itself, which runs `decode.PLAIN`,
+    The labels go in through generation's hooks (`_hooks`), so generation itself, which runs `rounds.PLAIN`,
     pays nothing for them.
     """
     prompt = decode.check_request(target, timing.COST_PROMPT, chars, k=k)
@@ -78,13 +79,13 @@ def _rounds(target: GPT, draft: Draft, prompt: list[int], chars: int, k: int, se
     return run
 
 
-def _hooks(mode, sample: str) -> decode.Hooks:
+def _hooks(mode, sample: str) -> rounds.Hooks:
     """Generation's hooks with its calls into `sampling` and `rule` under labels -- `probs` "logits to sample",
     `sample` under `sample`, `accept_reject` "the rule" -- and the draft's propose under "draft". Mode False:
-    `decode.PLAIN`, exactly what generation runs."""
+    `rounds.PLAIN`, exactly what generation runs."""
     if not mode:
-        return decode.PLAIN
-    return decode.Hooks(sampling=_Labels(sampling, mode, probs="logits to sample", sample=sample),
+        return rounds.PLAIN
+    return rounds.Hooks(sampling=_Labels(sampling, mode, probs="logits to sample", sample=sample),
                         rule=_Labels(rule, mode, accept_reject="the rule"),
                         draft=lambda propose: _labelled_call(propose, mode, "draft"))
 

@@ -20,12 +20,12 @@ from typing import Callable
 import numpy as np
 import torch
 
-from specdec.decoding import generate as decode, trees
-from specdec.decoding import tree_draft
+from specdec.decoding import generate as decode
+from specdec.decoding import rounds, tree_draft, trees
 from specdec.decoding.drafts import Draft
-from specdec.model.gpt import GPT
-from specdec.measure.timing import COST_PROMPT
 from specdec.measure.round_samplers import Round, _first_sampler, _terms_sampler, _texts, round_sampler
+from specdec.measure.timing import COST_PROMPT
+from specdec.model.gpt import GPT
 
 TREE_POSITIONS = (2, 5, 9, 17, 33, 65)  # N: the pending token and N - 1 nodes (1..64)
 
@@ -80,7 +80,7 @@ def tree_loop_sampler(target: GPT, draft: Draft, spec: trees.TreeSpec, temperatu
 
     def first_round(tokens: list[int]) -> None:  # the whole prompt pending
         tree = tree_draft.draft_tree(first_shape, draft, tokens, rng, temperature)
-        decode.settle_tree_round(target, tokens, 0, tree, rng, temperature, stats)
+        rounds.settle_tree_round(target, tokens, 0, tree, rng, temperature, stats)
 
     firsts = _first_sampler(target, prompt, first_round, rng, temperature, device)
     return _terms_sampler(target, text, position, n_steps, rounds, number, firsts, temperature, rng, device)
@@ -94,7 +94,7 @@ def _tree_stats(depth: int) -> decode.GenerationStats:
 def tree_round(target: GPT, draft: Draft, context: list[int], spec: trees.TreeSpec, rng: np.random.Generator,
                temperature: float) -> Round:
     """A steady-state tree round at `context` (`round_samplers.chain_round`'s twin, for `round_samplers.round_sampler`): drafting
-    the tree, then `decode.settle_tree_round` (mask, verify pass over the pending token + nodes, p, the walk,
+    the tree, then `rounds.settle_tree_round` (mask, verify pass over the pending token + nodes, p, the walk,
     keep_path, the bookkeeping). The draft is a table draft: no state to set back, nothing on the device; the
     slots keep_path moved are overwritten by the next round's pass, so cutting the tokens back is enough."""
     pos = len(context) - 1
@@ -105,6 +105,6 @@ def tree_round(target: GPT, draft: Draft, context: list[int], spec: trees.TreeSp
         return tree, len(tree.tokens)
 
     def rest(tokens: list[int], tree: trees.Tree) -> None:
-        decode.settle_tree_round(target, tokens, pos, tree, rng, temperature, stats)
+        rounds.settle_tree_round(target, tokens, pos, tree, rng, temperature, stats)
 
     return Round(list(context), propose, rest, draft_on_device=False)

@@ -215,13 +215,14 @@ def test_the_round_blocks_run_the_same_rounds_in_every_mode(target, draft_factor
     """Same seed, same state: bare, timed and profiled blocks settle the same rounds into the same tokens, with
     the draft's own propose."""
     from specdec.decoding import generate as decode
+    from specdec.decoding import rounds
     from specdec.measure import timing
 
     draft = draft_factory("bigram")
     calls, settled = [], []
     real = draft.propose
     monkeypatch.setattr(draft, "propose", lambda *a: calls.append(1) or real(*a))
-    real_settle = decode.settle_round
+    real_settle = rounds.settle_round
 
     def settle(*a):
         out = real_settle(*a)
