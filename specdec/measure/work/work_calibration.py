@@ -40,11 +40,10 @@ SHIPPED = Path(__file__).resolve().parents[2] / "data" / "work-calibration"
 # the x86 and arm features that pick ONNX Runtime's MLAS, oneDNN's and numpy's kernels (by cpuid at run time)
 FEATURES = ("sse4_2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512_vnni", "avx_vnni",
             "avx512_bf16", "amx_tile", "amx_bf16", "amx_int8", "asimd", "sve", "sve2", "i8mm", "bf16")
-# A threshold is never below MARGIN times the largest change between two of the calibration's unchanged trees. A
-# build's bias comes in modes (most trees agree, a few sit apart in one row): left out of a 16-tree calibration in
-# turn, 3 of 17 trees were flagged against the rest at 1x and one (in one row) still at 3x (`tools/work_study.py
-# --left-out`, docs/work.md), and a null commit's target-only row moved 0.026 % against a 1x threshold of 0.025 %
-# (tests/measure/yours/test_user_repo.py's bisect). 3x keeps every threshold of the shipped calibration at most 0.202 %.
+# A threshold is never below MARGIN times the largest change between two of the calibration's unchanged trees: a
+# build's bias can come in modes (most trees agree, a few sit apart in one row), which a variance fitted on a few
+# trees understates; the leave-one-out check (`tools/work_study.py --left-out`, docs/work.md) and the held-out
+# study are what the margin is judged by.
 MARGIN = 3.0
 CONFIG_KEYS = ("target", "backend", "dtype", "prompt", "temperature", "seed")
 LIBRARIES = ("numpy", "torch", "onnxruntime", "scipy")
