@@ -279,7 +279,7 @@ def test_ab_md_counts_the_rows_ab_worker_builds(drafts, ks):
 def test_work_md_states_the_calibration_and_its_check_from_their_data():
     """docs/work.md's calibration table is what tools/work_study.py renders from the studies' JSON (the data the
     figures come from, committed with the commands that make them): no figure is typed by hand, each study's
-    command is shown, the shipped calibration is the calibration study's fit, the held-out study's 55 pairs flag
+    command is shown, the shipped calibration is the calibration study's fit, the held-out studies' 110 pairs flag
     nothing with it (the counts made while ONNX Runtime's telemetry ran flag 81 of their 153), and the
     injections' A/A flags nothing while each injected change is flagged on the rows that run it."""
     import importlib.util
@@ -291,13 +291,14 @@ def test_work_md_states_the_calibration_and_its_check_from_their_data():
     study = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(study)
     docs = ROOT / "docs"
-    names = ("work-calibration-study.json", "work-held-out-study.json", "work-injections-study.json")
-    cal, held_out, inj = (json.loads((docs / n).read_text()) for n in names)
+    names = ("work-calibration-study.json", "work-held-out-study.json", "work-held-out-study-2.json",
+             "work-injections-study.json")
+    cal, held_out, held_out_2, inj = (json.loads((docs / n).read_text()) for n in names)
     text = (docs / "work.md").read_text()
     shown = text.split("<!-- study-table -->\n", 1)[1].split("\n<!-- /study-table -->", 1)[0]
     assert shown == study.calibration_table(cal, inj)
     flat = text.replace("\\\n    ", "")
-    for name, doc in zip(names, (cal, held_out, inj)):
+    for name, doc in zip(names, (cal, held_out, held_out_2, inj)):
         assert doc["method"] == work_calibration.work_pool.METHOD  # counted by the method the package ships
         words = doc["command"].split()
         aa, null = (words[words.index(w) + 1] for w in ("--aa", "--null"))
@@ -310,8 +311,9 @@ def test_work_md_states_the_calibration_and_its_check_from_their_data():
     assert kept["rows"] == shipped["rows"] and kept["figures"] == shipped["figures"]
     assert f"specdec/data/work-calibration/{shipped['id']}.json" in flat
     tests = len(study.TIMED_ROWS) + len(study.ROWS)
-    pairs = study.pairs(held_out, kept, tests)
-    assert (pairs["pairs"], pairs["rows"], pairs["flagged"]) == (55, 495, [])
+    for held in (held_out, held_out_2):
+        pairs = study.pairs(held, kept, tests)
+        assert (pairs["pairs"], pairs["rows"], pairs["flagged"]) == (55, 495, [])
     before = study.pairs(json.loads((docs / "work-held-out-study-v3.json").read_text()), kept, tests)
     assert (before["pairs"], before["flagged_pairs"]) == (153, 81)
     assert study.leave_one_out(cal, tests)["flagged"] == []
