@@ -241,7 +241,7 @@ BAD = [
     (["overhead", "--target", "hf:{T}", "--backend", "all"], "--backend all is for the shipped model"),
     (["report", "--target", "hf:{T}", "--trees", "4x2", "--dtype", "float64"], "argument --dtype: invalid choice"),
     (["generate", "--target", "hf:{T}", "--draft", "bigramm"], "unknown draft 'bigramm' (available: bigram, int8, "
-     "int4, ngram, small, int8-dynamic, prompt-lookup, shipped, medusa, eagle, hf:PATH, eagle3:PATH)"),
+     "int4, ngram, small, int8-dynamic, prompt-lookup, shipped, medusa, eagle, hf:PATH, eagle3:PATH, MODULE:CALLABLE)"),
     (["export-hf", "{T}/config.json"], "config.json is a file, not a folder"),
 ]
 

@@ -74,7 +74,7 @@ def tree_loop_sampler(target: GPT, draft: Draft, spec: trees.TreeSpec, temperatu
     context = text[: position + 1]
     shape = spec.limit(target.config.context - len(context), spec.depth)  # a round must fit the context
     rng = np.random.default_rng(1)
-    rounds = round_sampler(target, tree_round(target, draft, context, shape, rng, temperature), device)
+    round_run = round_sampler(target, tree_round(target, draft, context, shape, rng, temperature), device)
     first_shape = spec.limit(target.config.context - len(prompt), spec.depth)
     stats = _tree_stats(spec.depth)
 
@@ -83,7 +83,7 @@ def tree_loop_sampler(target: GPT, draft: Draft, spec: trees.TreeSpec, temperatu
         rounds.settle_tree_round(target, tokens, 0, tree, rng, temperature, stats)
 
     firsts = _first_sampler(target, prompt, first_round, rng, temperature, device)
-    return _terms_sampler(target, text, position, n_steps, rounds, number, firsts, temperature, rng, device)
+    return _terms_sampler(target, text, position, n_steps, round_run, number, firsts, temperature, rng, device)
 
 
 def _tree_stats(depth: int) -> decode.GenerationStats:
