@@ -24,9 +24,7 @@ sys.path.insert(0, str(ROOT))
 from specdec.measure.ab import ab_work  # noqa: E402
 from specdec.measure.ab.ab_sources import Source  # noqa: E402
 from specdec.measure.work import work, work_pool  # noqa: E402
-
-CONFIG = {"target": None, "backend": "onnx", "dtype": None, "drafts": ["bigram", "ngram"], "ks": [2, 4],
-          "chars": 80, "prompt": "ROMEO:", "seed": 0, "temperature": 1.0, "threads": 1}  # `specdec ab`'s defaults
+from work_study import CONFIG  # noqa: E402  (`specdec ab`'s defaults, as the study counts them; tools/ is on the path)
 
 
 def count(kind: str, rows: list[str]) -> dict[str, list[float]]:

@@ -33,7 +33,7 @@ def graph(model: GPT, kind: str = "pass", features: bool | None = None) -> "onnx
     probs, plus bias (1, 1, T, pos + T) float32, 0 where a position may attend and -inf elsewhere.
     With `features` (default: for "tree" only) the graph also outputs features (1, T, C): the states after ln_f,
     the LM head's input, for drafts that read them. A "pass" without that output is the one run while no draft
-    asks: the output costs every run a copy and its binding (+0.43 % of a pass's instructions under callgrind).
+    asks: the output would cost every run a copy and its binding.
     """
     if kind not in ("pass", "step", "tree"):
         raise ValueError(f"unknown graph kind {kind!r} (allowed: pass, step, tree)")

@@ -53,9 +53,10 @@ PLAN = {"generation": (2, 1), "pass": (12, 3), "draft": (24, 3)}
 KEEP_ENV = ("PATH", "HOME", "TMPDIR", "SPECDEC_", "OMP_", "MKL_", "OPENBLAS_", "ATEN_CPU_CAPABILITY",
             "DNNL_MAX_CPU_ISA", "ONEDNN_MAX_CPU_ISA", "HF_", "TRANSFORMERS_", "CUDA_VISIBLE_DEVICES")
 # ONNX Runtime (1.29 on, Linux) runs a telemetry thread that wakes on a wall-clock timer and aggregates every
-# run: callgrind counts every thread, so its work landed inside counted calls as time allowed (target-only +2.0 %
-# with the machine loaded, all of it in ONNX Runtime and the libc it calls: docs/work.md). Its documented
-# opt-out, read once when the runtime starts, keeps a count to the rows' own work.
+# run: callgrind counts every thread, so its work landed inside counted calls as the clock allowed (docs/work.md
+# has the split). Its documented opt-out, read once when the runtime starts, keeps a count to the rows' own work.
+# (model.onnx_session.TELEMETRY sets the same variable for specdec's own sessions; this module is loaded by path
+# and imports nothing of specdec's, so the pair is written twice.)
 ORT_TELEMETRY = {"ORT_DISABLE_TELEMETRY": "1"}
 ADDR_NO_RANDOMIZE = 0x0040000  # personality(2): the layout `setarch -R` gives
 
