@@ -391,23 +391,19 @@ def tree_generations(drafts: list[str], shapes: list[str]) -> dict:
 
 
 def _method(filename: str):
-    """A module of the running checkout's method (specdec/measure/FILENAME, loaded by path, never the commit's
-    package: the method stays fixed while the code under test varies), registered as specdec_<stem>_method,
-    the name `work_pool` and `ab_worker` load `work.py` by, so that one module object serves them all. These
-    files import only the standard library at import: cheap, and nothing of specdec."""
-    import importlib.util
-    import sys
+    """A file of the running checkout's method (specdec/measure/FILENAME), loaded by path through the method's
+    one loader (specdec/measure/method.py, itself run by path), never the commit's package: the method stays
+    fixed while the code under test varies, and `work_pool` and `ab_worker` get the same module objects.
+    These files import only the standard library at import: cheap, and nothing of specdec."""
+    return _loader()(filename)
+
+
+@functools.cache
+def _loader():
+    import runpy
     from pathlib import Path
 
-    name = f"specdec_{Path(filename).stem}_method"
-    module = sys.modules.get(name)
-    if module is None:
-        path = Path(__file__).resolve().parents[1] / "specdec" / "measure" / filename
-        spec = importlib.util.spec_from_file_location(name, path)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module  # registered before it runs: work.py's dataclasses look their module up
-        spec.loader.exec_module(module)
-    return module
+    return runpy.run_path(str(Path(__file__).resolve().parents[1] / "specdec" / "measure" / "method.py"))["load"]
 
 
 def _worker_constant(name: str):

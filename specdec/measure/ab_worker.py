@@ -38,6 +38,7 @@ from __future__ import annotations
 import gc
 import json
 import os
+import runpy
 import sys
 import time
 import traceback
@@ -45,23 +46,12 @@ import traceback
 if sys.path and os.path.abspath(sys.path[0]) == os.path.dirname(os.path.abspath(__file__)):
     sys.path.pop(0)  # this script's folder holds the running package's modules: never import them here
 
-def _method(rel: str):
-    """A file of the running specdec's method (`rel` under measure/, beside this file), loaded by path and
-    registered as specdec_<stem>_method: every revision is built and counted by the running specdec's method,
-    never by its own copy."""
-    import importlib.util
-
-    name = f"specdec_{os.path.splitext(os.path.basename(rel))[0]}_method"
-    module = sys.modules.get(name)
-    if module is None:
-        spec = importlib.util.spec_from_file_location(name, os.path.join(os.path.dirname(os.path.abspath(__file__)), rel))
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module  # registered before it runs: its dataclasses look their module up
-        spec.loader.exec_module(module)
-    return module
+# The method's files (ab_rows.py, work/work.py) come from this file's folder, by path, through the one loader
+# (method.py: run by path itself, since the `specdec` importable here may be the revision's).
+_method = runpy.run_path(os.path.join(os.path.dirname(os.path.abspath(__file__)), "method.py"))["load"]
 
 
-ROWS = _method("ab_rows.py")  # the rows a revision runs (`ab_rows.py`)
+ROWS = _method("ab_rows.py")  # the rows a revision runs
 
 
 def _number(call, seconds: float) -> int:

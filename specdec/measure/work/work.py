@@ -13,6 +13,8 @@ Two ways to count, one interface (`Counter`: `start()`, then `stop()` returns th
     the allocators' own instructions and the type cache's misses apart from the rest, the verdict figure).
     Callgrind counts guest instructions ("Ir"), which is `instructions:u` but for a few instructions' details.
 
+The counters are `counters.py` (re-exported here: callers name them `work.PerfCounter`, `work.open_counter`).
+
 Counts are only as repeatable as the process is (docs/work.md has the study): `command` starts the counted
 process with the address space's layout fixed (ADDR_NO_RANDOMIZE, as `setarch -R`), hash seed 0, and a fixed,
 small environment; `count_calls` warms a call up (the interpreter's adaptive specialisation keeps changing the
@@ -20,10 +22,11 @@ work for a few calls), counts several calls with the garbage collector off insid
 fewest instructions outside the allocators; `perturb` gives a counting process a layout of its own, so that
 the bias a layout carries is averaged over several (ab_work).
 
-This file is the method, like `ab_worker.py` beside it: it imports only the standard library (and, inside
-a counted process, pytest-codspeed's hooks), so the ab worker and the asv harness load it by path and count
-every revision the same way. The parent side (`probe`, `command`) and the counted side (`open_counter`,
-`count_calls`) meet through two environment variables, SPECDEC_WORK_COUNTER and SPECDEC_CALLGRIND_OUT.
+This file is the method, like `ab_worker.py`: it imports only the standard library (and, inside a counted
+process, pytest-codspeed's hooks), so the ab worker and the asv harness load it by path (`method.py`, which
+loads its siblings too) and count every revision the same way. The parent side (`probe`, `command`) and the
+counted side (`open_counter`, `count_calls`) meet through two environment variables, SPECDEC_WORK_COUNTER and
+SPECDEC_CALLGRIND_OUT.
 """
 
 from __future__ import annotations
@@ -31,17 +34,13 @@ from __future__ import annotations
 import ctypes
 import gc
 import os
-import platform
 import shutil
-import struct
+import runpy
 import subprocess
 import sys
 from dataclasses import dataclass, field
-from typing import Callable, Protocol
+from typing import Callable
 
-KINDS = ("perf", "callgrind")
-NAMES = {"perf": "instructions:u (hardware counter, perf_event_open)",
-         "callgrind": "Ir (callgrind 'instructions', simulated: no hardware counter here)"}
 WARMUP = 8  # uncounted calls before the first counted one (cheap under callgrind: no instrumentation yet)
 CALLS = 6  # counted calls; the figure is the fewest instructions among them
 # (uncounted calls, counted calls) per kind of row in a counting child (ab_worker._plan says why each): part of
@@ -61,154 +60,15 @@ ORT_TELEMETRY = {"ORT_DISABLE_TELEMETRY": "1"}
 ADDR_NO_RANDOMIZE = 0x0040000  # personality(2): the layout `setarch -R` gives
 
 
-def _sibling(name: str):
-    """A module of the method beside this file, loaded by path (never a revision's copy of it)."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location(f"specdec_{name}_method",
-                                                  os.path.join(os.path.dirname(os.path.abspath(__file__)), f"{name}.py"))
-    mod = sys.modules.get(spec.name)
-    if mod is None:
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules[spec.name] = mod
-        spec.loader.exec_module(mod)
-    return mod
-
-
-_dump = _sibling("work_dump")
+_load = runpy.run_path(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "method.py"))["load"]
+_dump = _load("work/work_dump.py")
 GLIBC_ALLOCATOR, PYMALLOC, LOOKUP_MISS = _dump.GLIBC_ALLOCATOR, _dump.PYMALLOC, _dump.LOOKUP_MISS
 allocator_function, split_dump, find_dump = _dump.allocator_function, _dump.split_dump, _dump.find_dump
-
-
-class WorkUnavailable(RuntimeError):
-    """No counter can run here; the message says why and what would make one run."""
-
-
-class Counter(Protocol):
-    """`begin()` before a run of counted calls, `end()` after it; between them each call is counted by
-    `start()` ... `stop()`, which returns a token that `read(token)` turns into the instructions in between
-    (read after the run: reading a dump file between calls would move the heap the next call finds)."""
-
-    kind: str
-
-    def begin(self) -> None: ...
-
-    def start(self) -> None: ...
-
-    def stop(self) -> object: ...
-
-    def read(self, token: object) -> int: ...
-
-    def end(self) -> None: ...
-
-
-# ---- the hardware counter ------------------------------------------------------------------------------------
-
-PERF_ATTR_SIZE = 128  # PERF_ATTR_SIZE_VER8 and later: the kernel zero-extends shorter structs anyway
-_SYSCALL = {"x86_64": 298, "aarch64": 241, "ppc64le": 319, "s390x": 331, "riscv64": 241}
-_DISABLED, _EXCLUDE_KERNEL, _EXCLUDE_HV = 1 << 0, 1 << 5, 1 << 6
-_IOC_ENABLE, _IOC_DISABLE, _IOC_RESET = 0x2400, 0x2401, 0x2403  # _IO('$', 0), _IO('$', 1), _IO('$', 3)
-_FD_CLOEXEC = 8  # PERF_FLAG_FD_CLOEXEC
-
-
-def perf_attr() -> bytes:
-    """struct perf_event_attr for user-space instructions of this thread: type PERF_TYPE_HARDWARE (0), config
-    PERF_COUNT_HW_INSTRUCTIONS (1), starting disabled, kernel and hypervisor excluded, not inherited."""
-    head = struct.pack("=IIQQQQQ", 0, PERF_ATTR_SIZE, 1, 0, 0, 0, _DISABLED | _EXCLUDE_KERNEL | _EXCLUDE_HV)
-    return head + bytes(PERF_ATTR_SIZE - len(head))
-
-
-class PerfCounter:
-    """instructions:u of the calling thread. `libc` is injectable so the protocol is testable without a PMU."""
-
-    kind = "perf"
-
-    def __init__(self, libc=None, machine: str | None = None):
-        self.libc = libc if libc is not None else ctypes.CDLL(None, use_errno=True)
-        number = _SYSCALL.get(machine or platform.machine())
-        if number is None:
-            raise WorkUnavailable(f"perf_event_open: no syscall number known for {platform.machine()}")
-        attr = ctypes.create_string_buffer(perf_attr(), PERF_ATTR_SIZE)
-        fd = self.libc.syscall(number, attr, 0, -1, -1, _FD_CLOEXEC)  # pid 0, any CPU: this thread
-        if fd < 0:
-            err = ctypes.get_errno()
-            raise WorkUnavailable(f"perf_event_open(instructions:u) failed: {os.strerror(err) if err else 'error'}"
-                                  " (no PMU, e.g. in a VM, or kernel.perf_event_paranoid > 2)")
-        self.fd = fd
-
-    def begin(self) -> None:
-        pass
-
-    def start(self) -> None:
-        self.libc.ioctl(self.fd, _IOC_RESET, 0)
-        self.libc.ioctl(self.fd, _IOC_ENABLE, 0)
-
-    def stop(self) -> int:
-        self.libc.ioctl(self.fd, _IOC_DISABLE, 0)
-        return struct.unpack("=Q", os.read(self.fd, 8))[0]
-
-    def read(self, token: int) -> int:
-        return token
-
-    def end(self) -> None:
-        pass
-
-
-# ---- the simulated counter -------------------------------------------------------------------------------------
-
-class CallgrindCounter:
-    """Ir of a region, in a process running under `valgrind --tool=callgrind --instr-atstart=no`: instrumenting
-    from `begin` to `end` (starting and stopping it flushes valgrind's translations, which then run
-    instrumented: slow, so once per run of calls, never per call); the counts zeroed at `start`, dumped at
-    `stop` and read (split by function, `split_dump`) after the run. What runs between a `stop` and the next
-    `start` is instrumented but not counted.
-
-    Callgrind numbers a process's dumps once for the whole process (OUT.<pid>.1, .2, ...), whatever object asked
-    for them, so the number a dump gets is not this object's: each region is named with a tag of its own, and
-    `read` finds the dump that carries it."""
-
-    kind = "callgrind"
-
-    def __init__(self, out: str | None = None, hooks=None):
-        self.out = out or os.environ.get("SPECDEC_CALLGRIND_OUT")
-        if not self.out:
-            raise WorkUnavailable("callgrind: SPECDEC_CALLGRIND_OUT is not set (start the process with work.command)")
-        if hooks is None:
-            try:
-                from pytest_codspeed.instruments.hooks import dist_instrument_hooks as hooks
-            except ImportError as exc:
-                raise WorkUnavailable(f"callgrind needs pytest-codspeed's instrument hooks ({exc}): "
-                                      "pip install 'pytest-codspeed>=5.0.4'") from None
-        self.hooks, self.instance = hooks, hooks.instrument_hooks_init()
-        self.regions = 0
-        self.tag = f"specdec-{os.getpid()}-{os.urandom(6).hex()}"  # unique: an object's id may be reused
-
-    def begin(self) -> None:
-        self.hooks.callgrind_start_instrumentation()
-
-    def start(self) -> None:
-        # CALLGRIND_ZERO_STATS, then START_INSTRUMENTATION (on since `begin`: a no-op)
-        self.hooks.instrument_hooks_start_benchmark(self.instance)
-
-    def stop(self) -> tuple[str, str]:
-        self.regions += 1  # CALLGRIND_DUMP_STATS_AT: the events since the zero, written now as OUT.<pid>.<n>
-        name = f"{self.tag}-{self.regions}"
-        self.hooks.instrument_hooks_set_executed_benchmark(self.instance, os.getpid(), name.encode())
-        return self.out.replace("%p", str(os.getpid())), name
-
-    def read(self, token: tuple[str, str]) -> dict:
-        return split_dump(find_dump(*token))
-
-    def end(self) -> None:
-        self.hooks.callgrind_stop_instrumentation()
-
-
-def preload_counter() -> None:
-    """Import the counter's own modules now (a zygote, before it forks children that count)."""
-    try:
-        import pytest_codspeed.instruments.hooks  # noqa: F401
-    except ImportError:
-        pass
+_counters = _load("work/counters.py")  # the counters themselves, re-exported: callers name them work.X
+KINDS, NAMES, WorkUnavailable, Counter = _counters.KINDS, _counters.NAMES, _counters.WorkUnavailable, _counters.Counter
+PERF_ATTR_SIZE, perf_attr, PerfCounter, CallgrindCounter = (_counters.PERF_ATTR_SIZE, _counters.perf_attr,
+                                                            _counters.PerfCounter, _counters.CallgrindCounter)
+preload_counter, open_counter = _counters.preload_counter, _counters.open_counter
 
 
 # The layout a process's code lands in moves the interpreter's lookup caches: the type-attribute cache indexes
@@ -238,16 +98,6 @@ def perturb(seed: int) -> list:
     keep.extend("x" * rng.randrange(1, 512) for _ in range(rng.randrange(PERTURB_OBJECTS)))
     keep.append(bytearray(rng.randrange(1, 1 << 16)))
     return keep
-
-
-def open_counter(kind: str | None = None) -> Counter:
-    """The counter this process was started for (SPECDEC_WORK_COUNTER, set by `command`)."""
-    kind = kind or os.environ.get("SPECDEC_WORK_COUNTER")
-    if kind == "perf":
-        return PerfCounter()
-    if kind == "callgrind":
-        return CallgrindCounter()
-    raise WorkUnavailable(f"no work counter named {kind!r} (allowed: {', '.join(KINDS)})")
 
 
 # ---- counting a call -----------------------------------------------------------------------------------------

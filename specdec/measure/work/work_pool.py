@@ -13,7 +13,7 @@ Every tree is seen through a link of the same length in one temporary folder (`.
 path's length moves a process's work (module paths, the strings built from them, where later objects land).
 
 Like `work.py` and `ab_worker.py`, this file is the method: it imports only the standard library and `work.py`
-beside it (loaded by path), so the asv harness loads it by path and counts every commit the same way. What a
+beside it (loaded by path, `method.py`), so the asv harness loads it by path and counts every commit the same way. What a
 revision is counted with (LAYOUTS, COUNT_CHARS, ROW_KINDS, `counting_config`, `jobs`) and a row's figure
 (`figure`) are defined here, once, for `specdec ab` (`ab_work`), bisect, the report, a user's asv suite
 (`user_bench`) and the repository's own asv harness (benchmarks/harness.py, which cannot import the package).
@@ -21,9 +21,9 @@ revision is counted with (LAYOUTS, COUNT_CHARS, ROW_KINDS, `counting_config`, `j
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
+import runpy
 import select
 import signal
 import subprocess
@@ -34,6 +34,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+_load = runpy.run_path(str(HERE.parent / "method.py"))["load"]  # the method's loader (method.py), run by path
 WORKER = HERE.parent / "ab_worker.py"  # measure's top: the counting child is the worker ab runs
 PRELOAD_TIMEOUT = 900.0  # seconds the zygote may take to import torch and the rest under simulation
 JOB_TIMEOUT = 1800.0  # seconds one child may take: import, build, count every row
@@ -76,13 +77,9 @@ def means(got: dict, label: str) -> dict[str, float]:
 
 
 def _work():
-    spec = importlib.util.spec_from_file_location("specdec_work_method", HERE / "work.py")
-    mod = sys.modules.get(spec.name)
-    if mod is None:
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules[spec.name] = mod  # registered before it runs: its dataclasses look their module up
-        spec.loader.exec_module(mod)
-    return mod
+    """The counter, `work.py`: loaded by path through the method's loader (`method.py`), the one module object the
+    worker script and the harness load too."""
+    return _load("work/work.py")
 
 
 METHOD = _method()

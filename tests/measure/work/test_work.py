@@ -9,6 +9,7 @@ import struct
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 from scipy import stats
@@ -259,9 +260,8 @@ def test_ab_work_verdicts_compare_the_layouts_means_against_the_calibration_or_t
 
 
 PROBE = """
-import importlib.util, json, sys
-spec = importlib.util.spec_from_file_location("specdec_work_method", {path!r})
-work = importlib.util.module_from_spec(spec); sys.modules[spec.name] = work; spec.loader.exec_module(work)
+import json, runpy
+work = runpy.run_path({method!r})["load"]("work/work.py")  # by path, as the worker loads it
 
 def loop(n):
     s = 0
@@ -281,7 +281,7 @@ print(json.dumps([one.as_dict(), two.as_dict()]))
 def test_callgrind_counts_a_python_loop_in_proportion(tmp_path):
     pytest.importorskip("pytest_codspeed")
     script = tmp_path / "probe.py"
-    script.write_text(textwrap.dedent(PROBE.format(path=work.__file__)))
+    script.write_text(textwrap.dedent(PROBE.format(method=str(Path(work.__file__).parents[1] / "method.py"))))
     proc = work.popen([sys.executable, str(script)], "callgrind", str(tmp_path / "cg.%p"), cwd=str(tmp_path),
                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     out, err = proc.communicate(timeout=300)
