@@ -478,7 +478,7 @@ def work_config(backend: str) -> dict:
 @functools.lru_cache(maxsize=None)
 def work_counts(backend: str = "onnx") -> dict:
     """Instructions per call of the work rows, counted as `specdec ab` counts a revision: the running checkout's
-    `work_pool.count_trees` (loaded by path with `work.py` and `ab_worker.py` beside it, never the commit's), the
+    `work_pool.count_tree` (loaded by path with `work.py` and `ab_worker.py` beside it, never the commit's), the
     tree being the folder the commit's package is installed in; one zygote under the work counter (callgrind where
     the machine has no hardware counter), a forked child per layout of WORK_LAYOUTS. A row's figure is the mean
     over the layouts of its `fewest` (instructions outside the allocators and the type cache's misses); a round
@@ -501,16 +501,10 @@ def work_counts(backend: str = "onnx") -> dict:
     site = str(Path(package.origin).resolve().parents[1])
     layouts = WORK_LAYOUTS[:1] if common.SMOKE else WORK_LAYOUTS
     pool = _method("work/work_pool.py")
-    got = pool.count_trees({"C": site}, work_config(backend), WORK_ROWS, avail.kind, layouts=layouts, jobs=pool.jobs(),
-                           progress=lambda line: print(line, file=sys.stderr, flush=True))
-    answers, means = got["answers"]["C"], pool.means(got, "C")
-    rows, reasons = {}, {}
-    for name in WORK_ROWS:
-        if name not in got["rows"]:
-            answer = answers.get(name)
-            reasons[name] = (answer["reason"] if answer and answer.get("reason") else
-                             "a smoke run counts the pass and draft rows only" if common.SMOKE else "not built")
-            continue
-        mean = means[name]
-        rows[name] = mean / answers[name]["facts"]["rounds"] if name.startswith("round") else mean
+    got = pool.count_tree(site, work_config(backend), WORK_ROWS, avail.kind, layouts,
+                          progress=lambda line: print(line, file=sys.stderr, flush=True))
+    rows = {name: mean / got["facts"][name]["rounds"] if name.startswith("round") else mean
+            for name, mean in got["rows"].items()}
+    reasons = {name: ("a smoke run counts the pass and draft rows only" if common.SMOKE and why == "not built" else why)
+               for name, why in got["reasons"].items()}
     return {"counter": avail.name, "rows": rows, "reasons": reasons}

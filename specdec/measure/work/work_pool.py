@@ -69,11 +69,16 @@ def figure(counts: list[dict], key: str = "fewest") -> list[float]:
     return [float(c[key]) for c in counts if c.get(key) is not None]
 
 
-def means(got: dict, label: str) -> dict[str, float]:
-    """Each counted row's figure for tree `label` of a `count_trees` result: the mean over the layouts of its
-    `fewest`. The one figure of a row that is not judged layout by layout: asv's work benchmarks (the repository's
-    and a user's) and the pytest fixture report it."""
-    return {row: sum(f) / len(f) for row, per in got["rows"].items() if (f := figure(per[label]))}
+def count_tree(tree: str, config: dict, rows: list[str], kind: str, layouts, progress=lambda line: None) -> dict:
+    """One tree's `rows` counted as `specdec ab` counts a revision (`count_trees`), each counted row's figure the
+    mean over `layouts` of its `fewest`: the one figure of a row not judged layout by layout, which asv's work
+    benchmarks (the repository's harness and a user's suite) report. {"rows": {row: figure}, "reasons": {row:
+    why it was not counted}, "facts": {row: the worker's facts}}."""
+    got = count_trees({"C": tree}, config, rows, kind, list(layouts), jobs=jobs(), progress=progress)
+    answers = got["answers"]["C"]
+    figures = {row: sum(f) / len(f) for row, per in got["rows"].items() if (f := figure(per["C"]))}
+    return {"rows": figures, "facts": {row: answers[row].get("facts", {}) for row in figures},
+            "reasons": {row: (answers.get(row) or {}).get("reason") or "not built" for row in rows if row not in figures}}
 
 
 def _work():

@@ -3,7 +3,7 @@
 The harness is the installed specdec, fixed while the user's commits vary: the rows are `specdec ab`'s (its worker's
 `_setup`, with the user's `MODULE:CALLABLE` entry points imported from the tree under test after the running
 specdec, `measure.entry`), timed by its worker's clock (`_timed`, `_number`: the thread's CPU time at one thread)
-in `timing.round_robin`'s rotating turns, and counted by its work pool (`work_pool.count_trees`, the method's
+in `timing.round_robin`'s rotating turns, and counted by its work pool (`work_pool.count_tree`, the method's
 `counting_config`, a row's `figure` the mean over layouts of its instructions outside the allocators). Nothing
 here is imported from the user's commit but their entry points' modules.
 
@@ -169,8 +169,9 @@ def work_rows(pair: Pair) -> list[str]:
 def work(pair: Pair, where: str, rows_: list[str] | None = None, layouts: tuple | None = None,
          chars: int | None = None, progress=lambda line: None) -> dict:
     """Instructions per call of `rows_` (default the pass and each draft's proposal) of `where`, counted as
-    `specdec ab` counts a revision (`work_pool.count_trees` with `work_pool.counting_config`); a row's figure is
-    the mean over the layouts of its instructions outside the allocators and the type cache's misses.
+    `specdec ab` counts a revision (`work_pool.count_tree` with `work_pool.counting_config`, as the repository's
+    harness counts a commit); a row's figure is the mean over the layouts of its instructions outside the
+    allocators and the type cache's misses.
     {"counter": name, "rows": {row: figure}, "reasons": {row: why}} or {"counter": None, "reason": why}."""
     from specdec.measure.work import work as work_, work_pool
 
@@ -181,12 +182,9 @@ def work(pair: Pair, where: str, rows_: list[str] | None = None, layouts: tuple 
     wanted = rows_ or work_rows(pair)
     layouts = layouts or (work_pool.LAYOUTS[:1] if smoke() else work_pool.LAYOUTS)
     kinds = sorted({row.split(" ", 1)[0] for row in wanted})
-    cfg = work_pool.counting_config(pair.config(where, kinds, chars))
-    got = work_pool.count_trees({"C": where}, cfg, wanted, avail.kind, list(layouts), jobs=work_pool.jobs(),
-                                progress=progress)
-    figures = work_pool.means(got, "C")
-    reasons = {row: _unavailable(got["answers"]["C"], row) for row in wanted if row not in figures}
-    return {"counter": work_.NAMES[avail.kind], "rows": figures, "reasons": reasons, "layouts": list(layouts)}
+    got = work_pool.count_tree(where, work_pool.counting_config(pair.config(where, kinds, chars)), wanted, avail.kind,
+                               layouts, progress=progress)
+    return {"counter": work_.NAMES[avail.kind], "rows": got["rows"], "reasons": got["reasons"], "layouts": list(layouts)}
 
 
 # ---- asv: the classes `specdec asv-init`'s benchmarks module makes from its pair ------------------------------
