@@ -9,6 +9,7 @@ the other commits change nothing the rows run.
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -104,3 +105,31 @@ def make(path: Path) -> list[str]:
              ({"LICENSE": "MIT\n"}, "7: license"),
              ({"README.md": "my drafts, for specdec's harness\n"}, "8: readme")]
     return [_commit(path, files, message) for files, message in steps]
+
+
+GIT = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
+
+
+def history(sample: tuple[Path, list[str]], name: str, steps) -> tuple[Path, list[str]]:
+    """A copy of the sample repository (once per name) with branch `name` checked out: from the sample's commit
+    steps[0], then one commit per step (`rm PATH`, `from I` (the sample's commit index I's tree), `add PATH TEXT`).
+    Its commits' hashes, oldest first."""
+    root0, commits0 = sample
+    root = root0.parent / name
+    if not root.exists():
+        shutil.copytree(root0, root)
+        subprocess.run(GIT + ["checkout", "-q", "-b", name, commits0[steps[0]]], cwd=root, check=True)
+        for i, step in enumerate(steps[1:]):
+            op, arg, *text = step
+            if op == "rm":
+                subprocess.run(GIT + ["rm", "-q", arg], cwd=root, check=True)
+            elif op == "from":
+                subprocess.run(GIT + ["checkout", "-q", commits0[arg], "--", "."], cwd=root, check=True)
+            else:
+                (root / arg).parent.mkdir(parents=True, exist_ok=True)
+                (root / arg).write_text(text[0])
+                subprocess.run(GIT + ["add", arg], cwd=root, check=True)
+            subprocess.run(GIT + ["commit", "-q", "--allow-empty", "-m", f"{name} {i}: {op} {arg}"], cwd=root,
+                           check=True)
+    return root, subprocess.run(["git", "rev-list", "--reverse", "HEAD"], cwd=root, capture_output=True, text=True,
+                                check=True).stdout.split()

@@ -21,12 +21,6 @@ from specdec.measure.ab.bisect import search
 from tests import feature_draft, user_repo
 
 
-@pytest.fixture(scope="module")
-def sample(tmp_path_factory) -> tuple[Path, list[str]]:
-    root = tmp_path_factory.mktemp("user") / "repo"
-    return root, user_repo.make(root)
-
-
 def _worktrees(root: Path) -> int:
     out = subprocess.run(["git", "worktree", "list"], cwd=root, capture_output=True, text=True, check=True).stdout
     return len(out.splitlines())
@@ -207,27 +201,6 @@ def test_COUNTS_WORK_ab_of_commit_4_against_5_flags_the_drafts_work_rows_and_no_
     assert 0.01 < rows["draft mydraft:make"]["change"] < 0.04
 
 
-@needs_valgrind
-def test_COUNTS_WORK_bisect_names_a_dearer_rollback_with_abs_rows_and_rule(rounds, capsys):
-    """Counts work (minutes under callgrind): GOOD = commit 4, then a note, then a dearer rollback (the loop calls it
-    once a round; the draft row's call steps back one token as a round does, so it runs it too), then a readme.
-    bisect judges the rows `specdec ab` judges (target-only, pass, verify, the draft, its spec and round rows at
-    the largest k) with ab's rule and this machine's calibration: the draft and spec rows flag the commit, the
-    rows that never run the user's code (target-only, the passes) and the replayed round do not; one counting
-    pool for the search. (The null commit's target-only once moved +0.667 % here: ONNX Runtime's telemetry
-    thread, counted with the row until the counted processes turned it off; docs/work.md.)"""
-    root, commits = rounds
-    good, bad = commits[3], commits[-1]
-    code, out, err = _run(["bisect", good, bad, "--repo", str(root), "--drafts", "mydraft:make"], capsys)
-    print(err + out)  # each judged commit's rows and the answer, for the log (-s)
-    assert code == 0 and f"first slower commit: {commits[-2]}" in out, out + err
-    for row in ("spec mydraft:make k=4", "draft mydraft:make"):
-        assert re.search(rf"{row}: \+[\d.]+% of work \(threshold [\d.]+%\): worse", err), err
-    for row in ("target-only", "pass 1", "verify 5", "round mydraft:make k=4"):
-        assert not re.search(rf"  {row}: [^\n]*: worse", err), err
-    assert _worktrees(root) == 1 and err.count("counting process ready") == 1
-
-
 def test_bisect_says_an_unmeasurable_bad_with_its_own_exit_status(holes, monkeypatch, capsys):
     """A judge that can measure nothing at BAD (no row in both): exit 3 and "could not be measured", never
     "not worse"."""
@@ -240,47 +213,11 @@ def test_bisect_says_an_unmeasurable_bad_with_its_own_exit_status(holes, monkeyp
     assert code == bisect_cmd.UNMEASURED == 3 and "could not be measured" in out and "not worse" not in out, out + err
 
 
-GIT = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
-
-
-def _history(sample, name: str, steps) -> list[str]:
-    """A copy of the sample repository (once per name) with branch `name` checked out: from the sample's commit
-    steps[0], then one commit per step (`rm PATH`, `from I` (the sample's commit index I's tree), `add PATH TEXT`).
-    Its commits' hashes, oldest first."""
-    root0, commits0 = sample
-    root = root0.parent / name
-    if not root.exists():
-        shutil.copytree(root0, root)
-        subprocess.run(GIT + ["checkout", "-q", "-b", name, commits0[steps[0]]], cwd=root, check=True)
-        for i, step in enumerate(steps[1:]):
-            op, arg, *text = step
-            if op == "rm":
-                subprocess.run(GIT + ["rm", "-q", arg], cwd=root, check=True)
-            elif op == "from":
-                subprocess.run(GIT + ["checkout", "-q", commits0[arg], "--", "."], cwd=root, check=True)
-            else:
-                (root / arg).parent.mkdir(parents=True, exist_ok=True)
-                (root / arg).write_text(text[0])
-                subprocess.run(GIT + ["add", arg], cwd=root, check=True)
-            subprocess.run(GIT + ["commit", "-q", "--allow-empty", "-m", f"{name} {i}: {op} {arg}"], cwd=root,
-                           check=True)
-    return root, subprocess.run(["git", "rev-list", "--reverse", "HEAD"], cwd=root, capture_output=True, text=True,
-                                check=True).stdout.split()
-
-
-@pytest.fixture
-def rounds(sample) -> tuple[Path, list[str]]:
-    """The sample's commits 1..4, then a note, a rollback made dearer (every round pays it), and a readme."""
-    return _history(sample, "rounds", [3, ("add", "NOTES.md", "a round\n"),
-                                       ("add", "mydraft.py", user_repo.draft_source(rollback=True)),
-                                       ("add", "README.md", "rounds\n")])
-
-
 @pytest.fixture
 def holes(sample) -> tuple[Path, list[str]]:
     """The sample's commits 1 and 2, then a commit 3 that lost the module, then commits 4..8 with the sample's
     trees (commit 4 brings the module back, 5 makes the draft dearer)."""
-    return _history(sample, "holes", [1, ("rm", "mydraft.py")] + [("from", i) for i in range(3, 8)])
+    return user_repo.history(sample, "holes", [1, ("rm", "mydraft.py")] + [("from", i) for i in range(3, 8)])
 
 
 def test_bisect_skips_the_commits_without_the_module(holes, monkeypatch, capsys):
@@ -335,7 +272,7 @@ DECOY = 'raise RuntimeError("a commit\'s own specdec was imported: the harness m
 def decoy(sample) -> tuple[Path, list[str]]:
     """The sample's commits 1..4, then D1: a decoy `specdec` package added, D2: the module removed, D3: the module
     back with commit 5's dearer draft (the decoy still there). D1 is index 4, D3 index 6."""
-    return _history(sample, "decoy", [3, ("add", "specdec/__init__.py", DECOY), ("rm", "mydraft.py"), ("from", 4)])
+    return user_repo.history(sample, "decoy", [3, ("add", "specdec/__init__.py", DECOY), ("rm", "mydraft.py"), ("from", 4)])
 
 
 @pytest.mark.parametrize("history, good, bad, code, says, judged, skipped", [
