@@ -205,19 +205,9 @@ def _costs(backend: str, samples: int | None, number: int | None) -> dict:
 
 
 def _prefill_states(model, draft, ctx: list[int]):
-    """For a draft that reads the target (`take_features`; None for any other): the states a prefill of the
-    context forms, positions 0..len(ctx) - 2 (the last token is still pending), as the loop hands them; its
-    layers where it reads several (`feature_layers`), else the final states."""
-    if getattr(draft, "take_features", None) is None:
-        return None
-    layers = getattr(draft, "feature_layers", None)
-    before = model.want_features
-    model.want_features = tuple(layers) if layers else True
-    try:
-        model(torch.tensor([ctx[:-1]]), 0)
-        return model.features[0].clone()
-    finally:
-        model.want_features, model.features = before, None
+    """For a draft that reads the target: the states a prefill of the context forms, as the loop hands them
+    (None for any other draft): `specdec ab`'s own hand-off (the running checkout's ab_rows.py, `_method`)."""
+    return _method("ab_rows.py").prefill_states(model, draft, ctx)
 
 
 def _proposal(draft, ctx: list[int], pos: int, states=None) -> Callable[[], object]:

@@ -138,26 +138,32 @@ def _measure_report(args, target, drafts: list | None, ks: list[int], cpus, afte
                          workload=args.workload, prompt=args.prompt, trees=args.trees, after_own_run=after_own_run,
                          between_run=args.between_run, started=None if after_own_run else args.started,
                          batched=args.batched, log=models.log)
-    _count_work(args, doc, backend)
+    _count_work(args, doc, backend, drafts)
     return doc
 
 
-def _count_work(args, doc: dict, backend: str | None) -> None:
+def _count_work(args, doc: dict, backend: str | None, drafts: list | None = None) -> None:
     """doc["work"]: the cost table's calls counted in a worker of this checkout, after the timed sections (the
-    seconds it took: a section of its own, outside --budget)."""
+    seconds it took: a section of its own, outside --budget). A user's MODULE:CALLABLE draft is counted by its
+    entry point (the worker imports it from the current folder) under the name the report gives it."""
     from specdec.measure.ab import work_costs
 
     kind, why_not = args.work_plan
     if kind is None:
         doc["work"] = work_costs.ab_work.unavailable(why_not)
         return
-    config = {"target": models.target_spec(args), "backend": backend or models.backend_name(args),
-              "dtype": args.dtype, "drafts": list(doc["settings"]["drafts"]), "ks": doc["settings"]["ks"],
+    # _report_drafts built args.drafts in order: a user's draft object stands at its entry point's place
+    entries = {spec: d.name for spec, d in zip(args.drafts or [], drafts or [])
+               if entry.is_entry(spec) and not isinstance(d, str)}
+    by_name = {name: spec for spec, name in entries.items()}
+    config = {"target": models.target_spec(args), "backend": backend or models.backend_name(args), "dtype": args.dtype,
+              "drafts": [by_name.get(n, n) for n in doc["settings"]["drafts"]], "ks": doc["settings"]["ks"],
               "chars": doc["settings"]["chars"], "prompt": args.prompt or "ROMEO:", "seed": args.seed or 0,
               "temperature": doc["settings"]["temperature"], "threads": doc["machine"]["threads"]}
     models.log(f"[work] counting the cost table's calls ({work_costs.work.NAMES[kind]}), after the timed sections")
     draft_k = doc.get("costs", {}).get("draft_k") or max(doc["settings"]["ks"])
-    doc["work"] = work_costs.measure(config, kind, draft_k, progress=lambda s: models.log(f"[work] {s}"))
+    doc["work"] = work_costs.measure(config, kind, draft_k, progress=lambda s: models.log(f"[work] {s}"),
+                                     entries=entries)
     if doc["work"].get("failed"):
         models.log(f"[work] {doc['work']['reason']}")
     doc["sections"].append({"section": "work: the cost table's calls counted (after the timing, outside --budget)",

@@ -136,6 +136,23 @@ def _pass_call(target, ctx: list[int], n: int):
     return call
 
 
+def prefill_states(target, draft, ctx: list[int]):
+    """For a draft that reads the target (`take_features`; None for any other): the states a prefill of the
+    context forms, positions 0..len(ctx) - 2 (the last token is still pending), as the loop hands them; the
+    draft's layers where it reads several (`feature_layers`, EAGLE-3), else the final states. Public Target
+    members only, so the asv harness times a proposal after the same hand-off (it loads this file by path)."""
+    if getattr(draft, "take_features", None) is None:
+        return None
+    before = target.want_features
+    layers = getattr(draft, "feature_layers", None)
+    target.want_features, _ = (tuple(layers) if layers else True), target.setup_cache(1)
+    try:
+        target(target.ids(ctx[:-1]), 0)
+        return target.features[0].clone()
+    finally:
+        target.want_features, target.features = before, None
+
+
 def _draft_call(draft, ctx: list[int], k: int, temperature: float, target=None):
     """A draft's proposal as a round pays for it: step back one token, propose k after the context. A draft that
     reads the target is handed the states a prefill of the context forms (its round's hand-off, after the verify
@@ -145,17 +162,8 @@ def _draft_call(draft, ctx: list[int], k: int, temperature: float, target=None):
 
     rng = np.random.default_rng(0)
     draft.reset()
-    states = None
-    if getattr(draft, "take_features", None) is not None and target is not None:
-        before = target.want_features
-        # the draft's layers where it reads several (EAGLE-3), else the final states
-        layers = getattr(draft, "feature_layers", None)
-        target.want_features, _ = (tuple(layers) if layers else True), target.setup_cache(1)
-        try:
-            target(target.ids(ctx[:-1]), 0)
-            states = target.features[0].clone()
-        finally:
-            target.want_features, target.features = before, None
+    states = prefill_states(target, draft, ctx) if target is not None else None
+    if states is not None:
         draft.take_features(states, 0)
     draft.propose(ctx, 1, rng, temperature)
     state = rng.bit_generator.state

@@ -51,3 +51,51 @@ def test_a_user_feature_draft_is_measured_in_the_report_like_a_shipped_one(folde
     assert acceptance["head-zero"]["target_passes"] > 0 and 0 < acceptance["head-zero"]["acceptance"] <= 1
     assert "head-zero" in doc["costs"]["drafts"]
     assert any(r["draft"] == "head-zero" for r in doc["speedup"])
+
+
+def test_the_work_section_counts_a_user_draft_by_its_entry_point_under_the_reports_name(folder, target, monkeypatch):
+    """The cost table's count (after the timing) builds the user's draft in ab's worker as `specdec ab` does: the
+    running specdec the harness, the current folder the tree, the entry point the draft's name there; its row
+    comes back under the name the report's tables give the draft. (The counting itself: tests/measure/ab.)"""
+    from specdec.measure.ab import ab_work, work_costs
+    from specdec.measure import entry
+
+    args = argparse.Namespace(dtype=None, allow_download=False, drafts=["featdraft:make", "bigram"], device="cpu",
+                              work_plan=("callgrind", ""), prompt=None, seed=None, target=None, checkpoint=None,
+                              backend="eager")
+    drafts = report_cmd._report_drafts(args, target)
+    doc = {"settings": {"drafts": ["head-zero", "bigram"], "ks": [2, 4], "chars": 60, "temperature": 1.0},
+           "machine": {"threads": 1}, "costs": {"draft_k": 4}, "sections": []}
+    seen = {}
+
+    def count(sources, config, kind, rows, progress):
+        seen.update(tree=sources[0].path, config=config, rows=rows)
+        return {row: [[{"fewest": 1000 + i}] * 3] for i, row in enumerate(rows)}
+
+    monkeypatch.setattr(ab_work, "count_sources", count)
+    monkeypatch.setattr(ab_work, "calibration", lambda config, kind: None)
+    report_cmd._count_work(args, doc, "eager", drafts)
+    assert seen["rows"] == ["pass 1", "draft featdraft:make", "draft bigram"]
+    assert seen["config"]["drafts"] == ["featdraft:make", "bigram"] and seen["config"]["draft_k"] == 4
+    assert seen["config"]["harness"] == entry.harness_root() and seen["tree"] == str(folder)
+    assert set(doc["work"]["rows"]) == {"pass 1", "draft head-zero", "draft bigram"}
+    assert doc["work"]["rows"]["draft head-zero"] == [{"fewest": 1001}] * 3
+    assert work_costs.instructions(doc["work"]["rows"]["draft head-zero"]) == 1001
+
+
+def test_the_work_section_of_shipped_drafts_counts_this_checkout_without_a_harness(target, monkeypatch):
+    from specdec.measure.ab import ab_work, work_costs
+
+    seen = {}
+
+    def count(sources, config, kind, rows, progress):
+        seen.update(tree=sources[0].path, config=config)
+        return {row: [[{"fewest": 7}]] for row in rows}
+
+    monkeypatch.setattr(ab_work, "count_sources", count)
+    monkeypatch.setattr(ab_work, "calibration", lambda config, kind: None)
+    config = {"target": None, "backend": "eager", "dtype": None, "drafts": ["bigram"], "ks": [4], "chars": 60,
+              "prompt": "ROMEO:", "seed": 0, "temperature": 1.0, "threads": 1}
+    got = work_costs.measure(config, "callgrind", 4)
+    assert "harness" not in seen["config"] and seen["tree"] == str(work_costs.checkout())
+    assert set(got["rows"]) == {"pass 1", "draft bigram"}

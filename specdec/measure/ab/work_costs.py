@@ -16,6 +16,7 @@ the work is the same, so what differs is the machine's speed.
 
 from __future__ import annotations
 
+import os
 import statistics
 from collections.abc import Callable
 from pathlib import Path
@@ -24,6 +25,7 @@ from specdec.measure.ab import ab_work
 from specdec.measure.work import work, work_calibration, work_pool
 from specdec.measure.ab.ab import WorkerError
 from specdec.measure.ab.ab_sources import Source
+from specdec.measure import entry
 from specdec.measure.clock import measured
 
 PASS = "pass 1"  # the worker's row names (ab_worker._rows)
@@ -43,19 +45,28 @@ def checkout() -> Path:
 METHOD = work_pool.METHOD  # how a row's figure is made and by what plan (layouts, warm-ups): work_pool says
 
 
-def measure(config: dict, kind: str, draft_k: int,
-            progress: Callable[[str], None] = lambda line: None) -> dict:
+def measure(config: dict, kind: str, draft_k: int, progress: Callable[[str], None] = lambda line: None,
+            entries: dict[str, str] | None = None) -> dict:
     """doc["work"]: the counter, per row a Count dict per layout (`work.Count`), `draft_k`, the seconds it took.
     config is the ab worker's (target, backend, dtype, drafts by name, ks, chars, prompt, seed, temperature,
-    threads); a draft the worker cannot build by name (a Draft object given to `report.measure`) is left out."""
+    threads). `entries` maps a user's drafts given as MODULE:CALLABLE (in config["drafts"]) to the names the
+    report gives them (their `name`): they are imported from the current folder as `specdec ab` imports a
+    user's code (the running specdec the harness, the folder the tree), and their rows named as the report's.
+    A draft the worker cannot build (a Draft object given to `report.measure` without its entry point) is left
+    out."""
     t0 = measured()
+    entries = entries or {}
     cfg = {**ab_work.counting_config(config), "only": ["pass", "draft"], "draft_k": draft_k}
+    tree = str(checkout())
+    if entries:
+        cfg["harness"], tree = entry.harness_root(), os.getcwd()
     rows = [PASS] + [draft_row(n) for n in config["drafts"]]
     try:
-        got = ab_work.count_sources([Source("R", "this checkout", str(checkout()), None)], cfg, kind, rows, progress)
+        got = ab_work.count_sources([Source("R", "this checkout", tree, None)], cfg, kind, rows, progress)
     except WorkerError as exc:  # the timed report stands; its work section says it failed, and why
         return ab_work.unavailable(f"the counting worker failed: {str(exc).splitlines()[0]}", failed=True)
-    return {"counter": kind, "name": work.NAMES[kind], "rows": {n: per[0] for n, per in got.items()},
+    named = {draft_row(spec): draft_row(name) for spec, name in entries.items()}
+    return {"counter": kind, "name": work.NAMES[kind], "rows": {named.get(n, n): per[0] for n, per in got.items()},
             "calibration": ab_work.calibration(config, kind) if draft_k == max(config["ks"]) else None,
             "draft_k": draft_k, "method": METHOD, "layouts": list(ab_work.LAYOUTS), "cpu": work_calibration.cpu(),
             "seconds": round(measured() - t0, 1)}
