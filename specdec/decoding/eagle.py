@@ -42,10 +42,10 @@ from specdec.model.train import _batch, shipped_path
 
 HIDDEN = 256  # the MLP's width: 165,248 parameters at the shipped target's width 128
 UNROLL = 4  # training steps unrolled, as a round at k = 4 runs them
-STEPS = 600  # optimiser steps of `specdec train-draft eagle`
+STEPS = 2000  # optimiser steps of `specdec train-draft eagle`
 BATCH = 32  # crops per step
 CROP = 64  # positions per crop, taken at a random offset of a pooled window (its states saw the whole window)
-WINDOWS = 1024  # the pool of training windows (as long as the context) the target's states are computed for once
+WINDOWS = 2048  # the pool of training windows (as long as the context) the target's states are computed for once
 
 
 class EagleNet(nn.Module):

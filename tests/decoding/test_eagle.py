@@ -24,6 +24,9 @@ def test_the_shipped_network_loads_with_torch_alone_and_names_its_target(target)
     net, meta = eagle.load_net(eagle.shipped_path("eagle"))
     assert eagle.config_of(net) == {"width": target.config.n_embd, "hidden": eagle.HIDDEN}
     assert meta["target_sha256"] == target.meta["sha256"] and meta["unroll"] == eagle.UNROLL
+    # the shipped file is the documented recipe's: `specdec train-draft eagle --seed 0` at its defaults, one thread
+    assert (meta["steps"], meta["windows"], meta["batch"], meta["crop"], meta["lr"], meta["seed"], meta["threads"]) == (
+        eagle.STEPS, eagle.WINDOWS, eagle.BATCH, eagle.CROP, 3e-3, 0, 1) == (2000, 2048, 32, 64, 3e-3, 0, 1)
     draft = specdec.make_draft("eagle", target)
     assert isinstance(draft, eagle.EagleDraft)
     assert draft.weight_bytes() == 4 * eagle.parameters(net) == 4 * 165_248
@@ -121,6 +124,33 @@ def test_acceptance_per_position_is_recorded_like_any_drafts(target):
     assert sum(hist) == out.stats.draft_calls and len(hist) == 5
     assert np.dot(hist, range(5)) == out.stats.accepted
     assert out.stats.drafted <= 4 * out.stats.draft_calls
+
+
+def test_the_acceptance_tool_counts_rounds_as_the_engines_define_them(target):
+    """tools/eagle_acceptance.py (the figures docs/model.md gives): seeded validation windows of the asked length,
+    the same figures on a rerun, vLLM's per-position rates from the summed histogram, the conditional ones from
+    the round log, each the ratio of its counts."""
+    import importlib.util
+    from pathlib import Path
+
+    from specdec.model import corpus
+
+    path = Path(__file__).resolve().parents[2] / "tools" / "eagle_acceptance.py"
+    spec = importlib.util.spec_from_file_location("eagle_acceptance_tool", path)
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    ps = tool.prompts(3, 32, seed=7)
+    assert ps == tool.prompts(3, 32, seed=7) and [len(p) for p in ps] == [32] * 3
+    assert all(p in corpus.split_text("val") for p in ps)
+    draft = specdec.make_draft("eagle", target)
+    got = tool.measure(target, draft, k=4, n=2, chars=40, seed=7)
+    assert got == tool.measure(target, draft, k=4, n=2, chars=40, seed=7)
+    h = got["histogram"]
+    assert got["rounds"] == sum(h) and len(h) == 5
+    assert got["unconditional"] == [sum(h[i:]) / sum(h) for i in range(1, 5)]
+    reached = got["conditional_reached"]
+    assert reached[0] == got["rounds"] and all(a >= b for a, b in zip(reached, reached[1:]))
+    assert got["conditional"][0] == got["unconditional"][0]  # draft 1: every round reaches it
 
 
 def _specdec(*args, cwd):
