@@ -14,8 +14,14 @@ Layout under `cache_dir()/llama-server/`:
   after a failure resumes where cmake stopped instead of starting over.
 Two processes building the same version take turns (a lock), and the second finds the first's entry.
 
-Only the `llama-server` target is built (not the tools, examples or tests), static (`BUILD_SHARED_LIBS=OFF`,
-so the cached binary needs no library beside it), without curl or OpenSSL (models are local files).
+Where the installed llama-cpp-python is the version asked for, llama.cpp is not compiled a second time: its wheel
+already holds ggml, llama, the common library and mtmd as shared libraries (`lib/` beside the package, with
+every name the link asks for), most of a whole build's compile (docs/engines.md). Only the server's
+own code is compiled (`LINKED_FLAGS`, each target's `/fast` rule: no dependency rebuilt), linked against copies
+of those libraries, and the entry holds the binary with the copies beside it (its run path `$ORIGIN`), so a venv
+that is removed takes nothing the entry needs. Where that cannot run (another version, a wheel without those
+libraries) or fails, the whole `llama-server` target is built instead, static (`CMAKE_FLAGS`: no library beside
+it), without curl or OpenSSL (models are local files); build.json says which.
 """
 
 from __future__ import annotations
@@ -39,6 +45,15 @@ PACKAGE = "llama-cpp-python"
 BINARY = "llama-server"
 CMAKE_FLAGS = ("-DCMAKE_BUILD_TYPE=Release", "-DLLAMA_BUILD_SERVER=ON", "-DLLAMA_BUILD_TESTS=OFF",
                "-DLLAMA_BUILD_EXAMPLES=OFF", "-DLLAMA_CURL=OFF", "-DLLAMA_OPENSSL=OFF", "-DBUILD_SHARED_LIBS=OFF")
+# The server's code alone, against the wheel's libraries: the wheel's own options (shared libraries, the common
+# library, no curl; subprocess support is llama.cpp's default on Linux, as in the wheel) and the server's tools.
+LINKED_FLAGS = ("-DCMAKE_BUILD_TYPE=Release", "-DBUILD_SHARED_LIBS=ON", "-DLLAMA_BUILD_COMMON=ON",
+                "-DLLAMA_BUILD_TOOLS=ON", "-DLLAMA_BUILD_SERVER=ON", "-DLLAMA_BUILD_TESTS=OFF",
+                "-DLLAMA_BUILD_EXAMPLES=OFF", "-DLLAMA_BUILD_APP=OFF", "-DLLAMA_CURL=OFF", "-DLLAMA_OPENSSL=OFF",
+                "-DCMAKE_BUILD_RPATH=$ORIGIN")
+# What the server links, each built by its `/fast` rule in this order (the UI's assets first: generated sources)
+LINKED_TARGETS = ("cpp-httplib", "llama-ui", "llama-common-base", "server-context", "llama-server-impl", BINARY)
+WHEEL_LIBRARIES = ("llama-common", "mtmd", "llama", "ggml", "ggml-base", "ggml-cpu")  # lib<name>.so.* in the wheel
 _VERSION = re.compile(r"^\d+\.\d+\.\d+$")
 _PROGRESS = re.compile(r"^\[\s*(\d+)%\]")
 
@@ -113,11 +128,37 @@ def build(version: str | None = None, jobs: int = 2, log: Callable[[str], None] 
         work.mkdir(parents=True, exist_ok=True)
         started = time.monotonic()
         source = _source(version, work, log)
-        binary = _compile(source, work, jobs, log)
+        libraries, how = wheel_libraries(version), "static"
+        if libraries is not None:
+            try:
+                binary, how = _compile_linked(source, work, jobs, log, libraries), "linked"
+            except BuildError as exc:  # the wheel's libraries did not serve: the whole build, as without them
+                log(f"build-server: linking against llama-cpp-python's libraries failed ({exc}); building "
+                    f"llama.cpp whole instead")
+        if how == "static":
+            binary = _compile(source, work, jobs, log)
         seconds = time.monotonic() - started
-        path = _install(version, binary, seconds)
-        log(f"build-server: installed {path} ({seconds:.0f} s)")
+        path = _install(version, binary, seconds, how)
+        log(f"build-server: installed {path} ({seconds:.0f} s, {how})")
         return path, True
+
+
+def wheel_libraries(version: str) -> Path | None:
+    """The folder of the installed llama-cpp-python's shared libraries (`lib/` beside the package) when it is
+    `version` and holds every library the server links (`WHEEL_LIBRARIES`), else None."""
+    from importlib import metadata
+
+    try:
+        dist = metadata.distribution(PACKAGE)
+    except metadata.PackageNotFoundError:
+        return None
+    if dist.version != version:
+        return None
+    names = {Path(str(f)).name for f in dist.files or () if str(f).startswith("lib/lib")}
+    if not all(any(n.startswith(f"lib{lib}.so") for n in names) for lib in WHEEL_LIBRARIES):
+        return None
+    folder = Path(dist.locate_file("lib"))
+    return folder if folder.is_dir() else None
 
 
 def _source(version: str, work: Path, log) -> Path:
@@ -158,15 +199,41 @@ def _source(version: str, work: Path, log) -> Path:
 
 
 def _compile(tree: Path, work: Path, jobs: int, log) -> Path:
-    """cmake configure and build of the one target; the full output in work/build.log."""
+    """cmake configure and build of the one target, static; the full output in work/build.log."""
     build_dir, log_path = work / "build", work / "build.log"
+    _run_steps([("configure", ["cmake", "-S", str(tree), "-B", str(build_dir), *CMAKE_FLAGS]),
+                ("build", ["cmake", "--build", str(build_dir), "--target", BINARY, f"-j{jobs}"])], log_path, log)
+    binary = build_dir / "bin" / BINARY
+    if not binary.is_file():
+        raise BuildError(f"cmake built no {binary}", tail_of(log_path), log_path)
+    return binary
+
+
+def _run_steps(steps: list[tuple[str, list[str]]], log_path: Path, log) -> None:
+    """Each (step, command) in turn, their output into `log_path`; a BuildError at the first that fails."""
     with open(log_path, "w") as out:
-        for step, cmd in (("configure", ["cmake", "-S", str(tree), "-B", str(build_dir), *CMAKE_FLAGS]),
-                          ("build", ["cmake", "--build", str(build_dir), "--target", BINARY, f"-j{jobs}"])):
+        for step, cmd in steps:
             log(f"build-server: cmake {step} ({' '.join(cmd[1:])})")
             if _run_logged(cmd, out, log) != 0:
                 out.flush()  # the log is read back below: what cmake said last is still in this file's buffer
                 raise BuildError(f"cmake {step} failed ({_last_error(log_path)})", tail_of(log_path), log_path)
+
+
+def _compile_linked(tree: Path, work: Path, jobs: int, log, libraries: Path) -> Path:
+    """The server's own code (`LINKED_TARGETS`) compiled and linked against copies of the wheel's libraries put
+    where llama.cpp's build would have written its own (`bin/`); the full output in work/build-linked.log."""
+    build_dir, log_path = work / "build-linked", work / "build-linked.log"
+    (build_dir / "bin").mkdir(parents=True, exist_ok=True)
+    for lib in libraries.iterdir():
+        if lib.name.startswith("lib") and ".so" in lib.name:
+            target = build_dir / "bin" / lib.name
+            target.unlink(missing_ok=True)
+            shutil.copy2(lib, target, follow_symlinks=False)
+    steps = [("configure", ["cmake", "-S", str(tree), "-B", str(build_dir), *LINKED_FLAGS]),
+             ("UI assets", ["cmake", "--build", str(build_dir), "--target", "llama-ui-assets"])]
+    steps += [(target, ["cmake", "--build", str(build_dir), "--target", f"{target}/fast", f"-j{jobs}"])
+              for target in LINKED_TARGETS]
+    _run_steps(steps, log_path, log)
     binary = build_dir / "bin" / BINARY
     if not binary.is_file():
         raise BuildError(f"cmake built no {binary}", tail_of(log_path), log_path)
@@ -192,19 +259,24 @@ def _last_error(log_path: Path) -> str:
     return (errors or lines or ["no output"])[-1][:200]
 
 
-def _install(version: str, binary: Path, seconds: float) -> Path:
-    """Copy the binary into a new folder beside the entry, check it runs, then rename the folder into place."""
+def _install(version: str, binary: Path, seconds: float, how: str = "static") -> Path:
+    """Copy the binary (and, linked, the shared libraries beside it in its build folder) into a new folder beside
+    the entry, check it runs, then rename the folder into place."""
     tmp = Path(tempfile.mkdtemp(dir=root(), prefix=f".{version}-"))
     try:
         shutil.copy2(binary, tmp / BINARY)
+        if how == "linked":  # its run path is $ORIGIN: the libraries it was linked against go beside it
+            for lib in binary.parent.iterdir():
+                if lib.name.startswith("lib") and ".so" in lib.name:
+                    shutil.copy2(lib, tmp / lib.name, follow_symlinks=False)
         done = subprocess.run([str(tmp / BINARY), "--version"], capture_output=True, text=True, timeout=60)
         if done.returncode != 0:
             said = (done.stdout + done.stderr).strip().splitlines()
             raise BuildError(f"the built {binary} does not run (`--version` exited {done.returncode})", said[-10:])
         said = (done.stdout + done.stderr).strip().splitlines()
         write_atomic(tmp / "build.json", json.dumps({
-            "version": version, "cmake_flags": list(CMAKE_FLAGS), "build_seconds": round(seconds, 1),
-            "server_version": said[0] if said else None}, indent=2) + "\n")
+            "version": version, "how": how, "cmake_flags": list(LINKED_FLAGS if how == "linked" else CMAKE_FLAGS),
+            "build_seconds": round(seconds, 1), "server_version": said[0] if said else None}, indent=2) + "\n")
         os.chmod(tmp / "build.json", 0o644)  # write_atomic's temporary file is private; the entry is not
         os.chmod(tmp, 0o755)
         if entry(version).exists():  # an entry without its binary (removed by hand): replaced, under the lock

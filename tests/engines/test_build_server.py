@@ -92,3 +92,61 @@ def test_the_cached_binary_knows_every_flag_the_launcher_passes(tmp_path):
         assert flag in text, flag
     for kind in ("draft-simple", "ngram-simple", "ngram-map-k", "ngram-mod", "ngram-cache"):
         assert kind in text
+
+
+def test_the_wheels_libraries_serve_only_their_own_version():
+    from importlib import metadata
+
+    assert server_build.wheel_libraries("9.9.5") is None  # not the installed llama-cpp-python
+    try:
+        installed = metadata.version("llama_cpp_python")
+    except metadata.PackageNotFoundError:
+        pytest.skip("llama-cpp-python is not installed (the llamacpp extra)")
+    folder = server_build.wheel_libraries(installed)
+    if folder is not None:  # a wheel with the libraries the server links (a source build of it has them)
+        names = [p.name for p in folder.iterdir()]
+        assert all(any(n.startswith(f"lib{lib}.so") for n in names) for lib in server_build.WHEEL_LIBRARIES)
+
+
+def _linked_build(tmp_path):
+    """A fake linked build: its bin/ holds the binary, the server's own library and a wheel library's names."""
+    bin_ = tmp_path / "build-linked" / "bin"
+    binary = _fake_binary(bin_ / "llama-server")
+    (bin_ / "libllama.so.0.5.0").write_bytes(b"\x7fELF")
+    (bin_ / "libllama.so.0").symlink_to("libllama.so.0.5.0")
+    (bin_ / "libllama-server-impl.so").write_bytes(b"\x7fELF")
+    return binary
+
+
+def test_a_linked_build_installs_the_libraries_beside_the_binary(cache, tmp_path, monkeypatch):
+    monkeypatch.setattr(server_build.shutil, "which", lambda tool: "/usr/bin/" + tool)
+    monkeypatch.setattr(server_build, "_source", lambda version, work, log: work / "src")
+    monkeypatch.setattr(server_build, "wheel_libraries", lambda version: tmp_path)
+    monkeypatch.setattr(server_build, "_compile_linked", lambda tree, work, jobs, log, libs: _linked_build(tmp_path))
+    monkeypatch.setattr(server_build, "_compile", lambda *a: pytest.fail("the whole build ran"))
+    lines = []
+    path, built = server_build.build("9.9.4", log=lines.append)
+    entry = cache / "9.9.4"
+    assert built and path == entry / "llama-server"
+    assert sorted(p.name for p in entry.iterdir()) == ["build.json", "libllama-server-impl.so", "libllama.so.0",
+                                                        "libllama.so.0.5.0", "llama-server"]
+    assert (entry / "libllama.so.0").is_symlink() and os.readlink(entry / "libllama.so.0") == "libllama.so.0.5.0"
+    assert '"how": "linked"' in (entry / "build.json").read_text() and lines[-1].endswith(", linked)")
+
+
+def test_a_failed_linked_build_falls_back_to_the_whole_build(cache, tmp_path, monkeypatch):
+    monkeypatch.setattr(server_build.shutil, "which", lambda tool: "/usr/bin/" + tool)
+    monkeypatch.setattr(server_build, "_source", lambda version, work, log: work / "src")
+    monkeypatch.setattr(server_build, "wheel_libraries", lambda version: tmp_path)
+
+    def failing(tree, work, jobs, log, libs):
+        raise server_build.BuildError("cmake server-context failed (error: undefined reference)", [], "x")
+
+    monkeypatch.setattr(server_build, "_compile_linked", failing)
+    monkeypatch.setattr(server_build, "_compile", lambda tree, work, jobs, log: _fake_binary(tmp_path / "s" / "llama-server"))
+    lines = []
+    path, built = server_build.build("9.9.3", log=lines.append)
+    assert built and sorted(p.name for p in path.parent.iterdir()) == ["build.json", "llama-server"]
+    assert '"how": "static"' in (path.parent / "build.json").read_text()
+    assert any("linking against llama-cpp-python's libraries failed (cmake server-context failed" in line
+               for line in lines)
