@@ -153,6 +153,22 @@ def test_the_acceptance_tool_counts_rounds_as_the_engines_define_them(target):
     assert got["conditional"][0] == got["unconditional"][0]  # draft 1: every round reaches it
 
 
+def test_the_cost_tool_times_every_proposal_against_single_position_target_passes(target):
+    """tools/eagle_cost.py (c as docs/definitions.md defines it): every propose of a generation timed, as many target
+    passes after a prefill, k * c the ratio of the medians."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "tools" / "eagle_cost.py"
+    spec = importlib.util.spec_from_file_location("eagle_cost_tool", path)
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    out = tool.measure(target, ["eagle"], k=4, reps=2, chars=20, seed=0)
+    got = out["drafts"]["eagle"]
+    assert out["target_passes"] == 2 * 10 and got["proposals"] > 0 and out["target_pass_s"] > 0
+    assert got["round_cost"] == got["propose_s"] / out["target_pass_s"] and got["c"] == got["round_cost"] / 4
+
+
 def _specdec(*args, cwd):
     return subprocess.run([sys.executable, "-m", "specdec.cli", *args], capture_output=True, text=True, cwd=cwd,
                           timeout=600)
