@@ -69,7 +69,9 @@ def config_of(net: EagleNet) -> dict:
 
 
 class EagleDraft(Draft):
-    """Drafts k tokens per round by feeding its own predicted states back (see the module)."""
+    """Drafts k tokens per round by feeding its own predicted states back (see the module). The drafting step
+    runs in numpy on float32 copies of the network's, the embedding's and the head's weights (`_Step`): at
+    these sizes a torch call's dispatch costs more than its arithmetic, and the draft's cost c is the question."""
 
     name = "eagle"
     batch_unsupported = None  # one state per row
@@ -78,7 +80,8 @@ class EagleDraft(Draft):
         self.net = net.eval()
         self.wte = wte.detach()  # (V, C): the target's own embedding table, shared
         self.lm_head = lm_head.detach()  # (V, C): the target's own head, shared
-        self.rows: list[tuple[int, torch.Tensor] | None] = [None]
+        self.step = _Step(self.net, self.wte, self.lm_head)
+        self.rows: list[tuple[int, np.ndarray] | None] = [None]
 
     def reset(self) -> None:
         self.rows = [None]
@@ -91,9 +94,8 @@ class EagleDraft(Draft):
 
     def take_features(self, features: torch.Tensor, pos: int, row: int = 0) -> None:
         # only the last matters: the state at pos + n - 1 that predicted the pending token; a copy (the view is reused)
-        self.rows[row] = (pos + len(features) - 1, features[-1].clone())
+        self.rows[row] = (pos + len(features) - 1, features[-1].detach().to("cpu", torch.float32).numpy().copy())
 
-    @torch.inference_mode()
     def propose(self, tokens, k, rng, temperature):
         return self._draft(self.rows[0], tokens, k, rng, temperature)
 
@@ -106,20 +108,54 @@ class EagleDraft(Draft):
                                f"that predicted the pending token)")
         out, qs, tok = [], [], tokens[-1]
         for _ in range(k):
-            f = self.net(f, self.wte[tok])
-            q = sampling.probs(f @ self.lm_head.T, temperature)
+            f, logits = self.step(f, tok)
+            q = sampling.probs(logits, temperature)
             tok = sampling.sample(q, rng)
             out.append(tok)
             qs.append(q)
         return out, np.stack(qs)
 
-    @torch.inference_mode()
     def propose_rows(self, rows, ks, rngs, temperature):
         return [self._draft(self.rows[b], t, k, rng, temperature) if k > 0 else ([], None)
                 for b, (t, k, rng) in enumerate(zip(rows, ks, rngs))]
 
     def weight_bytes(self) -> int:
         return sum(p.numel() * 4 for p in self.net.parameters())  # float32; embedding and head are the target's
+
+
+class _Step:
+    """One drafting step of `EagleNet` in numpy, float32: (f_t, the next token) -> (f_{t+1}, the logits it gives
+    through the target's head). The same arithmetic as the network's forward (LayerNorm with its eps and biased
+    variance, SiLU); the test holds the two to float32 rounding."""
+
+    def __init__(self, net: EagleNet, wte: torch.Tensor, lm_head: torch.Tensor):
+        def a(t: torch.Tensor) -> np.ndarray:
+            return t.detach().to("cpu", torch.float32).numpy().copy()
+
+        self.ln_in = (a(net.ln_in.weight), a(net.ln_in.bias), np.float32(net.ln_in.eps))
+        self.w1, self.b1 = a(net.fc1.weight).T.copy(), a(net.fc1.bias)
+        self.w2, self.b2 = a(net.fc2.weight).T.copy(), a(net.fc2.bias)
+        self.w3, self.b3 = a(net.fc3.weight).T.copy(), a(net.fc3.bias)
+        self.ln_out = (a(net.ln_out.weight), a(net.ln_out.bias), np.float32(net.ln_out.eps))
+        self.wte, self.head = a(wte), a(lm_head).T.copy()
+
+    @staticmethod
+    def _norm(x: np.ndarray, ln) -> np.ndarray:
+        # the ufuncs' own reductions: `x.mean()` goes through a Python wrapper first (sampling.probs does the same)
+        g, b, eps = ln
+        x = x - np.add.reduce(x) / np.float32(x.shape[0])
+        return x * (g / np.sqrt(np.add.reduce(x * x) / np.float32(x.shape[0]) + eps)) + b
+
+    @staticmethod
+    def _silu(x: np.ndarray) -> np.ndarray:
+        return x / (np.float32(1) + np.exp(-x))
+
+    def __call__(self, f: np.ndarray, tok: int) -> tuple[np.ndarray, np.ndarray]:
+        x = self._norm(np.concatenate([f, self.wte[tok]]), self.ln_in)
+        h = self._silu(x @ self.w1 + self.b1)
+        h = self._silu(h @ self.w2 + self.b2)
+        f = self._norm(h @ self.w3 + self.b3, self.ln_out)
+        return f, f @ self.head
 
 
 def parameters(net: EagleNet) -> int:
