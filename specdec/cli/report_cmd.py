@@ -118,9 +118,11 @@ def _report_drafts(args, target) -> list | None:
     hf: one in --dtype), so that one the target cannot have (another vocabulary, a quantized copy of a model that
     is not the shipped GPT) fails now, not minutes into the report. None for an hf: target's default set (the
     report's own choice)."""
+    from specdec.report import lineup
+
     hf_target = models.is_hf(models.target_spec(args))
-    if not args.drafts:
-        return None if hf_target else models.drafts_arg(None, args.device)
+    if not args.drafts:  # the shipped model's: every shipped draft on the device, and those that read it
+        return None if hf_target else models.drafts_arg(None, args.device) + lineup.reading_drafts(target)
     if not hf_target and not any(models.is_hf(n) or entry.is_entry(n) for n in args.drafts):
         return args.drafts
     return list(models.build_drafts(args, target, args.drafts).values())

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import torch
 
-from specdec.decoding.drafts import Draft
-from specdec.decoding.registry import CPU_ONLY, DRAFTS
+from specdec.decoding.drafts import Draft, UnknownDraftError
+from specdec.decoding.names import READ_THE_TARGET
+from specdec.decoding.registry import CPU_ONLY, DRAFTS, make_draft
 from specdec.measure.anatomy import roofline
 from specdec.model import protocol
 from specdec.model.gpt import GPT
@@ -53,13 +54,27 @@ def unavailable(target, knobs: dict) -> dict[str, str]:
 
 
 def default_drafts(target) -> list[str]:
-    """The drafts a report measures when none are named: every shipped draft for the shipped GPT; for any other
-    target those `make_draft` can build for it -- bigram, ngram, small where its tokens are the corpus's
-    characters (an exported copy of the shipped model), and prompt-lookup."""
+    """The drafts a report measures when none are named: every shipped draft for the shipped GPT, and the drafts
+    that read it where their weights were trained for its checkpoint (`reading_drafts`); for any other target
+    those `make_draft` can build for it -- bigram, ngram, small where its tokens are the corpus's characters (an
+    exported copy of the shipped model), and prompt-lookup."""
     if isinstance(target, GPT):
-        return list(DRAFTS)
+        return list(DRAFTS) + reading_drafts(target)
     small = ["small"] if getattr(target, "corpus_vocabulary", False) else []
     return ["bigram", "ngram", *small, "prompt-lookup"]
+
+
+def reading_drafts(target) -> list[str]:
+    """The shipped drafts that read the target (`names.READ_THE_TARGET`) that this GPT can have: their weights
+    name the checkpoint they were trained for, and another checkpoint refuses them (left out, not an error)."""
+    out = []
+    for name in READ_THE_TARGET:
+        try:
+            make_draft(name, target)
+        except UnknownDraftError:
+            continue
+        out.append(name)
+    return out
 
 
 def _given_drafts(target_or_drafts, default: bool) -> dict[str, str | Draft]:
