@@ -3,12 +3,12 @@
 The table maps each name to a factory taking the target (and options); each factory builds one of the draft
 classes in `drafts`, `ngram`, `prompt_lookup` or a model draft around a copy of the target.
 
-`DRAFTS` holds the six shipped drafts (a report's default set). By name on request: prompt-lookup, shipped,
-medusa (heads on the target's states, `decoding.medusa`) and eagle (a network extrapolating the target's states,
-`decoding.eagle`). More names are found on request, in this order: `register_draft(name, factory)` from the
-Python API, then the `specdec.drafts` entry-point group of any installed package (each entry point loads a
-factory), and "hf:PATH" (a Hugging Face causal LM as the draft, see `model.hf`). `make_draft` also takes a
-`Draft` object and hands it back after the same device check.
+`DRAFTS` holds the six shipped drafts (a report's default set, with medusa and eagle: `names.READ_THE_TARGET`). By
+name: prompt-lookup, shipped, medusa (heads on the target's states, `decoding.medusa`) and eagle (a network
+extrapolating the target's states, `decoding.eagle`). More names are found on request, in this order:
+`register_draft(name, factory)` from the Python API, then the `specdec.drafts` entry-point group of any installed
+package (each entry point loads a factory), and "hf:PATH" (a Hugging Face causal LM as the draft, see
+`model.hf`). `make_draft` also takes a `Draft` object and hands it back after the same device check.
 """
 
 from __future__ import annotations
@@ -133,7 +133,7 @@ DRAFTS = {
 }
 WRITEUP_DRAFTS = ("bigram", "int8", "int4")
 CPU_ONLY = frozenset({"int8-dynamic"})  # drafts whose kernels exist on the CPU only (their `cpu_only` is True)
-# Drafts by name on request, not in a report's default set: the shipped prompt lookup, then register_draft's.
+# Drafts by name (medusa and eagle in a report of the shipped model too): prompt lookup, ..., then register_draft's.
 REGISTERED: dict[str, Callable[..., Draft]] = {"prompt-lookup": _prompt_lookup, "shipped": _shipped,
                                                "medusa": _medusa, "eagle": _eagle}
 ENTRY_POINTS = "specdec.drafts"  # an installed package's entry point here names a factory(target, **options)
