@@ -51,7 +51,9 @@ class MedusaHeads(nn.Module):
 
 
 class MedusaDraft(Draft):
-    """Drafts up to K tokens per round from the last handed state: head i gives draft i (see the module)."""
+    """Drafts up to K tokens per round from the last handed state: head i gives draft i (see the module). The
+    heads run in numpy on float32 copies of their weights and the LM head's, only the n a round drafts from: at
+    these sizes a torch call's dispatch costs more than its arithmetic (as eagle's step)."""
 
     name = "medusa"
     batch_unsupported = None  # one state per row
@@ -60,7 +62,16 @@ class MedusaDraft(Draft):
         self.heads = heads.eval()
         self.lm_head = lm_head.detach()  # (V, C): the target's own head, shared
         self.n_heads = len(heads.w_in)
-        self.rows: list[torch.Tensor | None] = [None]
+
+        def a(t: torch.Tensor) -> np.ndarray:
+            return t.detach().to("cpu", torch.float32).numpy()
+
+        # (K, C, C) stacks, transposed so that h @ w[i] is head i's linear map; (C, V) for the LM head
+        self.w_in = np.stack([a(lin.weight).T for lin in heads.w_in])
+        self.b_in = np.stack([a(lin.bias) for lin in heads.w_in])
+        self.w_out = np.stack([a(lin.weight).T for lin in heads.w_out])
+        self.head = a(self.lm_head).T.copy()
+        self.rows: list[np.ndarray | None] = [None]
 
     def reset(self) -> None:
         self.rows = [None]
@@ -73,23 +84,22 @@ class MedusaDraft(Draft):
 
     def take_features(self, features: torch.Tensor, pos: int, row: int = 0) -> None:
         # only the last matters: the state that predicted the pending token; a copy, as the view is reused
-        self.rows[row] = features[-1].clone()
+        self.rows[row] = features[-1].detach().to("cpu", torch.float32).numpy().copy()
 
-    @torch.inference_mode()
     def propose(self, tokens, k, rng, temperature):
         """min(k, K) drafts (a round drafts what the heads reach), draft i drawn from head i + 1's q."""
-        h = self.rows[0]
-        return self._draft(h, k, rng, temperature)
+        return self._draft(self.rows[0], k, rng, temperature)
 
-    def _draft(self, h: torch.Tensor | None, k: int, rng: np.random.Generator, temperature: float):
+    def _draft(self, h: np.ndarray | None, k: int, rng: np.random.Generator, temperature: float):
         if h is None:
             raise RuntimeError("medusa drafts from the target's state: the loop's prefill round hands it first")
         n = min(k, self.n_heads)
-        logits = self.heads(h)[:n] @ self.lm_head.T  # (n, V)
+        z = np.matmul(h, self.w_in[:n]) + self.b_in[:n]  # (n, C): each head's input map of the same state
+        z = z / (np.float32(1) + np.exp(-z))  # SiLU
+        logits = (h + np.matmul(z[:, None, :], self.w_out[:n])[:, 0]) @ self.head  # (n, V)
         q = sampling.probs(logits, temperature)
         return [sampling.sample(row, rng) for row in q], q
 
-    @torch.inference_mode()
     def propose_rows(self, rows, ks, rngs, temperature):
         return [self._draft(self.rows[b], k, rng, temperature) if k > 0 else ([], None)
                 for b, (k, rng) in enumerate(zip(ks, rngs))]

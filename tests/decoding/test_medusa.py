@@ -10,6 +10,7 @@ import torch
 import specdec
 from specdec.decoding import medusa
 from specdec.decoding.generate import generate, speculative_generate
+from specdec.model import sampling
 from specdec.model.backends import to_backend
 from specdec.model.train import CheckpointError
 from tests.model.test_protocol import Counter5
@@ -97,3 +98,26 @@ def test_acceptance_per_position_is_recorded_like_any_drafts(target):
     hist = out.stats.accepted_per_position
     assert sum(hist) == out.stats.draft_calls and len(hist) == 5
     assert np.dot(hist, range(5)) == out.stats.accepted
+
+
+@pytest.mark.parametrize("k", [1, 2, 4, 8])
+def test_q_is_the_torch_heads_distribution_for_the_heads_a_round_reaches(target, k):
+    """The drafting step runs in numpy: each q row equals softmax(head_i(h) @ lm_head.T) of the torch heads (to
+    float32 rounding), for the min(k, K) heads a round drafts from, and the drafts are drawn from those rows."""
+    draft = specdec.make_draft("medusa", target)
+    ids = target.tokenize("ROMEO: what light")
+    with torch.no_grad():
+        target.want_features = True
+        try:
+            target(target.ids(ids))
+            states = target.features[0].clone()
+        finally:
+            target.want_features, target.features = False, None
+        want = torch.softmax(draft.heads(states[-1]) @ target.lm_head.weight.T, -1).double().numpy()
+    draft.take_features(states, 0)
+    drafted, q = draft.propose(ids + [0], k, np.random.default_rng(0), 1.0)
+    n = min(k, draft.n_heads)
+    assert len(drafted) == n and q.shape == (n, target.config.vocab_size)
+    np.testing.assert_allclose(q, want[:n], rtol=1e-5, atol=1e-8)
+    rng = np.random.default_rng(0)
+    assert drafted == [sampling.sample(row, rng) for row in q]
