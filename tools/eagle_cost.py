@@ -25,8 +25,10 @@ import torch
 
 import specdec
 from specdec.decoding.generate import speculative_generate
-from specdec.model import corpus, sampling
+from specdec.model import sampling
 from specdec.model.train import load_target
+
+from eagle_acceptance import prompts  # tools/ is on the path
 
 
 class _Timed:
@@ -64,14 +66,12 @@ def target_passes(target, prompt_ids: list[int], n: int, seed: int) -> list[floa
 
 
 def measure(target, names: list[str], k: int = 4, reps: int = 12, chars: int = 200, seed: int = 0) -> dict:
-    text = corpus.split_text("val")
-    rng = np.random.default_rng(seed)
-    starts = rng.integers(0, len(text) - 32, size=reps)
+    windows = prompts(reps, 32, seed)  # the acceptance tool's seeded validation windows
     drafts = {n: specdec.make_draft(n, target) for n in names}
     times: dict[str, list[float]] = {n: [] for n in [*names, "target"]}
     order = [*names, "target"]
     for r in range(reps):
-        prompt = text[starts[r]:starts[r] + 32]
+        prompt = windows[r]
         for who in order[r % len(order):] + order[:r % len(order)]:  # round-robin, the first rotating
             if who == "target":
                 times["target"] += target_passes(target, target.tokenize(prompt), chars // 2, seed + r)

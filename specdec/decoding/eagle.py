@@ -94,7 +94,7 @@ class EagleDraft(Draft):
 
     def take_features(self, features: torch.Tensor, pos: int, row: int = 0) -> None:
         # only the last matters: the state at pos + n - 1 that predicted the pending token; a copy (the view is reused)
-        self.rows[row] = (pos + len(features) - 1, features[-1].detach().to("cpu", torch.float32).numpy().copy())
+        self.rows[row] = (pos + len(features) - 1, head_weights.numpy32(features[-1]))
 
     def propose(self, tokens, k, rng, temperature):
         return self._draft(self.rows[0], tokens, k, rng, temperature)
@@ -129,9 +129,7 @@ class _Step:
     variance, SiLU); the test holds the two to float32 rounding."""
 
     def __init__(self, net: EagleNet, wte: torch.Tensor, lm_head: torch.Tensor):
-        def a(t: torch.Tensor) -> np.ndarray:
-            return t.detach().to("cpu", torch.float32).numpy().copy()
-
+        a = head_weights.numpy32
         self.ln_in = (a(net.ln_in.weight), a(net.ln_in.bias), np.float32(net.ln_in.eps))
         self.w1, self.b1 = a(net.fc1.weight).T.copy(), a(net.fc1.bias)
         self.w2, self.b2 = a(net.fc2.weight).T.copy(), a(net.fc2.bias)

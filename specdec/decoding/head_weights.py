@@ -1,6 +1,7 @@
 """A trained draft's own weights (Medusa's heads, EAGLE's network) as one file: {config, the module's state dict
 under `key`, meta}, written atomically and read safely (`torch.load(weights_only=True)`), any failure one line.
-One implementation for every draft that reads the target, so their files are made and checked alike."""
+One implementation for every draft that reads the target, so their files are made and checked alike; and the
+float32 numpy copies their drafting steps run on (`numpy32`)."""
 
 from __future__ import annotations
 
@@ -8,11 +9,18 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
 import torch
 import torch.nn as nn
 
 from specdec.model.train import CheckpointError, file_sha256
 from specdec.util.files import atomic_path
+
+
+def numpy32(t: torch.Tensor) -> np.ndarray:
+    """A float32 numpy copy of `t` on the CPU: the weights a draft's numpy step runs on, or a handed state the
+    draft keeps (the loop reuses the tensor it hands)."""
+    return t.detach().to("cpu", torch.float32).numpy().copy()
 
 
 def save(module: nn.Module, config: dict, key: str, meta: dict, path: str | os.PathLike) -> str:

@@ -62,10 +62,7 @@ class MedusaDraft(Draft):
         self.heads = heads.eval()
         self.lm_head = lm_head.detach()  # (V, C): the target's own head, shared
         self.n_heads = len(heads.w_in)
-
-        def a(t: torch.Tensor) -> np.ndarray:
-            return t.detach().to("cpu", torch.float32).numpy()
-
+        a = head_weights.numpy32
         # (K, C, C) stacks, transposed so that h @ w[i] is head i's linear map; (C, V) for the LM head
         self.w_in = np.stack([a(lin.weight).T for lin in heads.w_in])
         self.b_in = np.stack([a(lin.bias) for lin in heads.w_in])
@@ -84,7 +81,7 @@ class MedusaDraft(Draft):
 
     def take_features(self, features: torch.Tensor, pos: int, row: int = 0) -> None:
         # only the last matters: the state that predicted the pending token; a copy, as the view is reused
-        self.rows[row] = features[-1].detach().to("cpu", torch.float32).numpy().copy()
+        self.rows[row] = head_weights.numpy32(features[-1])
 
     def propose(self, tokens, k, rng, temperature):
         """min(k, K) drafts (a round drafts what the heads reach), draft i drawn from head i + 1's q."""

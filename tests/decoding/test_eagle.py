@@ -153,13 +153,14 @@ def test_the_acceptance_tool_counts_rounds_as_the_engines_define_them(target):
     assert got["conditional"][0] == got["unconditional"][0]  # draft 1: every round reaches it
 
 
-def test_the_cost_tool_times_every_proposal_against_single_position_target_passes(target):
+def test_the_cost_tool_times_every_proposal_against_single_position_target_passes(target, monkeypatch):
     """tools/eagle_cost.py (c as docs/definitions.md defines it): every propose of a generation timed, as many target
     passes after a prefill, k * c the ratio of the medians."""
     import importlib.util
     from pathlib import Path
 
     path = Path(__file__).resolve().parents[2] / "tools" / "eagle_cost.py"
+    monkeypatch.syspath_prepend(str(path.parent))  # as when run as a script: it takes the acceptance tool's prompts
     spec = importlib.util.spec_from_file_location("eagle_cost_tool", path)
     tool = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(tool)
