@@ -94,7 +94,7 @@ class EagleDraft(Draft):
 
     def take_features(self, features: torch.Tensor, pos: int, row: int = 0) -> None:
         # only the last matters: the state at pos + n - 1 that predicted the pending token; a copy (the view is reused)
-        self.rows[row] = (pos + len(features) - 1, head_weights.numpy32(features[-1]))
+        self.rows[row] = (pos + features.shape[0] - 1, head_weights.last_state(features))
 
     def propose(self, tokens, k, rng, temperature):
         return self._draft(self.rows[0], tokens, k, rng, temperature)

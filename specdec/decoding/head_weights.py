@@ -23,6 +23,15 @@ def numpy32(t: torch.Tensor) -> np.ndarray:
     return t.detach().to("cpu", torch.float32).numpy().copy()
 
 
+def last_state(features: torch.Tensor) -> np.ndarray:
+    """A float32 numpy copy of the last of the handed states `features` (n, C): the one that predicted the pending
+    token. A CPU float32 tensor (every shipped backend's) is read through numpy: each torch op here runs inside a
+    round, after the target's pass has evicted torch's dispatch code, and costs several microseconds there."""
+    if features.dtype is torch.float32 and features.device.type == "cpu" and not features.requires_grad:
+        return features.numpy()[-1].copy()
+    return numpy32(features[-1])
+
+
 def save(module: nn.Module, config: dict, key: str, meta: dict, path: str | os.PathLike) -> str:
     """Write {config, key: module's weights, meta} atomically (its folder made); returns the file's sha256."""
     path = Path(path)

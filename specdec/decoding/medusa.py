@@ -81,7 +81,7 @@ class MedusaDraft(Draft):
 
     def take_features(self, features: torch.Tensor, pos: int, row: int = 0) -> None:
         # only the last matters: the state that predicted the pending token; a copy, as the view is reused
-        self.rows[row] = head_weights.numpy32(features[-1])
+        self.rows[row] = head_weights.last_state(features)
 
     def propose(self, tokens, k, rng, temperature):
         """min(k, K) drafts (a round drafts what the heads reach), draft i drawn from head i + 1's q."""

@@ -73,8 +73,9 @@ class Session:
                                             providers=["CPUExecutionProvider"])
         self.binding = self.session.io_binding()
         self.stepper = None  # (session, binding) of graph "step", built by the first `step`
-        # (session, binding, bound T, its logits view) of the pass graph with the features output, built by the first pass a
-        # draft wants features from; the plain pass graph has no such output (it would cost every pass)
+        # (session, binding, bound T, its logits view, its features view) of the pass graph with the features output,
+        # built by the first pass a draft wants features from; the plain pass graph has no such output (it would cost
+        # every pass). The views are kept with the binding: a slice per pass is a torch op inside the round
         self.feature_pass: list | None = None
         self.tree_session = None  # (session, binding) of graph "tree", built by the first `tree_run`
         self.ids = np.zeros((1, cfg.context), dtype=np.int64)
@@ -154,15 +155,16 @@ class Session:
                                            providers=["CPUExecutionProvider"])
             b = session.io_binding()
             self._bind_lengths(b)
-            self.feature_pass = [session, b, 0, None]
+            self.feature_pass = [session, b, 0, None, None]
             self.bind_cache(self.cache)
-        session, b, bound, _ = self.feature_pass
+        session, b, bound, view, features = self.feature_pass
         if T != bound:
             self._bind_t(b, T)
-            self.feature_pass[2:] = [T, self.logits[:, :T]]
-        self.view, self.bound_t = self.feature_pass[3], 0  # the plain pass rebinds (and re-slices) when next run
+            view, features = self.logits[:, :T], self.features[:, :T]
+            self.feature_pass[2:] = [T, view, features]
+        self.view, self.bound_t = view, 0  # the plain pass rebinds (and re-slices) when next run
         session.run_with_iobinding(b)
-        self.model.features = self.features[:, :T]
+        self.model.features = features
         return T
 
     def run(self, idx: torch.Tensor, pos: int) -> torch.Tensor:
