@@ -194,10 +194,16 @@ def _costs(doc: dict) -> list[str]:
                " each part pays the cache misses the other causes; with a target-only step timed once the target "
                "has settled, these are the terms of the refined model, measured before any speedup pair:\n")
     out.append(table(["draft", "k", f"drafted {u['unit']} (µs)", "round without the draft (µs)", "÷ round alone",
-                       "target-only step (µs)", "first step (µs)", "first round (µs)"], [
+                       "add-on (µs)", "target-only step (µs)", "first step (µs)", "first round (µs)"], [
         [n, k, f"{v['char_us']:.1f}", f"{v['round_us']:.0f}", f"{v['round_us'] / c['round_us'][k]:.3f}",
-         f"{v['step_us']:.0f}", f"{v['first_step_us']:.0f}", f"{v['first_round_us']:.0f}"]
+         f"{v['round_us'] - c['round_us'][k]:+.0f}", f"{v['step_us']:.0f}", f"{v['first_step_us']:.0f}",
+         f"{v['first_round_us']:.0f}"]
         for n, per_k in c["loop"].items() for k, v in per_k.items()]))
+    out.append("\nThe add-on is what a draft adds to the target's round beyond its own proposal: the round with it "
+               "less the round alone (no draft; the table above) -- the misses its proposal leaves the verify pass and, "
+               "for a draft that reads the target's states, their hand-off (the pass's extra output, the states "
+               "handed after each verify pass). The refined model prices each draft's rounds at its own round(k), "
+               "so the add-on is in every prediction.")
     out.append(f"\nA generation's first step and first round run over its whole prompt (the prefill; timed at the "
                f"workload's mean prompt, {c['prompt_chars']} {u['units']}); the first round includes the draft's "
                f"reset and its first k {u['units']}.")

@@ -377,3 +377,20 @@ def test_a_machine_without_a_record_gets_the_default_between_run_term_and_is_tol
                                                  "calibrations": 0}
     assert doc["settings"]["between_run"]["source"] == "default"
     assert "a default between-run term in quadrature too (τ = 2.0%): this machine has 0 recorded" in render.tables(doc)
+
+
+def test_the_cost_table_shows_each_drafts_add_on_to_the_round(doc):
+    """The add-on column is the round with the draft less the round alone, at the same k (hand-set terms)."""
+    d = copy.deepcopy(doc)
+    c = d["costs"]
+    c["round_us"] = {"1": 118.0, "2": 131.0}
+    for k, with_draft in (("1", 130.4), ("2", 125.6)):
+        c["loop"]["bigram"][k].update(round_us=with_draft)
+    text = render.tables(d)
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if "| add-on (µs) |" in line)
+    table = lines[start : lines.index("", start)]
+    rows = {cells[1]: cells for cells in ([x.strip() for x in line.split("|")[1:-1]] for line in table)
+            if cells[0] == "bigram"}
+    assert rows["1"][5] == "+12" and rows["2"][5] == "-5"  # 130.4 - 118, 125.6 - 131
+    assert rows["1"][4] == f"{130.4 / 118:.3f}"
