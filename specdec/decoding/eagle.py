@@ -34,7 +34,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from specdec.decoding import head_weights
+from specdec.decoding import eagle_onnx, head_weights
 from specdec.decoding.drafts import Draft, UnknownDraftError
 from specdec.model import corpus, sampling
 from specdec.model.gpt import GPT
@@ -70,8 +70,9 @@ def config_of(net: EagleNet) -> dict:
 
 class EagleDraft(Draft):
     """Drafts k tokens per round by feeding its own predicted states back (see the module). The drafting step
-    runs in numpy on float32 copies of the network's, the embedding's and the head's weights (`_Step`): at
-    these sizes a torch call's dispatch costs more than its arithmetic, and the draft's cost c is the question."""
+    runs on float32 copies of the network's, the embedding's and the head's weights (`_Step`), a round's k steps
+    as one ONNX Runtime call where it is installed (`eagle_onnx`), else in numpy: at these sizes a torch call's
+    dispatch costs more than its arithmetic, and the draft's cost c is the question."""
 
     name = "eagle"
     batch_unsupported = None  # one state per row
@@ -81,6 +82,8 @@ class EagleDraft(Draft):
         self.wte = wte.detach()  # (V, C): the target's own embedding table, shared
         self.lm_head = lm_head.detach()  # (V, C): the target's own head, shared
         self.step = _Step(self.net, self.wte, self.lm_head)
+        # a round's k steps as one runtime call where onnxruntime is installed (`eagle_onnx`), else the numpy step
+        self.proposer = eagle_onnx.Proposer(self.step) if eagle_onnx.available() else None
         self.rows: list[tuple[int, np.ndarray] | None] = [None]
 
     def reset(self) -> None:
@@ -106,6 +109,9 @@ class EagleDraft(Draft):
         if at != len(tokens) - 2:
             raise RuntimeError(f"eagle holds the state at position {at}, not at {len(tokens) - 2} (the one "
                                f"that predicted the pending token)")
+        if self.proposer is not None:  # the same uniforms, one per draft, as the steps below draw in turn
+            out, logits = self.proposer(f, tokens[-1], k, rng.random(k), temperature)
+            return out, sampling.probs(logits, temperature)
         out, qs, tok = [], [], tokens[-1]
         for _ in range(k):
             f, logits = self.step(f, tok)
