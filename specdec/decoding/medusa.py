@@ -10,14 +10,13 @@ depend on draft i-1, so its q is exactly the distribution it was drawn from and 
 Training (`train_medusa`) is distillation with the target frozen: random windows of the training split, the
 target's states and distributions from one window pass, and per head the KL from the target's distribution
 at t+i to the head's at t. Deterministic given its seed (one torch thread). The shipped heads are
-`specdec/data/medusa.pt`, written by `python -m specdec.decoding.medusa --out specdec/data/medusa.pt`: a
+`specdec/data/medusa.pt`, written by `specdec train-draft medusa --out specdec/data/medusa.pt`: a
 plain state dict read with `torch.load(weights_only=True)`, as the shipped checkpoints are -- safetensors is
 the optional [hf] extra, not a core dependency, so it is not the shipped format.
 """
 
 from __future__ import annotations
 
-import argparse
 import math
 import os
 import time
@@ -117,7 +116,7 @@ def _window(target: GPT, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         target.features = None
 
 
-def train_medusa(target: GPT, n_heads: int = 4, steps: int = 300, batch: int = 16, lr: float = 3e-3,
+def train_medusa(target: GPT, n_heads: int = 4, steps: int = STEPS, batch: int = 16, lr: float = 3e-3,
                  seed: int = 0, log=None) -> tuple[MedusaHeads, dict]:
     """Heads distilled from the frozen `target` on random training windows as long as its context; (heads, meta)."""
     torch.manual_seed(seed)
@@ -160,7 +159,7 @@ def save_heads(heads: MedusaHeads, meta: dict, path: str | os.PathLike) -> str:
 def load_heads(path: str | os.PathLike) -> tuple[MedusaHeads, dict]:
     """(heads, meta) read safely (weights_only); any failure is a one-line CheckpointError."""
     return head_weights.load(path, "heads", lambda c: MedusaHeads(int(c["width"]), int(c["n_heads"])),
-                             "medusa heads", "are", "retrain them with `python -m specdec.decoding.medusa --out <path>`")
+                             "medusa heads", "are", "retrain them with `specdec train-draft medusa --out <path>`")
 
 
 def make_medusa(target, checkpoint=None, **_) -> MedusaDraft:
@@ -178,22 +177,3 @@ def make_medusa(target, checkpoint=None, **_) -> MedusaDraft:
                                 f"{target.config.n_embd}); train heads for it (medusa.train_medusa)")
     return MedusaDraft(heads.to(target.device), target.lm_head.weight)
 
-
-def main(argv: list[str] | None = None) -> None:
-    """`python -m specdec.decoding.medusa`: train heads for the shipped target and write them."""
-    ap = argparse.ArgumentParser(prog="python -m specdec.decoding.medusa", description=main.__doc__)
-    ap.add_argument("--heads", type=int, default=4)
-    ap.add_argument("--steps", type=int, default=300)
-    ap.add_argument("--batch", type=int, default=16)
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--out", default="specdec-train/medusa.pt")
-    args = ap.parse_args(argv)
-    from specdec.model.train import load_target
-
-    torch.set_num_threads(1)  # deterministic, and one core left to the machine
-    heads, meta = train_medusa(load_target(), args.heads, args.steps, args.batch, seed=args.seed, log=print)
-    print(f"wrote {args.out} (sha256 {save_heads(heads, meta, args.out)[:12]}, {meta['seconds']} s)")
-
-
-if __name__ == "__main__":
-    main()
