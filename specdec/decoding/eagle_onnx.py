@@ -5,7 +5,7 @@ The graph reads the handed state f (1, C), the pending token, k uniforms u (one 
 path draws in turn) and 1 / temperature (the greedy graph reads neither); it writes the k drafted tokens and
 their logits (k, V). Each step is `eagle._Step`'s arithmetic (LayerNorm over [f; e], two SiLU layers, a linear
 map back to C, LayerNorm, the target's head); each token is `sampling.pick` of softmax(logits / temperature) at
-its u, as the onnx target's fused step draws (`onnx_graph._sample_tail`: float32 sums, so a boundary moves by
+its u, as the onnx target's fused step draws (`onnx_graph.pick_nodes`: float32 sums, so a boundary moves by
 ~1e-7 of its probability against numpy's float64), or the argmax at temperature 0. The draft's q are
 `sampling.probs` of the returned logits, the distributions the tokens were drawn from, so the rule stays exact.
 
@@ -33,6 +33,8 @@ def graph(step, k: int, greedy: bool):  # -> onnx.ModelProto
     """The unrolled proposal of `step` (an `eagle._Step`) at k drafts; greedy: argmax instead of the draws."""
     from onnx import TensorProto, helper, numpy_helper
 
+    from specdec.model.onnx_graph import OPSET, pick_nodes
+
     C, V = step.head.shape
     nodes, inits = [], []
 
@@ -59,8 +61,6 @@ def graph(step, k: int, greedy: bool):  # -> onnx.ModelProto
         const(f"{name}.w", w), const(f"{name}.b", b)
     for name in ("ln_in", "ln_out"):
         const(f"{name}.g", getattr(step, name)[0]), const(f"{name}.b", getattr(step, name)[1])
-    last, vlast, vmax = const("last", -1, np.int64), const("vlast", [V - 1], np.int64), const("vmax", V - 1, np.int64)
-    axes = const("axes", [-1], np.int64)
     f, tok, toks, logits = "f", "tok", [], []
     for j in range(k):
         x = norm(node("Concat", [f, node("Gather", ["wte", tok])], axis=-1), "ln_in")  # (1, 2C)
@@ -71,12 +71,8 @@ def graph(step, k: int, greedy: bool):  # -> onnx.ModelProto
             tok = node("ArgMax", [z], axis=-1, keepdims=0)
             toks.append(tok)
             continue
-        s = node("Mul", [z, "inv_temp"])
-        c = node("CumSum", [node("Exp", [node("Sub", [s, node("ReduceMax", [s, axes], keepdims=1)])]), last])
-        at = node("Mul", [node("Gather", [c, vlast], axis=1), node("Gather", ["u", const(f"j{j}", [j], np.int64)])])
-        count = node("ReduceSum", [node("Cast", [node("LessOrEqual", [c, at])], to=TensorProto.INT64), axes],
-                     keepdims=0)  # (1,): the partial sums <= u times their total, as `sampling.pick`
-        tok = node("Min", [count, vmax])
+        u = node("Gather", ["u", const(f"j{j}", [j], np.int64)])  # (1,)
+        tok = pick_nodes(nodes, inits, node("Mul", [z, "inv_temp"]), u, V, f"draw{j}.")  # (1,)
         toks.append(tok)
     nodes.append(helper.make_node("Concat", toks, ["tokens"], axis=0))
     nodes.append(helper.make_node("Concat", logits, ["logits"], axis=0))
@@ -86,7 +82,7 @@ def graph(step, k: int, greedy: bool):  # -> onnx.ModelProto
         inputs += [helper.make_tensor_value_info("u", f32, [k]), helper.make_tensor_value_info("inv_temp", f32, [])]
     outputs = [helper.make_tensor_value_info("tokens", i64, [k]), helper.make_tensor_value_info("logits", f32, [k, V])]
     return helper.make_model(helper.make_graph(nodes, f"eagle_proposal_k{k}", inputs, outputs, inits),
-                             opset_imports=[helper.make_opsetid("", 20)])
+                             opset_imports=[helper.make_opsetid("", OPSET)])
 
 
 class Proposer:

@@ -122,27 +122,42 @@ def _block(g: _Builder, x: str, b: nn.Module, i: int, kind: str, inputs: list, o
 
 
 def _sample_tail(nodes: list, inits: list, vocab: int) -> None:
-    """logits -> next: `sampling.pick(softmax(last row · inv_temp), u)` as graph nodes, float32.
-
-    The same search as the numpy path: the number of partial sums of exp(z - max z) that are <= u times their
-    total, capped at V - 1. Normalising is left out (the search scales u instead), as `pick` does; float32 sums
-    against numpy's float64 move a boundary by ~1e-7 of its probability, so a seed draws the same characters
-    unless u lands that close to one.
-    """
+    """logits -> next: `sampling.pick(softmax(last row · inv_temp), u)` as graph nodes (`pick_nodes`)."""
     def const(name: str, value) -> str:
         inits.append(numpy_helper.from_array(np.asarray(value, dtype=np.int64), name))
         return name
 
-    def node(op: str, inputs: list[str], out: str, **attrs) -> str:
-        nodes.append(helper.make_node(op, inputs, [out], name=f"sample/{out}", **attrs))
-        return out
+    last = "s.row"
+    bounds = [const("s.row_start", [-1]), const("s.row_end", [2**62]), const("s.row_axis", [1])]
+    nodes.append(helper.make_node("Slice", ["logits", *bounds], [last], name=f"sample/{last}"))
+    nodes.append(helper.make_node("Mul", [last, "inv_temp"], ["s.z3"], name="sample/s.z3"))  # (1, 1, V)
+    nodes.append(helper.make_node("Reshape", ["s.z3", const("s.flat", [-1])], ["s.z"], name="sample/s.z"))  # (V,)
+    pick_nodes(nodes, inits, "s.z", "u", vocab, "s.", out="next")
 
-    last = node("Slice", ["logits", const("s.m1", [-1]), const("s.end", [2**62]), const("s.ax1", [1])], "s.last")
-    z = node("Mul", [last, "inv_temp"], "s.z")  # (1, 1, V)
-    e = node("Exp", [node("Sub", [z, node("ReduceMax", [z, const("s.ax2", [2])], "s.max", keepdims=1)], "s.zc")],
-             "s.e")
-    c = node("CumSum", [e, const("s.axis", 2)], "s.c")
-    at = node("Mul", [node("Slice", [c, "s.m1", "s.end", "s.ax2"], "s.total"), "u"], "s.at")
-    count = node("ReduceSum", [node("Cast", [node("LessOrEqual", [c, at], "s.le")], "s.le64", to=TensorProto.INT64)],
-                 "s.count", keepdims=0)
-    node("Min", [count, const("s.vmax", vocab - 1)], "next")
+
+def pick_nodes(nodes: list, inits: list, z: str, u: str, vocab: int, prefix: str, out: str | None = None) -> str:
+    """`sampling.pick(softmax(z), u)` over z's last axis as graph nodes, float32; returns the index's name (z's
+    shape less its last axis, int64). Names start with `prefix`; the index is named `out` when given.
+
+    The same search as the numpy path: the number of partial sums of exp(z - max z) that are <= u times their
+    total, capped at V - 1. Normalising is left out (the search scales u instead), as `pick` does; float32 sums
+    against numpy's float64 move a boundary by ~1e-7 of its probability, so a seed draws the same characters
+    unless u lands that close to one. The onnx target's fused step and eagle's proposal graph draw through it.
+    """
+    def const(name: str, value) -> str:
+        inits.append(numpy_helper.from_array(np.asarray(value, dtype=np.int64), prefix + name))
+        return prefix + name
+
+    def node(op: str, inputs: list[str], name: str, **attrs) -> str:
+        nodes.append(helper.make_node(op, inputs, [prefix + name], name=f"sample/{prefix}{name}", **attrs))
+        return prefix + name
+
+    last = const("last", [-1])
+    e = node("Exp", [node("Sub", [z, node("ReduceMax", [z, last], "max", keepdims=1)], "zc")], "e")
+    c = node("CumSum", [e, const("axis", -1)], "c")
+    at = node("Mul", [node("Slice", [c, last, const("end", [2**62]), last], "total"), u], "at")
+    count = node("ReduceSum", [node("Cast", [node("LessOrEqual", [c, at], "le")], "le64", to=TensorProto.INT64),
+                               last], "count", keepdims=0)
+    index = out or prefix + "index"
+    nodes.append(helper.make_node("Min", [count, const("vmax", vocab - 1)], [index], name=f"sample/{index}"))
+    return index
