@@ -193,23 +193,37 @@ def _costs(doc: dict) -> list[str]:
                "at the generation's mean position (the draft proposes k, then the target verifies and the rule runs),"
                " each part pays the cache misses the other causes; with a target-only step timed once the target "
                "has settled, these are the terms of the refined model, measured before any speedup pair:\n")
+    alone = {n: {k: drafts_up_to(doc, n, k) for k in per_k} for n, per_k in c["loop"].items()}
     out.append(table(["draft", "k", f"drafted {u['unit']} (µs)", "round without the draft (µs)", "÷ round alone",
                        "add-on (µs)", "target-only step (µs)", "first step (µs)", "first round (µs)"], [
-        [n, k, f"{v['char_us']:.1f}", f"{v['round_us']:.0f}", f"{v['round_us'] / c['round_us'][k]:.3f}",
-         f"{v['round_us'] - c['round_us'][k]:+.0f}", f"{v['step_us']:.0f}", f"{v['first_step_us']:.0f}",
-         f"{v['first_round_us']:.0f}"]
+        [n, k if alone[n][k] == k else f"{k} (drafts {alone[n][k]})", f"{v['char_us']:.1f}", f"{v['round_us']:.0f}",
+         f"{v['round_us'] / c['round_us'][alone[n][k]]:.3f}", f"{v['round_us'] - c['round_us'][alone[n][k]]:+.0f}",
+         f"{v['step_us']:.0f}", f"{v['first_step_us']:.0f}", f"{v['first_round_us']:.0f}"]
         for n, per_k in c["loop"].items() for k, v in per_k.items()]))
     out.append("\nThe add-on is what a draft adds to the target's round beyond its own proposal: the round with it "
-               "less the round alone (no draft; the table above) -- the misses its proposal leaves the verify pass and, "
-               "for a draft that reads the target's states, their hand-off (the pass's extra output, the states "
-               "handed after each verify pass). The refined model prices each draft's rounds at its own round(k), "
-               "so the add-on is in every prediction.")
+               "less the round alone (no draft; the table above) at the k it drafts -- the misses its proposal leaves "
+               "the verify pass and, for a draft that reads the target's states, their hand-off (the pass's extra "
+               "output, the states handed after each verify pass). \"drafts K\": a draft that proposes at most K "
+               "(medusa's heads) verifies K + 1 positions whatever k asks, so it is set against the round alone at K. "
+               "The refined model prices each draft's rounds at its own round(k), so the add-on is in every prediction.")
     out.append(f"\nA generation's first step and first round run over its whole prompt (the prefill; timed at the "
                f"workload's mean prompt, {c['prompt_chars']} {u['units']}); the first round includes the draft's "
                f"reset and its first k {u['units']}.")
     out += tree_costs(c)
     out += overhead_tables(doc)
     return out
+
+
+def drafts_up_to(doc: dict, draft: str, k: str) -> str:
+    """The k (a key of the cost table's rounds) whose round alone a draft's round at k is set against: the
+    smallest measured k at which its chain acceptance row drafted as many as at k (a draft that proposes at most
+    K drafts the same at every k >= K), else k itself."""
+    rows = {str(r["k"]): r.get("drafted") for r in doc.get("acceptance", [])
+            if r.get("draft") == draft and r.get("tree") is None}
+    if rows.get(k) is None:
+        return k
+    same = [j for j in doc["costs"]["round_us"] if rows.get(j) == rows[k] and int(j) <= int(k)]
+    return min(same, key=int, default=k)
 
 
 def _work_cells(term: dict | None) -> list[str]:

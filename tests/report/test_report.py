@@ -394,3 +394,23 @@ def test_the_cost_table_shows_each_drafts_add_on_to_the_round(doc):
             if cells[0] == "bigram"}
     assert rows["1"][5] == "+12" and rows["2"][5] == "-5"  # 130.4 - 118, 125.6 - 131
     assert rows["1"][4] == f"{130.4 / 118:.3f}"
+
+
+def test_a_draft_that_proposes_fewer_than_k_is_set_against_the_round_at_what_it_drafts(doc):
+    """A draft capped at K (medusa's heads) drafts as many at k > K as at K: its row says so and its add-on is
+    taken against the round alone at K (hand-set: bigram drafted 10 at k = 1 and at k = 2)."""
+    d = copy.deepcopy(doc)
+    c = d["costs"]
+    c["round_us"] = {"1": 118.0, "2": 131.0}
+    for k, with_draft in (("1", 130.4), ("2", 125.6)):
+        c["loop"]["bigram"][k].update(round_us=with_draft)
+    for r in d["acceptance"]:
+        if r["draft"] == "bigram" and r["tree"] is None:
+            r["drafted"] = 10
+    lines = render.tables(d).splitlines()
+    start = next(i for i, line in enumerate(lines) if "| add-on (µs) |" in line)
+    rows = [[x.strip() for x in line.split("|")[1:-1]] for line in lines[start : lines.index("", start)]]
+    bigram = [r for r in rows if r[0] == "bigram"]
+    assert [r[1] for r in bigram] == ["1", "2 (drafts 1)"]
+    assert [r[5] for r in bigram] == ["+12", "+8"]  # 130.4 - 118, 125.6 - 118
+    assert render.drafts_up_to(d, "int8", "2") == "2"  # int8's rows untouched: it drafts what k asks
