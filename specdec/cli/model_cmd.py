@@ -50,7 +50,7 @@ def cmd_train_draft(args) -> int:
 
     from specdec.model import train as _train
 
-    out = args.out or _train.default_out(args.name)
+    out = args.out or _train.TRAIN_DIR / f"{args.name}.safetensors"
     writable_file("--out", out)
     module = importlib.import_module(f"specdec.decoding.{args.name}")
     torch.set_num_threads(args.threads)
@@ -66,7 +66,7 @@ def cmd_train_draft(args) -> int:
     print(f"wrote {out} (sha256 {sha[:12]}, {params:,} parameters, {meta['seconds']:.0f}s)")
     if args.out is None:
         models.log(f"the shipped {args.name} is unchanged; use this one with make_draft({args.name!r}, target, "
-                   f"checkpoint={str(out)!r}), or copy it over {_train.shipped_path(args.name)} to ship it")
+                   f"checkpoint={str(out)!r}), or copy it over {module.head_weights.shipped(args.name)} to ship it")
     return 0
 
 

@@ -19,8 +19,9 @@ crops of the pooled windows (every position's state saw its whole window), each 
 generation runs it: step 1 from the target's states, step j from the network's own step j-1 predictions, the
 tokens the window's own; the loss is the KL from the target's
 distribution at each predicted position to the network's, summed over the steps. Deterministic given its seed
-on a fixed thread count. The shipped network is `specdec/data/eagle.pt`, written by
-`specdec train-draft eagle --out specdec/data/eagle.pt`: a plain state dict read with `torch.load(weights_only=True)`.
+on a fixed thread count. The shipped network is `specdec/data/eagle.safetensors`, written by
+`specdec train-draft eagle --out specdec/data/eagle.safetensors` (`head_weights`: the tensors, with the config
+and meta as its metadata).
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from specdec.decoding import eagle_onnx, head_weights
 from specdec.decoding.drafts import Draft, UnknownDraftError
 from specdec.model import corpus, sampling
 from specdec.model.gpt import GPT
-from specdec.model.train import _batch, shipped_path
+from specdec.model.train import _batch
 
 HIDDEN = 256  # the MLP's width: 165,248 parameters at the shipped target's width 128
 UNROLL = 4  # training steps unrolled, as a round at k = 4 runs them
@@ -253,7 +254,7 @@ def make_eagle(target, checkpoint=None, **_) -> EagleDraft:
     if not isinstance(target, GPT):
         raise UnknownDraftError(f"draft 'eagle' reads the shipped GPT's states; a {type(target).__name__} "
                                 f"target needs a network trained on its own (eagle.train_eagle)")
-    net, meta = load_net(checkpoint or shipped_path("eagle"))
+    net, meta = load_net(checkpoint or head_weights.shipped("eagle"))
     trained_for, sha = meta.get("target_sha256"), getattr(target, "meta", {}).get("sha256")
     width = config_of(net)["width"]
     if width != target.config.n_embd or (trained_for and sha and trained_for != sha):

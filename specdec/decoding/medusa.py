@@ -10,9 +10,8 @@ depend on draft i-1, so its q is exactly the distribution it was drawn from and 
 Training (`train_medusa`) is distillation with the target frozen: random windows of the training split, the
 target's states and distributions from one window pass, and per head the KL from the target's distribution
 at t+i to the head's at t. Deterministic given its seed (one torch thread). The shipped heads are
-`specdec/data/medusa.pt`, written by `specdec train-draft medusa --out specdec/data/medusa.pt`: a
-plain state dict read with `torch.load(weights_only=True)`, as the shipped checkpoints are -- safetensors is
-the optional [hf] extra, not a core dependency, so it is not the shipped format.
+`specdec/data/medusa.safetensors`, written by `specdec train-draft medusa --out
+specdec/data/medusa.safetensors` (`head_weights`: the tensors, with the config and meta as its metadata).
 """
 
 from __future__ import annotations
@@ -30,7 +29,7 @@ from specdec.decoding import head_weights
 from specdec.decoding.drafts import Draft, UnknownDraftError
 from specdec.model import corpus, sampling
 from specdec.model.gpt import GPT
-from specdec.model.train import _batch, shipped_path
+from specdec.model.train import _batch
 
 STEPS = 3000  # the shipped heads' recipe (`specdec train-draft medusa`)
 
@@ -169,7 +168,7 @@ def make_medusa(target, checkpoint=None, **_) -> MedusaDraft:
     if not isinstance(target, GPT):
         raise UnknownDraftError(f"draft 'medusa' reads the shipped GPT's states; a {type(target).__name__} "
                                 f"target needs heads trained on its own (medusa.train_medusa)")
-    heads, meta = load_heads(checkpoint or shipped_path("medusa"))
+    heads, meta = load_heads(checkpoint or head_weights.shipped("medusa"))
     trained_for, sha = meta.get("target_sha256"), getattr(target, "meta", {}).get("sha256")
     if heads.w_in[0].in_features != target.config.n_embd or (trained_for and sha and trained_for != sha):
         raise UnknownDraftError(f"draft 'medusa': its heads were trained for target {(trained_for or '?')[:12]} "

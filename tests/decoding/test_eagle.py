@@ -5,13 +5,14 @@ every draft, trained deterministically, loaded safely, refused in one line where
 import copy
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
 import specdec
-from specdec.decoding import eagle, medusa
+from specdec.decoding import eagle, head_weights, medusa
 from specdec.decoding.generate import generate, speculative_generate
 from specdec.model.backends import to_backend
 from specdec.model.train import CheckpointError
@@ -21,7 +22,7 @@ PROMPT = "ROMEO:\nWhat light through yonder window breaks?"
 
 
 def test_the_shipped_network_loads_with_torch_alone_and_names_its_target(target):
-    net, meta = eagle.load_net(eagle.shipped_path("eagle"))
+    net, meta = eagle.load_net(head_weights.shipped("eagle"))
     assert eagle.config_of(net) == {"width": target.config.n_embd, "hidden": eagle.HIDDEN}
     assert meta["target_sha256"] == target.meta["sha256"] and meta["unroll"] == eagle.UNROLL
     # the shipped file is the documented recipe's: `specdec train-draft eagle --seed 0` at its defaults, one thread
@@ -90,18 +91,22 @@ def test_training_is_deterministic_given_its_seed_and_saves_and_loads(target, tm
     assert not torch.equal(a.fc1.weight, c.fc1.weight)
     assert meta["steps"] == 2 and meta["target_sha256"] == target.meta["sha256"] and len(meta["final_kl"]) == 4
     assert target.want_features is False and target.features is None  # the target's flag is left as it was
-    eagle.save_net(a, meta, tmp_path / "e.pt")
-    back, back_meta = eagle.load_net(tmp_path / "e.pt")
-    assert all(torch.equal(x, y) for x, y in zip(a.state_dict().values(), back.state_dict().values()))
-    assert back_meta == meta
-    draft = specdec.make_draft("eagle", target, checkpoint=tmp_path / "e.pt")  # any hidden width serves
+    for name in ("e.safetensors", "e.pt"):  # what train-draft writes, and a torch file as heads were written before
+        eagle.save_net(a, meta, tmp_path / name)
+        back, back_meta = eagle.load_net(tmp_path / name)
+        assert all(torch.equal(x, y) for x, y in zip(a.state_dict().values(), back.state_dict().values()))
+        assert back_meta == meta
+    assert (tmp_path / "e.safetensors").read_bytes()[8:9] == b"{"  # safetensors: a length, then its JSON header
+    draft = specdec.make_draft("eagle", target, checkpoint=tmp_path / "e.safetensors")  # any hidden width serves
     out = speculative_generate(target, draft, PROMPT, 30, k=4, seed=0, temperature=0)
     assert out.text == generate(target, PROMPT, 30, temperature=0).text
 
 
 def test_a_corrupt_or_missing_file_is_one_line(tmp_path):
     (tmp_path / "bad.pt").write_bytes(b"not a checkpoint")
-    for path, words in ((tmp_path / "bad.pt", "is corrupt"), (tmp_path / "none.pt", "not found")):
+    (tmp_path / "bad.safetensors").write_bytes(b"not a checkpoint")
+    for path, words in ((tmp_path / "bad.pt", "is corrupt"), (tmp_path / "bad.safetensors", "is corrupt"),
+                        (tmp_path / "none.safetensors", "not found")):
         with pytest.raises(CheckpointError) as info:
             eagle.load_net(path)
         assert words in str(info.value) and "\n" not in str(info.value) and "train-draft eagle" in str(info.value)
@@ -184,12 +189,14 @@ def test_train_draft_refuses_an_unknown_name_in_one_line_before_any_work(tmp_pat
 
 
 def test_train_draft_writes_the_weights_make_draft_reads(target, tmp_path):
-    out = tmp_path / "m.pt"
-    proc = _specdec("train-draft", "medusa", "--steps", "1", "--seed", "2", "--out", str(out), cwd=tmp_path)
+    proc = _specdec("train-draft", "medusa", "--steps", "1", "--seed", "2", cwd=tmp_path)
+    out = Path("specdec-train") / "medusa.safetensors"  # without --out: beside the shipped name, never over it
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith(f"wrote {out} (sha256 ") and "131,584 parameters" in proc.stdout
     assert "step 0:" in proc.stderr  # progress on stderr
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.pt"]  # written atomically: no temporary left
+    assert str(head_weights.shipped("medusa")) in proc.stderr  # how to ship it, said
+    assert sorted(p.name for p in (tmp_path / "specdec-train").iterdir()) == ["medusa.safetensors"]  # no temporary
+    out = tmp_path / out
     heads, meta = medusa.load_heads(out)
     assert meta["steps"] == 1 and meta["seed"] == 2
     assert isinstance(specdec.make_draft("medusa", target, checkpoint=out), medusa.MedusaDraft)

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import specdec
-from specdec.decoding import medusa
+from specdec.decoding import head_weights, medusa
 from specdec.decoding.generate import generate, speculative_generate
 from specdec.model import sampling
 from specdec.model.backends import to_backend
@@ -20,7 +20,7 @@ PROMPT = "ROMEO:\nWhat light through yonder window breaks?"
 
 @pytest.fixture(scope="module")
 def heads():
-    return medusa.load_heads(medusa.shipped_path("medusa"))
+    return medusa.load_heads(head_weights.shipped("medusa"))
 
 
 def test_the_shipped_heads_load_with_torch_alone_and_name_their_target(target, heads):
