@@ -48,9 +48,10 @@ def cmd_train_draft(args) -> int:
 
     import torch
 
+    from specdec.decoding import head_weights
     from specdec.model import train as _train
 
-    out = args.out or _train.TRAIN_DIR / f"{args.name}.safetensors"
+    out = args.out or _train.default_out(args.name, head_weights.SUFFIX)
     writable_file("--out", out)
     module = importlib.import_module(f"specdec.decoding.{args.name}")
     torch.set_num_threads(args.threads)
@@ -66,7 +67,7 @@ def cmd_train_draft(args) -> int:
     print(f"wrote {out} (sha256 {sha[:12]}, {params:,} parameters, {meta['seconds']:.0f}s)")
     if args.out is None:
         models.log(f"the shipped {args.name} is unchanged; use this one with make_draft({args.name!r}, target, "
-                   f"checkpoint={str(out)!r}), or copy it over {module.head_weights.shipped(args.name)} to ship it")
+                   f"checkpoint={str(out)!r}), or copy it over {head_weights.shipped(args.name)} to ship it")
     return 0
 
 

@@ -11,14 +11,13 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable
-from importlib import resources
 from pathlib import Path
 
 import numpy as np
 import torch
 import torch.nn as nn
 
-from specdec.model.train import CheckpointError, file_sha256
+from specdec.model.train import CheckpointError, file_sha256, shipped_path
 from specdec.util.files import atomic_path
 
 
@@ -37,9 +36,12 @@ def last_state(features: torch.Tensor) -> np.ndarray:
     return numpy32(features[-1])
 
 
+SUFFIX = ".safetensors"  # the shipped heads' files, and what `specdec train-draft` writes
+
+
 def shipped(name: str) -> Path:
     """The shipped weights of draft `name` (medusa, eagle): specdec/data/NAME.safetensors."""
-    return Path(str(resources.files("specdec").joinpath(f"data/{name}.safetensors")))
+    return shipped_path(name, SUFFIX)
 
 
 def save(module: nn.Module, config: dict, key: str, meta: dict, path: str | os.PathLike) -> str:
@@ -48,7 +50,7 @@ def save(module: nn.Module, config: dict, key: str, meta: dict, path: str | os.P
     path = Path(path)
     weights = {k: v.detach().clone().contiguous() for k, v in module.state_dict().items()}
     with atomic_path(path) as tmp:
-        if path.suffix == ".safetensors":
+        if path.suffix == SUFFIX:
             from safetensors.torch import save_file
 
             save_file(weights, str(tmp), metadata={"config": json.dumps(config), "meta": json.dumps(dict(meta))})
@@ -59,7 +61,7 @@ def save(module: nn.Module, config: dict, key: str, meta: dict, path: str | os.P
 
 def _read(path: Path, key: str) -> tuple[dict, dict, dict]:
     """(config, state dict, meta) of a file `save` wrote."""
-    if path.suffix == ".safetensors":
+    if path.suffix == SUFFIX:
         from safetensors import safe_open
 
         with safe_open(str(path), framework="pt") as f:

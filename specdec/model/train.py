@@ -51,16 +51,16 @@ class TrainConfig:
 TRAIN_DIR = Path("specdec-train")  # where `specdec train` writes without --out: never over the shipped files
 
 
-def default_out(name: str = "target") -> Path:
-    """Where `specdec train` writes checkpoint 'target' or 'small' when no --out is given: TRAIN_DIR under the
-    working directory. The shipped checkpoints, which every report and the asv history measure, are replaced
+def default_out(name: str = "target", suffix: str = ".pt") -> Path:
+    """Where `specdec train` (and `train-draft`) writes checkpoint `name` when no --out is given: TRAIN_DIR under
+    the working directory. The shipped checkpoints, which every report and the asv history measure, are replaced
     only on purpose (--out naming them, or a copy)."""
-    return TRAIN_DIR / f"{name}.pt"
+    return TRAIN_DIR / f"{name}{suffix}"
 
 
-def shipped_path(name: str = "target") -> Path:
-    """Path of a checkpoint shipped in the package: 'target' or 'small'."""
-    return Path(str(resources.files("specdec").joinpath(f"data/{name}.pt")))
+def shipped_path(name: str = "target", suffix: str = ".pt") -> Path:
+    """Path of a file shipped in the package: checkpoint 'target' or 'small', or a draft's heads (their suffix)."""
+    return Path(str(resources.files("specdec").joinpath(f"data/{name}{suffix}")))
 
 
 def _batch(data: np.ndarray, rng: np.random.Generator, batch: int, context: int):
