@@ -4,20 +4,20 @@ asv reads every tracked figure as lower-is-better (it has no other direction), s
 rejected ÷ drafted instead of acceptance, target passes per character instead of characters per pass, and
 speculative ÷ target-only time instead of the speedup: a regression then shows as `+` (worse).
 Rejection and passes are exact given the seed: any change is a change in behaviour, not noise. The time ratio
-comes from alternated target-only / speculative pairs (`harness.generations`): asv gets the per-pair ratios as
+comes from alternated target-only / speculative pairs (`pairs.generations`): asv gets the per-pair ratios as
 samples (`harness.sampled`) and tracks their median.
 Both generations of a pair run on the same backend's target (`backend`). Rejection and passes are the eager
 target's: they measure the draft and the rule, not how the target's pass runs.
 """
 
-from . import harness
+from . import harness, pairs
 from .common import BACKENDS, DRAFTS, KS, THREADS, skip_unless
 
 
 class Acceptance:
     params = (DRAFTS, KS)
     param_names = ["draft", "k"]
-    setup_cache = staticmethod(harness.generations)
+    setup_cache = staticmethod(pairs.generations)
     timeout = 300 * len(BACKENDS)
 
     def setup(self, cache, name, k):
@@ -38,7 +38,7 @@ class Acceptance:
 class Speedup:
     params = ([THREADS], BACKENDS, DRAFTS, KS)
     param_names = ["threads", "backend", "draft", "k"]
-    setup_cache = staticmethod(harness.generations)
+    setup_cache = staticmethod(pairs.generations)
     timeout = 300 * len(BACKENDS)
 
     def setup(self, cache, threads, backend, name, k):

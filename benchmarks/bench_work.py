@@ -3,12 +3,12 @@
 A count of the same code does not depend on the machine's load: one commit counted against itself agrees
 within the work threshold (docs/work.md), so these lines stay flat where the code they measure did not change
 and step where it did, by changes far below what a time can tell from noise. Every figure is counted as
-`specdec ab` counts a revision (`harness.work_counts`: the running checkout's `work_pool`, loaded by path, with
+`specdec ab` counts a revision (`counted.work_counts`: the running checkout's `work_pool`, loaded by path, with
 the commit's installed package as the tree): the instructions outside the allocators and the type cache's
 misses, the mean over three layouts, on the onnx backend, at k = 4, at one thread. Every benchmark skips where
 no counter runs, with the reason (`work.probe`: valgrind or pytest-codspeed's hooks missing)."""
 
-from . import harness
+from . import counted
 
 # Counted at one thread whatever SPECDEC_BENCH_THREADS says (callgrind adds every thread's instructions, the
 # hardware counter counts the calling thread's); the `threads` parameter records it.
@@ -23,7 +23,7 @@ def _skip_unless(cache: dict, row: str) -> None:
 
 
 def _counts():
-    return harness.work_counts()
+    return counted.work_counts()
 
 
 class WorkPass:
@@ -78,7 +78,7 @@ class WorkRound:
 
 
 class WorkGeneration:
-    """A generation of `harness.WORK_CHARS` (12) characters, as `specdec ab` counts one: target-only, and
+    """A generation of `counted.WORK_CHARS` (12) characters, as `specdec ab` counts one: target-only, and
     speculative with each draft at k = 4."""
 
     params = (COUNTED_THREADS, ["target-only", "spec bigram k=4", "spec ngram k=4"])

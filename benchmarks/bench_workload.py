@@ -7,7 +7,7 @@ benchmark prompt, the same forms. Both APIs are newer than the first trained tar
 `specdec.load_workload` or `specdec.TreeSpec` every benchmark here skips.
 """
 
-from . import harness
+from . import harness, pairs
 from .common import THREADS, skip_unless
 
 WORKLOAD_DRAFTS = ["bigram", "ngram", "int8"]
@@ -41,7 +41,7 @@ class Workload(_PooledFigures):
     timeout = 300
 
     def setup_cache(self):
-        return harness.workload_generations(WORKLOAD_DRAFTS, WORKLOAD_KS)
+        return pairs.workload_generations(WORKLOAD_DRAFTS, WORKLOAD_KS)
 
     def setup(self, cache, threads, name, k):
         skip_unless(cache, f"{name}/{k}", f"the workload API or draft {name!r}")
@@ -54,7 +54,7 @@ class Tree(_PooledFigures):
     timeout = 300
 
     def setup_cache(self):
-        return harness.tree_generations(TREE_DRAFTS, TREE_SHAPES)
+        return pairs.tree_generations(TREE_DRAFTS, TREE_SHAPES)
 
     def setup(self, cache, threads, name, shape):
         skip_unless(cache, f"{name}/{shape}", f"trees or draft {name!r}")

@@ -1,11 +1,10 @@
 """The asv suite's own measuring method, fixed across commits while the code under test varies.
 
-The report measures through `specdec.measure.timing`; this suite does not import it (nor `measure.stats` or any other
-internal), because asv runs today's benchmarks against every commit's package: a method living in the package
-would change from commit to commit, and move the figures with no change in performance. (So its round-robin and
-pairs have twins in the package, `timing.round_robin` and `measure.user_bench`, which time a user's commits with
-`specdec ab`'s worker: they import the package and cannot be loaded by path, as the counting method's
-stdlib-only files `work.py` and `work_pool.py` are below.)
+This suite imports no internal of the package under test (`measure.timing`, `measure.stats`, ...), because asv
+runs today's benchmarks against every commit's package: a method living in that package would change from commit
+to commit, and move the figures with no change in performance. The method's own files come from the running
+checkout instead, loaded by path (`method`): the side-by-side timing (`specdec/measure/turns.py`, the turns the
+report's timers and a user's suite take too) and the counting method (`work/work.py`, `work/work_pool.py`).
 
 The method, in four rules:
   * Two things compared are measured side by side, never in separate runs: generations in alternated pairs
@@ -28,10 +27,7 @@ The method, in four rules:
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import gc
-import math
 from typing import Callable
 
 import numpy as np
@@ -40,71 +36,63 @@ import torch
 from . import common
 
 
-@contextlib.contextmanager
-def gc_paused():
-    """Collect now, then keep the collector out of the block (a collection inside a timed call is noise)."""
-    enabled = gc.isenabled()
-    gc.collect()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
+# ---- the method's files, from the running checkout --------------------------------------------------------
+
+
+def method(filename: str):
+    """A file of the running checkout's method (specdec/measure/FILENAME), loaded by path through the method's
+    one loader (specdec/measure/method.py, itself run by path), never the commit's package: the method stays
+    fixed while the code under test varies, and `work_pool` and `ab_worker` get the same module objects.
+    These files import only the standard library at import: cheap, and nothing of specdec."""
+    return _loader()(filename)
+
+
+def _turns():
+    """The method's way of timing things side by side (specdec/measure/turns.py, loaded by path)."""
+    return method("turns.py")
+
+
+@functools.cache
+def _loader():
+    import runpy
+    from pathlib import Path
+
+    return runpy.run_path(str(Path(__file__).resolve().parents[1] / "specdec" / "measure" / "method.py"))["load"]
+
+
+def _worker_constant(name: str):
+    """A constant of `specdec ab`'s rows (the running checkout's ab_rows.py, `method`), so that both
+    methods batch alike."""
+    return getattr(method("ab_rows.py"), name)
+
+
+# ---- timing side by side --------------------------------------------------------------------------------------
 
 
 def _timed(fn: Callable[[], object]) -> float:
-    clock = common.CLOCK
-    t0 = clock()
-    fn()
-    return clock() - t0
+    return _turns().timed(fn, common.CLOCK)
 
 
 def pair(fn_a: Callable[[], object], fn_b: Callable[[], object], b_first: bool = False) -> float:
-    """One pair's time ratio B / A, the two run back to back; alternate `b_first` from pair to pair (A B, then
-    B A, ...) so that neither side always runs second, into caches the other just warmed."""
-    with gc_paused():
-        if b_first:
-            tb, ta = _timed(fn_b), _timed(fn_a)
-        else:
-            ta, tb = _timed(fn_a), _timed(fn_b)
-    return tb / ta
+    """One pair's time ratio B / A, back to back on the suite's clock (`turns.pair`); alternate `b_first` from
+    pair to pair (A B, then B A, ...)."""
+    return _turns().pair(fn_a, fn_b, _timed, b_first)
 
 
 def round_robin(calls: dict[str, Callable[[], object]], samples: int, number: int,
                 warmup: int = 1) -> dict[str, np.ndarray]:
-    """Seconds of each named call: `samples` samples each, after `warmup` discarded samples.
-
-    A sample is `number` rounds; in a round every call takes one turn, timed alone, and the round's order
-    starts one later each time (A B C, B C A, ...) so that no call always follows the same one (whose
-    weights it would find in the CPU caches, or not). A sample's value is its fastest call: on a shared
-    machine a call that was descheduled or ran beside another process's burst is slower, never faster, and
-    the fastest of a few calls is the least disturbed. Sample i of every call spans the same moments.
-    """
-    names = list(calls)
-    kept: dict[str, list[float]] = {name: [] for name in names}
-    for s in range(warmup + samples):
-        fastest = dict.fromkeys(names, math.inf)
-        with gc_paused():
-            for r in range(number):
-                shift = r % len(names)
-                for name in names[shift:] + names[:shift]:
-                    fastest[name] = min(fastest[name], _timed(calls[name]))
-        if s >= warmup:
-            for name in names:
-                kept[name].append(fastest[name])
-    return {name: np.asarray(v) for name, v in kept.items()}
+    """Seconds of each named call: `samples` samples each, after `warmup` discarded samples, from
+    `turns.round_robin`: a sample is `number` rotating rounds in which every call takes one turn, timed alone,
+    with the collector held off; a sample's value is the call's fastest turn. Sample i of every call spans the
+    same moments."""
+    turns = {name: (lambda fn=fn: _timed(fn)) for name, fn in calls.items()}
+    kept = _turns().round_robin(turns, samples, number, warmup, paused=True)
+    return {name: np.asarray(v, dtype=float) for name, v in kept.items()}
 
 
 def sampled(values) -> dict:
-    """A tracked figure as its samples, in the form asv's runner reads as a sampled result (what a `time_*`
-    benchmark hands it): asv stores the samples, appends those of later rounds, takes their median as the
-    figure with a 99 % interval, and `asv continuous`/`compare` test the two commits' samples (Mann-Whitney,
-    p < 0.002) before flagging a change beyond the factor."""
-    values = [float(v) for v in np.asarray(values, dtype=float).ravel()]
-    if not values:
-        raise ValueError("a sampled figure needs at least one sample")
-    return {"samples": values, "number": 1}
+    """A tracked figure as its samples, the form asv's runner reads as a sampled result (`turns.sampled`)."""
+    return _turns().sampled(values)
 
 
 REFERENCE = "reference"  # the reference kernel's name in a round-robin
@@ -206,8 +194,8 @@ def _costs(backend: str, samples: int | None, number: int | None) -> dict:
 
 def _prefill_states(model, draft, ctx: list[int]):
     """For a draft that reads the target: the states a prefill of the context forms, as the loop hands them
-    (None for any other draft): `specdec ab`'s own hand-off (the running checkout's ab_rows.py, `_method`)."""
-    return _method("ab_rows.py").prefill_states(model, draft, ctx)
+    (None for any other draft): `specdec ab`'s own hand-off (the running checkout's ab_rows.py, `method`)."""
+    return method("ab_rows.py").prefill_states(model, draft, ctx)
 
 
 def _proposal(draft, ctx: list[int], pos: int, states=None) -> Callable[[], object]:
@@ -224,40 +212,6 @@ def _proposal(draft, ctx: list[int], pos: int, states=None) -> Callable[[], obje
         draft.propose(ctx, common.DRAFT_K, rng, common.TEMPERATURE)
 
     return call
-
-
-def generations(pairs: int | None = None) -> dict:
-    """Per backend this commit can run, per draft x k ('draft/k'): the generation's counts and speculative ÷
-    target-only time ratios, both generations on that backend's target.
-
-    Each row's generation first runs short and untimed (the draft's first call pays one-off set-up), then rows
-    -- of every backend -- take turns pair by pair -- pair i of every row before pair i + 1 of any -- so a burst
-    of load touches one pair of many rows, which the per-row median shrugs off, rather than every pair of one
-    row. The counts come from the timed speculative runs themselves (exact given the seed: every run makes the
-    same choices).
-    """
-    pairs = pairs or common.scaled(3, 1)
-    common.fix_threads()
-    runs, last, plain = {}, {}, {}
-    for backend in common.available_backends():
-        for name in common.available(common.DRAFTS, backend):
-            for k in common.KS:
-                key, run = (backend, f"{name}/{k}"), common.speculative(name, k, backend=backend)
-                common.speculative(name, k, chars=k + 2, backend=backend)()  # warm-up: a round or two
-                runs[key] = lambda key=key, run=run: last.__setitem__(key, run())
-        plain[backend] = lambda backend=backend: common.target_only(backend)
-        plain[backend]()  # warm-up
-    ratios = {key: [] for key in runs}
-    for i in range(pairs):
-        for key, run in runs.items():  # A B in even pairs, B A in odd ones
-            ratios[key].append(pair(plain[key[0]], run, b_first=i % 2 == 1))
-    rows: dict[str, dict] = {backend: {} for backend in plain}
-    for (backend, key), out in last.items():
-        st = out.stats
-        r = ratios[backend, key]
-        rows[backend][key] = {"chars": st.chars, "target_passes": st.target_passes, "drafted": st.drafted,
-                              "accepted": st.accepted, "ratios": r, "time_ratio": float(np.median(r))}
-    return rows
 
 
 def generation_times(samples: int | None = None) -> dict:
@@ -308,193 +262,3 @@ def overhead_shares(samples: int | None = None, number: int | None = None, secon
         floor = max(flops / (machine.matmul_gflops * 1e9), nbytes / (machine.cache_gbps * 1e9))  # seconds
         shares[backend] = (1.0 - floor / times).tolist()  # per sample
     return shares
-
-
-def _timed_rows(runs: dict[str, list], pairs_per_run: int = 1) -> dict[str, dict]:
-    """Rows of (target-only, speculative) call pairs, one per run of the row: each run's pair timed
-    alternately with every other row's, the row's counts summed from its timed speculative runs.
-
-    runs: key -> list of (target-only call, speculative call). Returns key -> chars, target_passes, drafted,
-    accepted, and ratios: each pair's speculative / target-only (the samples asv judges the row by).
-    """
-    common.fix_threads()
-    ratios: dict[str, list[float]] = {key: [] for key in runs}
-    counts = {key: dict.fromkeys(("chars", "target_passes", "drafted", "accepted"), 0) for key in runs}
-    width = max(len(v) for v in runs.values())
-    for i in range(width * pairs_per_run):
-        for key, calls in runs.items():
-            if i >= len(calls) * pairs_per_run:
-                continue
-            plain, spec = calls[i % len(calls)]
-            out = {}
-            with gc_paused():
-                if i % 2:
-                    tb, ta = _timed(lambda: out.setdefault("spec", spec())), _timed(plain)
-                else:
-                    ta, tb = _timed(plain), _timed(lambda: out.setdefault("spec", spec()))
-            ratios[key].append(tb / ta)
-            if i < len(calls):  # count each run once
-                st = out["spec"].stats
-                for name in counts[key]:
-                    counts[key][name] += getattr(st, name)
-    return {key: {**counts[key], "ratios": ratios[key]} for key in runs}
-
-
-def workload_generations(drafts: list[str], ks: list[int]) -> dict:
-    """Per draft x k ('draft/k') over six workload runs (every fourth prompt, seeds in turn); {} where the
-    workload API is absent."""
-    import specdec
-
-    if not hasattr(specdec, "load_workload"):
-        return {}
-    runs = specdec.load_workload("shakespeare24").cycled(4)
-    chars = common.CHARS
-    t = common.target()
-    plain = [lambda item=item, s=s: specdec.generate(t, item.prompt, chars, seed=s) for item, s in runs]
-    rows = {}
-    for name in common.available(drafts):
-        d = common.draft(name)
-        for k in ks:
-            rows[f"{name}/{k}"] = [(p, lambda item=item, s=s, k=k, d=d: specdec.speculative_generate(
-                t, d, item.prompt, chars, k=k, seed=s)) for p, (item, s) in zip(plain, runs)]
-    return _timed_rows(rows)
-
-
-def tree_generations(drafts: list[str], shapes: list[str]) -> dict:
-    """Per draft x tree shape ('draft/shape') on the benchmark prompt, three alternated pairs each; {} where
-    the package has no trees."""
-    import specdec
-
-    if not hasattr(specdec, "TreeSpec"):
-        return {}
-    t = common.target()
-    rows = {}
-    for name in common.available(drafts):
-        d = common.draft(name)
-        for shape in shapes:
-            spec = specdec.TreeSpec.parse(shape)
-            call = lambda d=d, spec=spec: specdec.speculative_generate(
-                t, d, common.PROMPT, common.CHARS, k=1, seed=common.SEED, temperature=common.TEMPERATURE, tree=spec)
-            call()  # warm-up
-            rows[f"{name}/{shape}"] = [(common.target_only, call)]
-    return _timed_rows(rows, pairs_per_run=common.scaled(3, 1))
-
-
-def _method(filename: str):
-    """A file of the running checkout's method (specdec/measure/FILENAME), loaded by path through the method's
-    one loader (specdec/measure/method.py, itself run by path), never the commit's package: the method stays
-    fixed while the code under test varies, and `work_pool` and `ab_worker` get the same module objects.
-    These files import only the standard library at import: cheap, and nothing of specdec."""
-    return _loader()(filename)
-
-
-@functools.cache
-def _loader():
-    import runpy
-    from pathlib import Path
-
-    return runpy.run_path(str(Path(__file__).resolve().parents[1] / "specdec" / "measure" / "method.py"))["load"]
-
-
-def _worker_constant(name: str):
-    """A constant of `specdec ab`'s rows (the running checkout's ab_rows.py, `_method`), so that both
-    methods batch alike."""
-    return getattr(_method("ab_rows.py"), name)
-
-
-BATCH = _worker_constant("BATCH")  # sequences at once in the batched rows (bench_batch), as in `specdec ab`
-
-
-@functools.lru_cache(maxsize=None)
-def batch_generations(drafts: tuple[str, ...], k: int, pairs: int | None = None) -> dict:
-    """Per draft this commit can batch: speculative ÷ target-only time of BATCH sequences at once (the prompt
-    BATCH times, seeds SEED..SEED+BATCH-1, `batch=` of the public API), in alternated pairs (`pair`), rows
-    taking turns pair by pair; and the batch's target passes per character. {} on a commit whose
-    `speculative_generate` takes no batch, or for a target that cannot batch (its ValueError)."""
-    import inspect
-
-    import specdec
-
-    if "batch" not in inspect.signature(specdec.speculative_generate).parameters:
-        return {}
-    pairs = pairs or common.scaled(3, 1)
-    common.fix_threads()
-    t = common.target()
-    plain = lambda: specdec.generate(t, common.PROMPT, common.CHARS, seed=common.SEED,
-                                     temperature=common.TEMPERATURE, batch=BATCH)
-    try:
-        plain()  # warm-up; a target that cannot batch (a user's hf: model) says so with a ValueError: skip
-    except ValueError:
-        return {}
-    runs, last = {}, {}
-    for name in common.available(drafts):
-        d = common.draft(name)
-        run = lambda d=d: specdec.speculative_generate(t, d, common.PROMPT, common.CHARS, k=k, seed=common.SEED,
-                                                       temperature=common.TEMPERATURE, batch=BATCH)
-        try:
-            run()  # warm-up: the draft's first batched call
-        except ValueError:  # a draft that cannot batch: its rows skip
-            continue
-        runs[name] = lambda name=name, run=run: last.__setitem__(name, run())
-    ratios = {name: [] for name in runs}
-    for i in range(pairs):
-        for name, run in runs.items():
-            ratios[name].append(pair(plain, run, b_first=i % 2 == 1))
-    return {name: {"ratios": ratios[name], "time_ratio": float(np.median(ratios[name])),
-                   "passes_per_char": last[name].passes / common.CHARS} for name in runs}
-
-
-WORK_ROWS = ["target-only", "pass 1", "verify 5"] + [f"{kind} {d}{k}" for d in ("bigram", "ngram")
-                                                    for kind, k in (("draft", ""), ("round", " k=4"), ("spec", " k=4"))]
-
-
-# What `specdec ab` counts a revision with: the running checkout's `work_pool.py` (loaded by path, `_method`),
-# where ab, bisect and a user's suite take it from too, so the two cannot drift apart.
-WORK_LAYOUTS = list(_method("work/work_pool.py").LAYOUTS)  # layout seeds (`work.perturb`): the figure is the mean over them
-WORK_CHARS = _method("work/work_pool.py").COUNT_CHARS  # characters of a counted generation: the timed row's code, cheaper
-
-
-def work_config(backend: str) -> dict:
-    """The counting children's config, `work_pool.counting_config` of this suite's pair: rows without their facts
-    (`count`), generations at most WORK_CHARS long, one thread (callgrind adds every thread's instructions, the
-    hardware counter counts the calling thread's). A smoke run builds the cheap rows only (the call path is the
-    same); the rest skip there."""
-    return _method("work/work_pool.py").counting_config(
-        {"target": common.USER_TARGET, "backend": backend, "dtype": None, "drafts": ["bigram", "ngram"], "ks": [4],
-         "chars": common.CHARS, "prompt": common.PROMPT, "seed": common.SEED, "temperature": common.TEMPERATURE,
-         "threads": 1, "only": ["pass", "draft"] if common.SMOKE else None})
-
-
-@functools.lru_cache(maxsize=None)
-def work_counts(backend: str = "onnx") -> dict:
-    """Instructions per call of the work rows, counted as `specdec ab` counts a revision: the running checkout's
-    `work_pool.count_tree` (loaded by path with `work.py` and `ab_worker.py` beside it, never the commit's), the
-    tree being the folder the commit's package is installed in; one zygote under the work counter (callgrind where
-    the machine has no hardware counter), a forked child per layout of WORK_LAYOUTS. A row's figure is the mean
-    over the layouts of its `fewest` (instructions outside the allocators and the type cache's misses); a round
-    row's is divided by its rounds (instructions per round).
-
-    Returns {"counter": name, "rows": {row: figure}, "reasons": {row: why it was not counted}}, or
-    {"counter": None, "reason": why nothing counts here} (every work benchmark then skips with that reason).
-    Under SPECDEC_BENCH_SMOKE only the pass and draft rows are counted, in one layout (its figures mean nothing;
-    a user's pair: none)."""
-    import importlib.util
-    import sys
-    from pathlib import Path
-
-    avail = _method("work/work.py").probe()
-    if avail.kind is None:
-        return {"counter": None, "reason": avail.reason}
-    if common.SMOKE and common.USER_TARGET:  # tools/check_history.py on a user's pair: minutes of simulation
-        return {"counter": None, "reason": "a smoke run counts no user's pair (SPECDEC_TARGET set)"}
-    package = importlib.util.find_spec("specdec")  # the commit's installed package: the folder holding it is the tree
-    site = str(Path(package.origin).resolve().parents[1])
-    layouts = WORK_LAYOUTS[:1] if common.SMOKE else WORK_LAYOUTS
-    pool = _method("work/work_pool.py")
-    got = pool.count_tree(site, work_config(backend), WORK_ROWS, avail.kind, layouts,
-                          progress=lambda line: print(line, file=sys.stderr, flush=True))
-    rows = {name: mean / got["facts"][name]["rounds"] if name.startswith("round") else mean
-            for name, mean in got["rows"].items()}
-    reasons = {name: ("a smoke run counts the pass and draft rows only" if common.SMOKE and why == "not built" else why)
-               for name, why in got["reasons"].items()}
-    return {"counter": avail.name, "rows": rows, "reasons": reasons}

@@ -1,4 +1,4 @@
-"""The asv suite's work benchmarks: `harness.work_counts` counts a commit as `specdec ab` counts a revision (the
+"""The asv suite's work benchmarks: `counted.work_counts` counts a commit as `specdec ab` counts a revision (the
 running checkout's `work_pool`, by path; the figure the mean of `fewest` over the layouts), a skip names what is
 missing, and asv.conf.json installs the counter's hooks and gives the work and time families their own
 regression thresholds. The counting itself is replaced by a recording stand-in here (callgrind for real:
@@ -16,7 +16,7 @@ from asv.plugins.regressions import _GraphDataFilter
 from asv_runner.discovery import disc_benchmarks
 
 import specdec
-from benchmarks import bench_work, common, harness
+from benchmarks import bench_work, common, counted, harness, pairs
 from specdec.measure.ab import ab_work
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -90,14 +90,14 @@ def test_asvs_environments_install_the_work_counters_hooks_at_the_work_extras_fl
 
 
 def test_the_harness_counts_with_abs_layouts_length_and_config():
-    assert harness.WORK_LAYOUTS == list(ab_work.LAYOUTS) and harness.WORK_CHARS == ab_work.COUNT_CHARS
+    assert counted.WORK_LAYOUTS == list(ab_work.LAYOUTS) and counted.WORK_CHARS == ab_work.COUNT_CHARS
 
 
 @pytest.mark.parametrize("chars,smoke", [(200, False), (20, True), (5, False)])
 def test_the_counting_config_is_abs(monkeypatch, chars, smoke):
     monkeypatch.setattr(common, "CHARS", chars)
     monkeypatch.setattr(common, "SMOKE", smoke)
-    got = harness.work_config("onnx")
+    got = counted.work_config("onnx")
     base = {**got, "count": False, "chars": chars, "threads": 4}
     assert got == ab_work.counting_config(base)
     assert got["chars"] == min(chars, 12) and got["threads"] == 1 and got["count"] is True
@@ -136,9 +136,9 @@ class FakePool:
 @pytest.fixture
 def pool(monkeypatch):
     monkeypatch.setattr(common, "USER_TARGET", None)
-    work = harness._method("work/work.py")
+    work = harness.method("work/work.py")
     monkeypatch.setattr(work, "probe", lambda want="auto": work.Availability("callgrind", work.NAMES["callgrind"]))
-    module = harness._method("work/work_pool.py")
+    module = harness.method("work/work_pool.py")
     fake = FakePool(module.count_trees)
     monkeypatch.setattr(module, "count_trees", fake)
     return fake
@@ -146,11 +146,11 @@ def pool(monkeypatch):
 
 def test_work_counts_is_the_mean_of_fewest_over_the_layouts_of_the_installed_package(monkeypatch, pool):
     monkeypatch.setattr(common, "SMOKE", False)
-    out = harness.work_counts.__wrapped__("onnx")
+    out = counted.work_counts.__wrapped__("onnx")
     (call,) = pool.calls
     assert call["trees"] == {"C": str(Path(specdec.__file__).resolve().parents[1])}  # the package's folder
     assert call["layouts"] == [1, 2, 3] and call["jobs"] in (1, 2) and call["kind"] == "callgrind"
-    assert call["config"] == harness.work_config("onnx") and call["rows"] == harness.WORK_ROWS
+    assert call["config"] == counted.work_config("onnx") and call["rows"] == counted.WORK_ROWS
     assert out["rows"] == {"pass 1": 1003.0, "draft bigram": 401.0, "draft ngram": 301.0,
                            "round bigram k=4": 2001.0,  # 8004 per generation over its 4 rounds
                            "target-only": 90003.0}  # the allocators' figure (alloc) is not the work figure
@@ -166,7 +166,7 @@ def test_work_counts_is_the_mean_of_fewest_over_the_layouts_of_the_installed_pac
 
 def test_a_smoke_run_counts_the_pass_and_draft_rows_in_one_layout(monkeypatch, pool):
     monkeypatch.setattr(common, "SMOKE", True)
-    out = harness.work_counts.__wrapped__("onnx")
+    out = counted.work_counts.__wrapped__("onnx")
     assert pool.calls[0]["layouts"] == [1] and pool.calls[0]["config"]["only"] == ["pass", "draft"]
     assert out["rows"] == {"pass 1": 1000.0, "draft bigram": 400.0, "draft ngram": 300.0}
     with pytest.raises(NotImplementedError, match="smoke run counts the pass and draft rows only"):
@@ -176,17 +176,17 @@ def test_a_smoke_run_counts_the_pass_and_draft_rows_in_one_layout(monkeypatch, p
 def test_a_smoke_run_of_a_users_pair_counts_nothing_and_says_so(monkeypatch, pool):
     monkeypatch.setattr(common, "SMOKE", True)
     monkeypatch.setattr(common, "USER_TARGET", "hf:/some/model")
-    out = harness.work_counts.__wrapped__("onnx")
+    out = counted.work_counts.__wrapped__("onnx")
     assert not pool.calls and out["counter"] is None
     with pytest.raises(NotImplementedError, match="SPECDEC_TARGET"):
         bench_work.WorkPass().setup(out, 1, "pass 1")
 
 
 def test_without_a_counter_every_work_benchmark_skips_naming_what_is_missing(monkeypatch):
-    work = harness._method("work/work.py")
+    work = harness.method("work/work.py")
     missing = "callgrind: pytest-codspeed's instrument hooks are not installed (pip install 'pytest-codspeed>=5.0.4')"
     monkeypatch.setattr(work, "probe", lambda want="auto": work.Availability(None, "unavailable", missing))
-    out = harness.work_counts.__wrapped__("onnx")
+    out = counted.work_counts.__wrapped__("onnx")
     assert out == {"counter": None, "reason": missing}
     for cls, arg in [(bench_work.WorkPass, "pass 1"), (bench_work.WorkDraft, "bigram"),
                      (bench_work.WorkRound, "ngram"), (bench_work.WorkGeneration, "target-only")]:
@@ -198,7 +198,7 @@ def test_without_a_counter_every_work_benchmark_skips_naming_what_is_missing(mon
 def test_the_harness_loads_the_method_by_path_once():
     """work_pool, work and ab_worker from the running checkout's specdec/measure, never the commit's package;
     work.py one module object whoever loads it (work_pool's own loader finds the harness's)."""
-    pool = harness._method("work/work_pool.py")
+    pool = harness.method("work/work_pool.py")
     assert Path(pool.__file__).resolve() == ROOT / "specdec" / "measure" / "work" / "work_pool.py"
-    assert pool._work() is harness._method("work/work.py") and harness._method("work/work_pool.py") is pool
-    assert harness.BATCH == harness._method("ab_rows.py").BATCH
+    assert pool._work() is harness.method("work/work.py") and harness.method("work/work_pool.py") is pool
+    assert pairs.BATCH == harness.method("ab_rows.py").BATCH

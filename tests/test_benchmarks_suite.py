@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import benchmarks
-from benchmarks import common, harness
+from benchmarks import common, harness, pairs
 from specdec.measure.anatomy import roofline
 from specdec.model import backends
 
@@ -265,7 +265,7 @@ def test_costs_and_generations_give_every_figure_per_backend(monkeypatch):
         for name, c in costs["c"].items():
             expect = np.asarray(costs["draft_char_time"][name]) / np.asarray(costs["pass_time"][1])
             assert np.allclose(c, expect, rtol=1e-12)
-    per_backend = harness.generations(pairs=1)
+    per_backend = pairs.generations(pairs=1)
     assert list(per_backend) == INSTALLED
     for rows in per_backend.values():
         assert set(rows) == {f"{n}/{k}" for n, k in itertools.product(SHIPPED_DRAFTS, common.KS)}
@@ -343,7 +343,7 @@ def test_every_benchmark_runs_or_skips_at_head():
 
 def _smoke_work_skips() -> int:
     """bench_work's parameter sets a smoke run skips: those whose rows are not the pass or a draft's proposal
-    (harness.work_counts counts only "pass 1" and "draft D" under SPECDEC_BENCH_SMOKE), or all where no counter
+    (`counted.work_counts` counts only "pass 1" and "draft D" under SPECDEC_BENCH_SMOKE), or all where no counter
     runs here."""
     from benchmarks import bench_work
     from specdec.measure.work import work

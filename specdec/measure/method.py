@@ -2,7 +2,8 @@
 
 A few files are the method rather than the product: the worker every revision runs (`ab_worker.py`, with its
 rows, `ab_rows.py`), the work counter (`work/work.py`, its counters and dump reader) and the counting pool
-(`work/work_pool.py`). `specdec ab`, `specdec bisect` and asv's harness build and count *every* revision with
+(`work/work_pool.py`), and the side-by-side turns every timed comparison takes (`turns.py`, which asv's harness
+loads from here). `specdec ab`, `specdec bisect` and asv's harness build and count *every* revision with
 the running checkout's copy of them, never the revision's own, so that the method stays fixed while the code
 under test varies. Where they run, the `specdec` on the path may be the revision's; so they import nothing of
 specdec's and reach each other through `load`, which runs a file of this folder by path and registers it as

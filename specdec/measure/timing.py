@@ -17,6 +17,7 @@ import torch
 
 from specdec.model import corpus
 from specdec.measure import hygiene
+from specdec.measure import turns as _turns
 from specdec.measure.clock import measured, now
 from specdec.decoding.drafts import corpus_ids
 
@@ -83,19 +84,14 @@ def round_robin(
     """
     turns = {name: (lambda fn=fn: timed(fn, device, number)) for name, fn in fns.items()}
     turns.update({name: (lambda s=s: _quiet(s)) for name, s in (samplers or {}).items()})
-    kept: dict[str, list] = {name: [] for name in turns}
-    names = list(turns)
-    last = 0.0
-    for i in range(samples + 1):
-        if deadline is not None and i > min_samples and now() + last > deadline:
-            break
-        t0 = now()
-        shift = i % len(names) if rotate else 0
-        for name in names[shift:] + names[:shift]:
-            value = turns[name]()
-            if i:
-                kept[name].append(value)
-        last = now() - t0
+    starts: list[float] = []
+
+    def stop(i: int) -> bool:  # before round i: would another round, as long as the last, end past the deadline?
+        starts.append(now())
+        last = starts[-1] - starts[-2] if len(starts) > 1 else 0.0
+        return deadline is not None and i > min_samples and starts[-1] + last > deadline
+
+    kept = _turns.round_robin(turns, samples, number=1, warmup=1, rotate=rotate, stop=stop)
     return {name: np.asarray(values) for name, values in kept.items()}
 
 

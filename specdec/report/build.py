@@ -110,18 +110,11 @@ def measure(
             run = sections.ReportRun(target.to(device), list(given), ks, knobs, device, chars, temperature, runs, log,
                                      given={n: d for n, d in given.items() if isinstance(d, Draft)},
                                      sizing_costs=sizing_costs)
-            doc = {"machine": machine, "settings": {
-                "workload": {"name": work.name, "items": len(runs), "seeds": sorted({s for _, s in runs}),
-                             "runs": [[item.id, s] for item, s in runs]},
-                "prompt": prompt, "chars": chars, "seed": seed, "temperature": temperature, "ks": ks,
-                "drafts": run.drafts, "quick": quick, **knobs,
-                "target": protocol.describe(target), "units": protocol.units(target)}}
-            if skipped:
-                doc["skipped"] = skipped
-            if unavailable:
-                doc["unavailable"] = unavailable
-                for section, why in unavailable.items():
-                    log(f"[setup] unavailable for this target: {section}: {why}")
+            settings = {"workload": {"name": work.name, "items": len(runs), "seeds": sorted({s for _, s in runs}),
+                                     "runs": [[item.id, s] for item, s in runs]},
+                        "prompt": prompt, "chars": chars, "seed": seed, "temperature": temperature, "ks": ks,
+                        "drafts": run.drafts, "quick": quick, **knobs}
+            doc = _document(target, machine, settings, skipped, unavailable, log)
             todo = _sections(run, machine["backend"], with_writeup=prompt is None and shipped)
             if batched:
                 todo.append(Section("batch: B sequences at once, paired", lambda s: batch_section.measure(run, s),
@@ -132,6 +125,20 @@ def measure(
         if startup is not None:
             spent.insert(0, {"section": STARTUP, "seconds": round(startup, 2), "allotted": None})
         return _conclude(doc, spent, left.elapsed(), after_own_run, log)
+
+
+def _document(target, machine: dict, settings: dict, skipped: dict, unavailable: dict, log) -> dict:
+    """The report's head: the machine, the settings with the target and its units, the drafts skipped and the
+    sections this target cannot have (each said on the log)."""
+    doc = {"machine": machine, "settings": {**settings, "target": protocol.describe(target),
+                                            "units": protocol.units(target)}}
+    if skipped:
+        doc["skipped"] = skipped
+    if unavailable:
+        doc["unavailable"] = unavailable
+        for section, why in unavailable.items():
+            log(f"[setup] unavailable for this target: {section}: {why}")
+    return doc
 
 
 def _timed_shares(run: sections.ReportRun) -> dict[str, float]:

@@ -3,15 +3,11 @@
 The harness is the installed specdec, fixed while the user's commits vary: the rows are `specdec ab`'s (its worker's
 `_setup`, with the user's `MODULE:CALLABLE` entry points imported from the tree under test after the running
 specdec, `measure.entry`), timed by its worker's clock (`_timed`, `_number`: the thread's CPU time at one thread)
-in `timing.round_robin`'s rotating turns, and counted by its work pool (`work_pool.count_tree`, the method's
-`counting_config`, a row's `figure` the mean over layouts of its instructions outside the allocators). Nothing
-here is imported from the user's commit but their entry points' modules.
-
-benchmarks/harness.py, specdec's own asv suite, counts with the same `work_pool` (it loads the file by path);
-its round-robin, alternated pairs, `sampled` and its SPECDEC_BENCH_SMOKE/SCALE reading (benchmarks/common.py)
-stay apart from this module's because they time with the suite's own clock and reference kernel beside old
-commits' packages, which cannot import this one, while this module times with the worker `specdec ab` runs
-(`ab_worker._timed`, the package's `timing.round_robin`), which that suite must not load from the package.
+in the method's rotating turns and alternated pairs (`measure.turns`, which the repository's own suite,
+benchmarks/harness.py, loads by path and times with too), and counted by its work pool (`work_pool.count_tree`,
+the method's `counting_config`, a row's `figure` the mean over layouts of its instructions outside the
+allocators), as that suite counts. Nothing here is imported from the user's commit but their entry points'
+modules.
 
 The figures, each lower-is-better (asv reads every `track_*` so):
   * c: the draft's proposal per drafted token in single-position target passes, and the same in seconds;
@@ -32,7 +28,9 @@ import os
 import sys
 from dataclasses import dataclass
 
-from specdec.measure import ab_worker, entry
+import numpy as np
+
+from specdec.measure import ab_worker, entry, turns
 
 TREE_VAR = "ASV_SPECDEC_TREE"  # the commit's checked-out tree, set by the asv environment (`asv_env`)
 SAMPLE_SECONDS = 0.01  # a cost sample's length: calls enough to fill it (ab_worker._number)
@@ -126,13 +124,11 @@ def costs(pair: Pair, where: str, samples: int | None = None) -> dict:
     """The target pass's and each draft's proposal's seconds per sample, from one round-robin (rotating turns,
     each turn a sample of `ab_worker._number` calls timed by `ab_worker._timed`); per sample c = (proposal /
     draft_k) / pass. {"pass": [s], "c": {draft: [..]}, "per_token": {draft: [s]}, "reasons": {draft: why}}."""
-    from specdec.measure import timing
-
     calls, answer = rows(pair, where, ["pass", "draft"])
     names = ["pass 1"] + [f"draft {d}" for d in pair.drafts if f"draft {d}" in calls]
     numbers = {n: ab_worker._number(calls[n], SAMPLE_SECONDS) for n in names}
-    got = timing.round_robin({}, samples or scaled(SAMPLES), 1, rotate=True,
-                             samplers={n: (lambda n=n: ab_worker._timed(calls[n], numbers[n])) for n in names})
+    got = {n: np.asarray(v) for n, v in turns.round_robin(
+        {n: (lambda n=n: ab_worker._timed(calls[n], numbers[n])) for n in names}, samples or scaled(SAMPLES)).items()}
     single = got["pass 1"]
     per_token = {d: got[f"draft {d}"] / pair.draft_k for d in pair.drafts if f"draft {d}" in got}
     return {"pass": single.tolist(), "per_token": {d: t.tolist() for d, t in per_token.items()},
@@ -150,13 +146,8 @@ def generations(pair: Pair, where: str, pairs: int | None = None) -> dict:
     plain = calls["target-only"]
     ratios: dict[str, list[float]] = {key: [] for key, row in keys.items() if row in calls}
     for i in range(pairs or scaled(PAIRS)):
-        for key in ratios:
-            spec = calls[keys[key]]
-            if i % 2:
-                ts, tp = ab_worker._timed(spec, 1), ab_worker._timed(plain, 1)
-            else:
-                tp, ts = ab_worker._timed(plain, 1), ab_worker._timed(spec, 1)
-            ratios[key].append(ts / tp)
+        for key in ratios:  # one call each, timed by the worker (its row's `prepare` first, untimed)
+            ratios[key].append(turns.pair(plain, calls[keys[key]], lambda fn: ab_worker._timed(fn, 1), b_first=i % 2 == 1))
     out = {key: {"ratios": r, "passes_per_char": answer[keys[key]]["facts"]["target_passes"] / chars}
            for key, r in ratios.items()}
     return {"rows": out, "reasons": {key: _unavailable(answer, row) for key, row in keys.items() if key not in out}}
@@ -221,10 +212,7 @@ def _work_cache(self) -> dict:
     return _cached(_counted, self)
 
 
-def sampled(values) -> dict:
-    """A figure as its samples, in the form asv's runner reads as a sampled result: asv keeps them, tracks their
-    median with an interval, and `asv continuous` flags a change only beyond its factor and significant."""
-    return {"samples": [float(v) for v in values], "number": 1}
+sampled = turns.sampled
 
 
 class DraftCost:
