@@ -287,7 +287,7 @@ def test_work_md_states_the_calibration_and_its_check_from_their_data():
 
     from specdec.measure.work import work_calibration
 
-    spec = importlib.util.spec_from_file_location("work_study_tool", ROOT / "tools" / "work_study.py")
+    spec = importlib.util.spec_from_file_location("work_study_judge", ROOT / "tools" / "work_study_judge.py")
     study = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(study)
     docs = ROOT / "docs"
