@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
 DOCS = ROOT / "docs"
 MAX_README_BYTES = 25_000
-MAX_DOCS_BYTES = 1_800_000  # one example report (eight drafts: its report.json is 1.07 MB) and the pages
+MAX_DOCS_BYTES = 1_900_000  # one example report (eight drafts; its report.json 1.1 MB, more rounds on a faster VM) and the pages
 FENCE = re.compile(r"```.*?```", re.S)
 LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
 
