@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime
-import gc
 import os
 import platform
 import subprocess
@@ -29,6 +28,7 @@ import numpy as np
 import torch
 from threadpoolctl import threadpool_info, threadpool_limits
 
+from specdec.measure import turns
 from specdec.measure.clock import measured
 from specdec.util.errors import InputError
 
@@ -45,16 +45,10 @@ LARGE_DRIFT = 0.05  # a drift τ (ratios' shift between stretches of the run, on
 STATE_SHIFT = 0.10  # a target-only step this much faster or slower during the pairs than in the cost table
 
 
-@contextlib.contextmanager
 def no_gc():
-    """The block runs with the garbage collector off (a collection inside a timed region is pure noise)."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
+    """The block runs with the garbage collector off (a collection inside a timed region is pure noise); no
+    collection first: a timer enters it once per timed call (`turns.gc_paused`)."""
+    return turns.gc_paused(collect=False)
 
 
 def set_threads(n: int) -> dict:

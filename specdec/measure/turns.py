@@ -20,10 +20,12 @@ from typing import Callable, Iterator
 
 
 @contextlib.contextmanager
-def gc_paused() -> Iterator[None]:
-    """Collect now, then keep the collector out of the block (a collection inside a timed call is noise)."""
+def gc_paused(collect: bool = True) -> Iterator[None]:
+    """Keep the collector out of the block (a collection inside a timed call is noise), after collecting now unless
+    `collect` is False (a block timed many times in a row: one collection before the series, not one each)."""
     enabled = gc.isenabled()
-    gc.collect()
+    if collect:
+        gc.collect()
     gc.disable()
     try:
         yield
@@ -90,17 +92,10 @@ def sampled(values) -> dict:
     """A tracked figure as its samples, in the form asv's runner reads as a sampled result (what a `time_*`
     benchmark hands it): asv stores the samples, appends those of later rounds, takes their median as the
     figure with a 99 % interval, and `asv continuous`/`compare` test the two commits' samples (Mann-Whitney,
-    p < 0.002) before flagging a change beyond the factor. `values`: a flat or nested sequence of numbers."""
-    flat: list[float] = []
-    stack = [values]
-    while stack:
-        item = stack.pop()
-        if hasattr(item, "tolist"):
-            item = item.tolist()
-        if isinstance(item, (list, tuple)):
-            stack.extend(reversed(item))
-        else:
-            flat.append(float(item))
+    p < 0.002) before flagging a change beyond the factor. `values`: any array-like of numbers, flattened."""
+    import numpy as np  # here, not at import: this file's import stays the standard library's
+
+    flat = [float(v) for v in np.asarray(values, dtype=float).ravel()]
     if not flat:
         raise ValueError("a sampled figure needs at least one sample")
     return {"samples": flat, "number": 1}

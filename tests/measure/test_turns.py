@@ -80,8 +80,23 @@ def test_round_robin_pauses_the_collector_over_a_sample_when_asked():
     assert seen == [False] * 4 + [True] * 2 and gc.isenabled()
 
 
+def test_gc_paused_collects_first_unless_told_not_to():
+    starts = []
+    count = lambda phase, info: starts.append(phase) if phase == "start" else None
+    gc.callbacks.append(count)
+    try:
+        with turns.gc_paused():
+            assert not gc.isenabled()
+        collected = len(starts)
+        with turns.gc_paused(collect=False):
+            assert not gc.isenabled()
+    finally:
+        gc.callbacks.remove(count)
+    assert collected >= 1 and len(starts) == collected and gc.isenabled()
+
+
 def test_sampled_flattens_to_asvs_sampled_form():
-    assert turns.sampled([[1, 2], (3,)]) == {"samples": [1.0, 2.0, 3.0], "number": 1}
+    assert turns.sampled([[1, 2], (3, 4)]) == {"samples": [1.0, 2.0, 3.0, 4.0], "number": 1}
     with pytest.raises(ValueError, match="at least one sample"):
         turns.sampled([])
 
