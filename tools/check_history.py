@@ -34,14 +34,39 @@ def _git(*args: str) -> str:
     return subprocess.run(["git", *args], cwd=ROOT, text=True, capture_output=True, check=True).stdout
 
 
-def _export(sha: str, dest: Path) -> None:
-    """The commit's `specdec/` package (with its shipped data) under dest."""
+def _export(sha: str, dest: Path, paths: tuple[str, ...] = ("specdec",)) -> None:
+    """The commit's `paths` (default its `specdec/` package, with its shipped data) under dest."""
     archive = dest / "src.tar"
+    dest.mkdir(parents=True, exist_ok=True)
     with archive.open("wb") as out:
-        subprocess.run(["git", "archive", sha, "specdec"], cwd=ROOT, stdout=out, check=True)
+        subprocess.run(["git", "archive", sha, *paths], cwd=ROOT, stdout=out, check=True)
     with tarfile.open(archive) as tar:
         tar.extractall(dest, filter="data")
     archive.unlink()
+
+
+SKIPPED = object()  # what `run_one` returns where the benchmark's `setup` skipped it (asv's NotImplementedError)
+
+
+def run_one(bench, caches: dict) -> object:
+    """One benchmark as asv runs it: its setup_cache once per key (kept in `caches`; a failed one fails every
+    benchmark that shares it), then `setup`, one call and `teardown`. Its result, or SKIPPED."""
+    key = bench.setup_cache_key
+    if key is not None and key not in caches:
+        try:
+            caches[key] = bench.do_setup_cache()
+        except Exception as exc:
+            caches[key] = exc
+    cache = caches.get(key) if key is not None else None
+    if isinstance(cache, Exception):
+        raise cache
+    bench.set_cache(cache)
+    if bench.do_setup():
+        return SKIPPED
+    try:
+        return bench.do_run()
+    finally:
+        bench.do_teardown()
 
 
 def _valid_track(result) -> bool:
@@ -95,23 +120,10 @@ def _run_suite(checkout: str, expected: dict | None = None) -> dict:
             bench = get_benchmark_from_name(root, f"{found.name}-{idx}" if found.params else found.name, QUICK)
             label = f"{found.name}{_label(bench)}"
             try:
-                key = bench.setup_cache_key
-                if key is not None and key not in caches:
-                    try:
-                        caches[key] = bench.do_setup_cache()
-                    except Exception as exc:  # a failing setup_cache fails every benchmark that shares it
-                        caches[key] = exc
-                cache = caches.get(key) if key is not None else None
-                if isinstance(cache, Exception):
-                    raise cache
-                bench.set_cache(cache)
-                if bench.do_setup():
+                result = run_one(bench, caches)
+                if result is SKIPPED:
                     counts["skipped"] += 1
                     continue
-                try:
-                    result = bench.do_run()
-                finally:
-                    bench.do_teardown()
                 if bench.type == "track" and not _valid_track(result):
                     raise ValueError(f"tracked {result!r}: neither a finite number nor finite samples")
                 counts["ok"] += 1

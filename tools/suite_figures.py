@@ -24,7 +24,6 @@ import re
 import statistics
 import subprocess
 import sys
-import tarfile
 import tempfile
 from pathlib import Path
 
@@ -37,11 +36,7 @@ def _suite(rev: str, dest: Path) -> Path:
     """The suite of `rev` (its benchmarks/ and specdec/, whose method files its harness loads) under dest."""
     if rev == ".":
         return ROOT
-    archive = dest / "suite.tar"
-    with archive.open("wb") as out:
-        subprocess.run(["git", "archive", rev, "benchmarks", "specdec"], cwd=ROOT, stdout=out, check=True)
-    with tarfile.open(archive) as tar:
-        tar.extractall(dest / "suite", filter="data")
+    check_history._export(rev, dest / "suite", ("benchmarks", "specdec"))
     return dest / "suite"
 
 
@@ -60,19 +55,12 @@ def _child(package: str, suite: str, pattern: str) -> list[dict]:
     for found in sorted(disc_benchmarks(root), key=lambda b: b.name):
         if found.type != "track" or not re.search(pattern, found.name):
             continue
+        print(f"  {found.name}", file=sys.stderr, flush=True)
         for idx in range(max(1, len(list(check_history._combinations(found))))):
             bench = get_benchmark_from_name(root, f"{found.name}-{idx}" if found.params else found.name, {})
-            key = bench.setup_cache_key
-            if key is not None and key not in caches:
-                print(f"  setup_cache {key}", file=sys.stderr, flush=True)
-                caches[key] = bench.do_setup_cache()
-            bench.set_cache(caches.get(key) if key is not None else None)
-            if bench.do_setup():
+            result = check_history.run_one(bench, caches)
+            if result is check_history.SKIPPED:
                 continue  # asv's skip: this commit lacks what the benchmark measures
-            try:
-                result = bench.do_run()
-            finally:
-                bench.do_teardown()
             out.append({"benchmark": f"{found.name}{check_history._label(bench)}", "result": result})
     return out
 
@@ -89,7 +77,6 @@ def _measure(args) -> int:
                 print(f"{sha[:7]}: in {args.out} already", file=sys.stderr)
                 continue
             package = Path(tmp) / f"pkg-{sha[:7]}"
-            package.mkdir()
             check_history._export(sha, package)
             env = dict(os.environ, PYTHONPATH=str(package))
             print(f"{sha[:7]}: the suite of {args.suite} ...", file=sys.stderr, flush=True)
